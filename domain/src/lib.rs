@@ -1,0 +1,21 @@
+//! Parlor's domain: what a conversation is made of and which part of it reaches a model.
+//!
+//! This crate has no I/O, no async runtime and no UI framework, so it compiles for the
+//! server and for the browser (WASM) alike and its tests run in seconds. Everything else in
+//! Parlor depends on it; it depends on nothing of Parlor's.
+
+pub mod agent;
+pub mod event;
+pub mod history;
+pub mod markdown;
+pub mod message;
+pub mod mirror;
+pub mod session;
+pub mod settings;
+
+pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
+pub use event::{ChatEvent, DoneEvent, HistoryReport, MetaEvent, Usage};
+pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
+pub use message::{Message, MessageMeta, ReplyStatus, Role};
+pub use session::{SessionId, SessionIdError};
+pub use settings::{HistorySettings, Resolved, SettingSource};

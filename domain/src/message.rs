@@ -1,0 +1,118 @@
+//! Messages as Parlor stores them and sends them to models.
+//!
+//! The serialized shape (`role`, `text`, `ts` in epoch milliseconds, optional `meta`) is the
+//! one the MCP History Store keeps in `messages.json`, so either tool can read the other's files.
+
+use serde::{Deserialize, Serialize};
+
+/// Who a message is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How an assistant reply ended, when it did not simply complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyStatus {
+    /// The user pressed Stop; the text is what had arrived by then.
+    Stopped,
+    /// The model or the connection failed midway; the text is what had arrived by then.
+    Incomplete,
+}
+
+/// Optional facts kept beside a message's text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageMeta {
+    /// Set on assistant replies that did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ReplyStatus>,
+    /// The model that wrote an assistant reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl MessageMeta {
+    pub fn is_empty(&self) -> bool {
+        self.status.is_none() && self.model.is_none()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub text: String,
+    /// When the message was written, in milliseconds since the Unix epoch.
+    pub ts: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<MessageMeta>,
+}
+
+impl Message {
+    pub fn new(role: Role, text: impl Into<String>, ts: i64) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            ts,
+            meta: None,
+        }
+    }
+
+    pub fn user(text: impl Into<String>, ts: i64) -> Self {
+        Self::new(Role::User, text, ts)
+    }
+
+    pub fn assistant(text: impl Into<String>, ts: i64) -> Self {
+        Self::new(Role::Assistant, text, ts)
+    }
+
+    pub fn system(text: impl Into<String>, ts: i64) -> Self {
+        Self::new(Role::System, text, ts)
+    }
+
+    /// The reply's status, if it did not complete.
+    pub fn status(&self) -> Option<ReplyStatus> {
+        self.meta.as_ref().and_then(|m| m.status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_in_the_history_store_layout() {
+        let json = serde_json::to_string(&Message::user("hi", 1_700_000_000_000)).unwrap();
+        assert_eq!(json, r#"{"role":"user","text":"hi","ts":1700000000000}"#);
+    }
+
+    #[test]
+    fn reads_messages_with_meta_and_unknown_fields() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","text":"part","ts":5,"meta":{"status":"stopped","agent":"x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.status(), Some(ReplyStatus::Stopped));
+    }
+}
