@@ -89,3 +89,65 @@ mod tests {
         assert_eq!(back.name(), "error");
     }
 }
+
+/// Splits a server-sent-event byte stream into the `data` payloads of its events.
+///
+/// Feed it bytes as they arrive, in any chunking (even mid-character); it returns each
+/// complete event's data. Comment lines (keep-alives) and other fields are skipped.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buffer: Vec<u8>,
+}
+
+impl SseDecoder {
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.buffer.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some((end, sep_len)) = find_event_end(&self.buffer) {
+            let frame: Vec<u8> = self.buffer.drain(..end + sep_len).take(end).collect();
+            let text = String::from_utf8_lossy(&frame);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+            }
+        }
+        out
+    }
+}
+
+fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod decoder_tests {
+    use super::*;
+
+    #[test]
+    fn decodes_events_across_arbitrary_chunk_boundaries() {
+        let stream = "event: meta\ndata: {\"a\":1}\n\n: keep-alive\n\nevent: delta\ndata: {\"t\":\"é\"}\n\n";
+        let bytes = stream.as_bytes();
+        for split in 1..bytes.len() {
+            let mut d = SseDecoder::default();
+            let mut got = d.push(&bytes[..split]);
+            got.extend(d.push(&bytes[split..]));
+            assert_eq!(got, vec!["{\"a\":1}", "{\"t\":\"é\"}"], "split at {split}");
+        }
+    }
+
+    #[test]
+    fn joins_multi_line_data_and_accepts_crlf() {
+        let mut d = SseDecoder::default();
+        assert_eq!(d.push(b"data: a\r\ndata: b\r\n\r\n"), vec!["a\nb"]);
+        assert!(d.push(b"data: incomplete").is_empty());
+    }
+}

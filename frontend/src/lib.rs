@@ -1,1 +1,8 @@
+//! The browser entry point: hydrates the server-rendered page.
+#![recursion_limit = "256"]
 
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(parlor_app::App);
+}

@@ -1,1 +1,85 @@
-fn main(){}
+//! `parlor`: serves the chat app.
+
+use anyhow::Context;
+use parlor_server::agents::AgentCatalog;
+use parlor_server::config::Config;
+use parlor_server::store::FileStore;
+use std::sync::Arc;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("parlor: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    // Leptos.toml is the run-time configuration when started without cargo-leptos, which
+    // sets LEPTOS_* variables that take precedence.
+    let leptos = leptos_config::get_configuration(Some("Leptos.toml"))
+        .context("reading Leptos.toml")?
+        .leptos_options;
+    let dev = matches!(leptos.env, leptos_config::Env::DEV);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(if dev { "info,parlor_server=debug" } else { "info" }));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+
+    let config = Config::from_env()?;
+    let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)
+        .with_context(|| format!("reading the agents folder {}", config.agents_dir.display()))?;
+    for problem in &problems {
+        if problem.fatal_for_template {
+            tracing::error!("agent template skipped: {problem}");
+        } else {
+            tracing::warn!("agent template: {problem}");
+        }
+    }
+    if agents.is_empty() {
+        tracing::warn!("no agents loaded from {}", config.agents_dir.display());
+    }
+    let store = FileStore::open(&config.data_dir)
+        .with_context(|| format!("opening the data folder {}", config.data_dir.display()))?;
+    match &config.llm {
+        parlor_server::config::LlmConfig::Mirror => {
+            tracing::info!("no LLM configured: replies come from the built-in mirror model")
+        }
+        parlor_server::config::LlmConfig::OpenAi { .. } => {
+            tracing::info!("using the OpenAI-compatible server configured by OPENAI_BASE_URL")
+        }
+    }
+    let addr = leptos.site_addr;
+    let services = parlor_server::services(config, agents, Arc::new(store));
+    let app = parlor_server::router(leptos, services);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    tracing::info!("Parlor is listening on http://{addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serving")?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            signal.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}

@@ -1,1 +1,242 @@
+//! A scriptable OpenAI-compatible Chat Completions server for Parlor's tests.
+//!
+//! It is a real HTTP server on loopback. What it does is chosen by directives in the last
+//! user message, so a test (or a person in the browser) can provoke every upstream fault:
+//!
+//! | directive       | behaviour                                                        |
+//! |-----------------|------------------------------------------------------------------|
+//! | (none)          | streams `Echo: <message>` a few words at a time, then usage      |
+//! | `[slow]`        | streams 60 words, one every 150 ms                               |
+//! | `[status:NNN]`  | answers HTTP NNN with an OpenAI error body                       |
+//! | `[fail-once]`   | answers 503 the first time it sees this exact message, then echoes |
+//! | `[malformed]`   | streams a chunk that is not JSON                                 |
+//! | `[drop]`        | streams two chunks, then cuts the connection                     |
+//! | `[hang]`        | never answers                                                    |
+//! | `[stall]`       | streams one chunk, then goes silent                              |
+//!
+//! Every request body is recorded; `GET /_requests` returns them as a JSON array.
 
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Default)]
+pub struct Recorder {
+    requests: Arc<Mutex<Vec<Value>>>,
+    failed_once: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Recorder {
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("recorder lock").clone()
+    }
+}
+
+/// The fake's routes, under `/v1` like OpenAI's.
+pub fn router(recorder: Recorder) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/_requests", get(recorded))
+        .with_state(recorder)
+}
+
+/// A running fake server.
+pub struct FakeLlm {
+    pub addr: SocketAddr,
+    recorder: Recorder,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeLlm {
+    /// Starts on a free loopback port.
+    pub async fn start() -> std::io::Result<FakeLlm> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let recorder = Recorder::default();
+        let app = router(recorder.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FakeLlm {
+            addr,
+            recorder,
+            task,
+        })
+    }
+
+    /// The value for `OPENAI_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request body received so far, oldest first.
+    pub fn requests(&self) -> Vec<Value> {
+        self.recorder.requests()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn models() -> Json<Value> {
+    Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+}
+
+async fn recorded(State(recorder): State<Recorder>) -> Json<Value> {
+    Json(Value::Array(recorder.requests()))
+}
+
+async fn chat_completions(State(recorder): State<Recorder>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+    };
+    recorder
+        .requests
+        .lock()
+        .expect("recorder lock")
+        .push(request.clone());
+
+    let last_user = request["messages"]
+        .as_array()
+        .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
+    let include_usage = request["stream_options"]["include_usage"] == json!(true);
+    let prompt_tokens = request.to_string().len() as u64 / 4;
+
+    if let Some(code) = directive_status(&last_user) {
+        return openai_error(code, "The fake model was told to fail.");
+    }
+    if last_user.contains("[fail-once]") {
+        let first_time = recorder
+            .failed_once
+            .lock()
+            .expect("recorder lock")
+            .insert(last_user.clone());
+        if first_time {
+            return openai_error(StatusCode::SERVICE_UNAVAILABLE, "The fake model is overloaded.");
+        }
+    }
+    if last_user.contains("[hang]") {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    if request["stream"] != json!(true) {
+        let text = format!("Echo: {last_user}");
+        return Json(json!({
+            "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": usage(prompt_tokens, 3),
+        }))
+        .into_response();
+    }
+
+    let events: Vec<Step> = if last_user.contains("[malformed]") {
+        vec![
+            Step::Data(chunk(&model, Some("Hello"), None)),
+            Step::Raw("data: {this is not json\n\n".into()),
+        ]
+    } else if last_user.contains("[drop]") {
+        vec![
+            Step::Data(chunk(&model, Some("Partial "), None)),
+            Step::Data(chunk(&model, Some("reply"), None)),
+            Step::Pause(Duration::from_millis(50)),
+            Step::Cut,
+        ]
+    } else if last_user.contains("[stall]") {
+        vec![
+            Step::Data(chunk(&model, Some("Waiting"), None)),
+            Step::Pause(Duration::from_secs(3600)),
+        ]
+    } else if last_user.contains("[slow]") {
+        let mut steps = Vec::new();
+        for i in 0..60 {
+            steps.push(Step::Data(chunk(&model, Some(&format!("word{i} ")), None)));
+            steps.push(Step::Pause(Duration::from_millis(150)));
+        }
+        steps.push(Step::Data(chunk(&model, None, Some("stop"))));
+        steps.push(Step::Raw("data: [DONE]\n\n".into()));
+        steps
+    } else {
+        let text = format!("Echo: {last_user}");
+        let pieces: Vec<&str> = text.split_inclusive(' ').collect();
+        let mut steps: Vec<Step> = pieces
+            .chunks(2)
+            .map(|c| Step::Data(chunk(&model, Some(&c.concat()), None)))
+            .collect();
+        steps.push(Step::Data(chunk(&model, None, Some("stop"))));
+        if include_usage {
+            let completion = pieces.len() as u64;
+            steps.push(Step::Data(json!({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                "choices": [], "usage": usage(prompt_tokens, completion),
+            })));
+        }
+        steps.push(Step::Raw("data: [DONE]\n\n".into()));
+        steps
+    };
+
+    let stream = futures::stream::iter(events).then(|step| async move {
+        match step {
+            Step::Data(value) => Ok(Bytes::from(format!("data: {value}\n\n"))),
+            Step::Raw(text) => Ok(Bytes::from(text)),
+            Step::Pause(d) => {
+                tokio::time::sleep(d).await;
+                Ok(Bytes::new())
+            }
+            Step::Cut => Err(std::io::Error::other("connection cut by the fake")),
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(stream))
+        .expect("static response parts")
+}
+
+enum Step {
+    Data(Value),
+    Raw(String),
+    Pause(Duration),
+    Cut,
+}
+
+fn chunk(model: &str, content: Option<&str>, finish: Option<&str>) -> Value {
+    let delta = match content {
+        Some(text) => json!({"role": "assistant", "content": text}),
+        None => json!({}),
+    };
+    json!({
+        "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+}
+
+fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+fn directive_status(message: &str) -> Option<StatusCode> {
+    let start = message.find("[status:")? + "[status:".len();
+    let code = message[start..].split(']').next()?.parse::<u16>().ok()?;
+    StatusCode::from_u16(code).ok()
+}
+
+fn openai_error(status: StatusCode, message: &str) -> Response {
+    let body = json!({"error": {"message": message, "type": "fake_error", "code": status.as_u16()}});
+    (status, Json(body)).into_response()
+}

@@ -1,0 +1,96 @@
+//! Data the pages load from the server, and the server functions that load it.
+
+use leptos::prelude::*;
+use parlor_domain::{HistoryReport, ReplyStatus, Role};
+use serde::{Deserialize, Serialize};
+
+/// An agent on the home page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentCard {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HomeData {
+    pub agents: Vec<AgentCard>,
+    pub mirror: bool,
+}
+
+/// What the chat page was asked for, straight from its URL.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatQuery {
+    pub agent: String,
+    pub session: Option<String>,
+    pub history_policy: Option<String>,
+    pub history_length: Option<String>,
+    pub debug: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub initial_messages: Vec<String>,
+    pub chat_prompts: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub role: Role,
+    pub text: String,
+    pub status: Option<ReplyStatus>,
+}
+
+/// A conversation in the sidebar.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationItem {
+    pub session_id: String,
+    pub agent_id: String,
+    pub title: String,
+    pub updated_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatData {
+    pub agent: AgentInfo,
+    pub model: String,
+    pub provider: String,
+    pub mirror: bool,
+    pub session_id: Option<String>,
+    pub messages: Vec<StoredMessage>,
+    pub conversations: Vec<ConversationItem>,
+    /// Present when the debug panel was asked for and the operator allows it.
+    pub debug: Option<HistoryReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ChatPageData {
+    Ready(Box<ChatData>),
+    UnknownAgent(String),
+    UnknownConversation,
+}
+
+#[server]
+pub async fn load_home() -> Result<HomeData, ServerFnError> {
+    let backend = expect_context::<crate::ssr::BackendHandle>();
+    Ok(backend.0.home().await)
+}
+
+#[server]
+pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> {
+    let backend = expect_context::<crate::ssr::BackendHandle>();
+    let browser = crate::ssr::browser_session().await;
+    let page = backend
+        .0
+        .chat(query, browser)
+        .await
+        .map_err(ServerFnError::new)?;
+    if !matches!(page, ChatPageData::Ready(_)) {
+        let response = expect_context::<leptos_axum::ResponseOptions>();
+        response.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+    Ok(page)
+}

@@ -1,0 +1,144 @@
+//! The transcript: the conversation so far, the reply as it streams, and inline errors.
+
+use crate::state::{ChatState, UiMessage};
+use leptos::prelude::*;
+use parlor_domain::markdown::render_markdown;
+use parlor_domain::{ReplyStatus, Role};
+
+#[component]
+pub fn MessageList(
+    state: ChatState,
+    initial_messages: Vec<String>,
+    chat_prompts: Vec<String>,
+) -> impl IntoView {
+    let empty = move || state.messages.with(|m| m.is_empty());
+    let last_assistant = Memo::new(move |_| {
+        state
+            .messages
+            .with(|list| list.last().filter(|m| m.role == Role::Assistant).map(|m| m.key))
+    });
+    let unanswered = move || {
+        !state.streaming.get()
+            && state.error.with(Option::is_none)
+            && state
+                .messages
+                .with(|list| list.last().is_some_and(|m| m.role == Role::User))
+    };
+    view! {
+        <section class="transcript" aria-live="polite" aria-label="Conversation">
+            <Show when=empty>
+                <div class="intro">
+                    {initial_messages
+                        .iter()
+                        .map(|text| {
+                            view! {
+                                <article class="message assistant intro-message">
+                                    <div class="bubble markdown" inner_html=render_markdown(text)></div>
+                                </article>
+                            }
+                        })
+                        .collect_view()}
+                    <div class="suggestions">
+                        {chat_prompts
+                            .iter()
+                            .cloned()
+                            .map(|prompt| {
+                                let text = prompt.clone();
+                                view! {
+                                    <button class="suggestion" on:click=move |_| state.send(text.clone())>
+                                        {prompt}
+                                    </button>
+                                }
+                            })
+                            .collect_view()}
+                    </div>
+                </div>
+            </Show>
+            <For each=move || state.messages.get() key=|m| m.key let:message>
+                <Message state message last_assistant/>
+            </For>
+            <Show when=unanswered>
+                <div class="notice-row">
+                    <span>"This message has no reply yet."</span>
+                    <button class="retry" on:click=move |_| state.regenerate()>"Retry"</button>
+                </div>
+            </Show>
+            {move || {
+                state
+                    .error
+                    .get()
+                    .map(|message| {
+                        view! {
+                            <div class="error-row" role="alert">
+                                <span class="error-text">{message}</span>
+                                <button class="retry" on:click=move |_| state.regenerate()>"Retry"</button>
+                            </div>
+                        }
+                    })
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn Message(state: ChatState, message: UiMessage, last_assistant: Memo<Option<u64>>) -> impl IntoView {
+    let role = message.role;
+    let index = move || {
+        state
+            .messages
+            .with(|list| list.iter().position(|m| m.key == message.key))
+    };
+    let not_sent = move || {
+        let first_sent = state.report.with(|r| r.as_ref().map(|r| r.first_sent_index));
+        matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
+    };
+    let copied = RwSignal::new(false);
+    let body = move || match role {
+        Role::Assistant => {
+            view! { <div class="bubble markdown" inner_html=move || render_markdown(&message.text.get())></div> }
+                .into_any()
+        }
+        _ => view! { <div class="bubble plain">{move || message.text.get()}</div> }.into_any(),
+    };
+    view! {
+        <article
+            class=format!("message {}", role.as_str())
+            class:not-sent=not_sent
+            class:streaming=move || message.streaming.get()
+            data-role=role.as_str()
+        >
+            <Show when=not_sent>
+                <span class="tag not-sent-tag" title="Not sent to the model on the last turn">
+                    "not sent"
+                </span>
+            </Show>
+            {body}
+            {move || match message.status.get() {
+                Some(ReplyStatus::Stopped) => Some(view! { <span class="tag stopped-tag">"stopped"</span> }),
+                Some(ReplyStatus::Incomplete) => Some(view! { <span class="tag incomplete-tag">"incomplete"</span> }),
+                None => None,
+            }}
+            <Show when=move || role == Role::Assistant && !message.streaming.get()>
+                <div class="actions">
+                    <button
+                        class="copy"
+                        on:click=move |_| {
+                            crate::stream::copy_to_clipboard(&message.text.get_untracked());
+                            copied.set(true);
+                            set_timeout(move || copied.set(false), std::time::Duration::from_millis(1500));
+                        }
+                    >
+                        {move || if copied.get() { "Copied" } else { "Copy" }}
+                    </button>
+                    <Show when=move || {
+                        last_assistant.get() == Some(message.key) && !state.streaming.get()
+                    }>
+                        <button class="regenerate" on:click=move |_| state.regenerate()>
+                            "Regenerate"
+                        </button>
+                    </Show>
+                </div>
+            </Show>
+        </article>
+    }
+}

@@ -1,0 +1,98 @@
+//! `/chat?agent=<id>`: a conversation with one agent (the AgentDock URL form).
+//!
+//! Query parameters: `session` (which conversation), `historyPolicy` / `historyLength`
+//! (forwarded to the chat API, which decides whether they apply), `debug=true`.
+
+use crate::api::{load_chat, ChatData, ChatPageData, ChatQuery};
+use crate::components::{Composer, MessageList, Sidebar};
+use crate::state::ChatState;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn ChatPage() -> impl IntoView {
+    let query = use_query_map();
+    let chat_query = Memo::new(move |_| {
+        query.with(|q| ChatQuery {
+            agent: q.get("agent").unwrap_or_default(),
+            session: q.get("session").filter(|s| !s.is_empty()),
+            history_policy: q.get("historyPolicy"),
+            history_length: q.get("historyLength"),
+            debug: q.get("debug").as_deref() == Some("true"),
+        })
+    });
+    let data = Resource::new(move || chat_query.get(), load_chat);
+    view! {
+        <Suspense fallback=|| view! { <p class="page-message">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(ChatPageData::Ready(chat)) => {
+                        view! { <ChatView data=*chat query=chat_query.get_untracked()/> }.into_any()
+                    }
+                    Ok(ChatPageData::UnknownAgent(id)) => {
+                        view! {
+                            <main class="page-message">
+                                <h1>"Unknown agent"</h1>
+                                <p>"There is no agent called “"{id}"”. "<a href="/">"See the agents"</a></p>
+                            </main>
+                        }
+                            .into_any()
+                    }
+                    Ok(ChatPageData::UnknownConversation) => {
+                        view! {
+                            <main class="page-message">
+                                <h1>"Conversation not found"</h1>
+                                <p>"It does not exist or belongs to another browser. "<a href="/">"Start over"</a></p>
+                            </main>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <main class="page-message error-text">{e.to_string()}</main> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
+    let state = ChatState::new(&data, query);
+    let sidebar_open = RwSignal::new(false);
+    let agent = data.agent;
+    let model_label = format!("{} · {}", data.model, data.provider);
+    view! {
+        <Title text=format!("{} · Parlor", agent.name)/>
+        <div class="layout">
+            <Sidebar state open=sidebar_open/>
+            <main class="chat" data-agent=agent.id.clone()>
+                <header class="chat-head">
+                    <button
+                        class="menu"
+                        aria-label="Conversations"
+                        on:click=move |_| sidebar_open.update(|o| *o = !*o)
+                    >
+                        "☰"
+                    </button>
+                    <div class="title">
+                        <h1>{agent.name.clone()}</h1>
+                        <span class="model" title="Model and provider">{model_label}</span>
+                    </div>
+                    <button class="new-chat" on:click=move |_| state.new_chat()>"New chat"</button>
+                </header>
+                <Show when=move || data.mirror>
+                    <p class="notice mirror-notice">
+                        "Offline mode: replies come from Parlor's built-in "<strong>"mirror"</strong>
+                        " model, which describes exactly what it received. Configure an LLM to chat for real."
+                    </p>
+                </Show>
+                <MessageList
+                    state
+                    initial_messages=agent.initial_messages.clone()
+                    chat_prompts=agent.chat_prompts.clone()
+                />
+                <Composer state agent_name=agent.name.clone()/>
+            </main>
+        </div>
+    }
+}

@@ -1,0 +1,262 @@
+//! The chat page's live state and what the user can do with it.
+//!
+//! Every message owns its own text signal, so a streamed piece of a reply updates that one
+//! message and nothing else on the page.
+
+use crate::api::{ChatData, ChatQuery, ConversationItem};
+use crate::stream::{self, AbortHandle, StreamEnd};
+use leptos::prelude::*;
+use parlor_domain::{ChatEvent, HistoryReport, ReplyStatus, Role};
+
+#[derive(Clone, Copy)]
+pub struct UiMessage {
+    pub key: u64,
+    pub role: Role,
+    pub text: RwSignal<String>,
+    pub status: RwSignal<Option<ReplyStatus>>,
+    pub streaming: RwSignal<bool>,
+}
+
+#[derive(Clone, Copy)]
+pub struct ChatState {
+    pub agent_id: StoredValue<String>,
+    query: StoredValue<ChatQuery>,
+    pub session_id: RwSignal<Option<String>>,
+    pub messages: RwSignal<Vec<UiMessage>>,
+    pub streaming: RwSignal<bool>,
+    /// An error from the last turn, shown inline with Retry.
+    pub error: RwSignal<Option<String>>,
+    pub draft: RwSignal<String>,
+    pub conversations: RwSignal<Vec<ConversationItem>>,
+    pub report: RwSignal<Option<HistoryReport>>,
+    /// Tokens the model reported for the last turn, when it reports usage.
+    pub usage_tokens: RwSignal<Option<u64>>,
+    next_key: StoredValue<u64>,
+    abort: StoredValue<AbortHandle, LocalStorage>,
+}
+
+impl ChatState {
+    pub fn new(data: &ChatData, query: ChatQuery) -> Self {
+        let state = ChatState {
+            agent_id: StoredValue::new(data.agent.id.clone()),
+            query: StoredValue::new(query),
+            session_id: RwSignal::new(data.session_id.clone()),
+            messages: RwSignal::new(Vec::new()),
+            streaming: RwSignal::new(false),
+            error: RwSignal::new(None),
+            draft: RwSignal::new(String::new()),
+            conversations: RwSignal::new(data.conversations.clone()),
+            report: RwSignal::new(data.debug.clone()),
+            usage_tokens: RwSignal::new(None),
+            next_key: StoredValue::new(0),
+            abort: StoredValue::new_local(AbortHandle::default()),
+        };
+        let initial = data
+            .messages
+            .iter()
+            .map(|m| state.make_message(m.role, m.text.clone(), m.status))
+            .collect();
+        state.messages.set(initial);
+        state
+    }
+
+    fn make_message(&self, role: Role, text: String, status: Option<ReplyStatus>) -> UiMessage {
+        let key = self.next_key.get_value();
+        self.next_key.set_value(key + 1);
+        UiMessage {
+            key,
+            role,
+            text: RwSignal::new(text),
+            status: RwSignal::new(status),
+            streaming: RwSignal::new(false),
+        }
+    }
+
+    fn push(&self, role: Role, text: String) -> UiMessage {
+        let message = self.make_message(role, text, None);
+        self.messages.update(|list| list.push(message));
+        message
+    }
+
+    fn remove(&self, key: u64) {
+        self.messages.update(|list| list.retain(|m| m.key != key));
+    }
+
+    /// Sends the composer's text.
+    pub fn send_draft(self) {
+        let text = self.draft.get_untracked();
+        if text.trim().is_empty() || self.streaming.get_untracked() {
+            return;
+        }
+        self.draft.set(String::new());
+        self.send(text);
+    }
+
+    /// Sends `text` as the user's next message.
+    pub fn send(self, text: String) {
+        if self.streaming.get_untracked() {
+            return;
+        }
+        let user = self.push(Role::User, text.clone());
+        self.start_turn(Some((user, text)));
+    }
+
+    /// Asks for a new reply to the last user message (Retry after an error, Regenerate).
+    pub fn regenerate(self) {
+        if self.streaming.get_untracked() {
+            return;
+        }
+        self.messages.update(|list| {
+            while list.last().is_some_and(|m| m.role != Role::User) {
+                list.pop();
+            }
+        });
+        self.start_turn(None);
+    }
+
+    pub fn stop(self) {
+        self.abort.update_value(|a| a.abort());
+    }
+
+    /// Starts an empty conversation with the same agent.
+    pub fn new_chat(self) {
+        self.stop();
+        self.messages.set(Vec::new());
+        self.session_id.set(None);
+        self.error.set(None);
+        self.report.set(None);
+        self.usage_tokens.set(None);
+        stream::set_url_param("session", None);
+    }
+
+    fn api_url(&self) -> String {
+        let query = self.query.get_value();
+        let mut url = format!("/api/chat/{}", encode(&self.agent_id.get_value()));
+        let mut params = Vec::new();
+        if let Some(p) = &query.history_policy {
+            params.push(format!("historyPolicy={}", encode(p)));
+        }
+        if let Some(l) = &query.history_length {
+            params.push(format!("historyLength={}", encode(l)));
+        }
+        if !params.is_empty() {
+            url.push('?');
+            url.push_str(&params.join("&"));
+        }
+        url
+    }
+
+    fn start_turn(self, user: Option<(UiMessage, String)>) {
+        self.error.set(None);
+        let reply = self.push(Role::Assistant, String::new());
+        reply.streaming.set(true);
+        self.streaming.set(true);
+        let body = serde_json::json!({
+            "session_id": self.session_id.get_untracked(),
+            "message": user.as_ref().map(|(_, text)| text.clone()),
+            "regenerate": user.is_none(),
+        })
+        .to_string();
+        let user_key = user.as_ref().map(|(m, _)| m.key);
+        let user_text = user.map(|(_, text)| text);
+        let restore_text = user_text.clone();
+        let finished = StoredValue::new(false);
+
+        let on_event = move |event: ChatEvent| match event {
+            ChatEvent::Meta(meta) => {
+                self.adopt_session(&meta.session_id, user_text.as_deref());
+                self.report.set(Some(meta.history));
+                self.usage_tokens.set(None);
+            }
+            ChatEvent::Delta { text } => reply.text.update(|t| t.push_str(&text)),
+            ChatEvent::Done(done) => {
+                finished.set_value(true);
+                self.usage_tokens
+                    .set(done.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0));
+            }
+            ChatEvent::Error { message } => {
+                finished.set_value(true);
+                self.error.set(Some(message));
+                reply.status.set(Some(ReplyStatus::Incomplete));
+            }
+        };
+        let on_end = move |end: StreamEnd| {
+            reply.streaming.set(false);
+            self.streaming.set(false);
+            match end {
+                StreamEnd::Closed if !finished.get_value() => {
+                    reply.status.set(Some(ReplyStatus::Incomplete));
+                    self.error
+                        .set(Some("The connection to Parlor closed before the reply finished.".into()));
+                }
+                StreamEnd::Closed => {}
+                StreamEnd::Aborted => reply.status.set(Some(ReplyStatus::Stopped)),
+                StreamEnd::Refused(message) => {
+                    // Nothing was stored: take the turn back and return the text to the composer.
+                    self.remove(reply.key);
+                    if let Some(key) = user_key {
+                        self.remove(key);
+                    }
+                    if let Some(text) = &restore_text {
+                        self.draft.set(text.clone());
+                    }
+                    self.error.set(Some(message));
+                }
+                StreamEnd::Network(message) => {
+                    reply.status.set(Some(ReplyStatus::Incomplete));
+                    self.error.set(Some(format!("Could not reach Parlor: {message}")));
+                }
+            }
+            if reply.text.get_untracked().is_empty() {
+                self.remove(reply.key);
+            }
+        };
+        let url = self.api_url();
+        self.abort
+            .update_value(|abort| stream::spawn_chat(url, body, abort, on_event, on_end));
+    }
+
+    fn adopt_session(&self, session_id: &str, first_text: Option<&str>) {
+        if self.session_id.get_untracked().as_deref() == Some(session_id) {
+            if let Some(item) = self
+                .conversations
+                .get_untracked()
+                .iter()
+                .position(|c| c.session_id == session_id)
+            {
+                // Move the active conversation to the top: it is now the newest.
+                self.conversations.update(|list| {
+                    let current = list.remove(item);
+                    list.insert(0, current);
+                });
+            }
+            return;
+        }
+        self.session_id.set(Some(session_id.to_owned()));
+        stream::set_url_param("session", Some(session_id));
+        let title = first_text
+            .map(parlor_domain::mirror::preview)
+            .unwrap_or_else(|| "New conversation".into());
+        let item = ConversationItem {
+            session_id: session_id.to_owned(),
+            agent_id: self.agent_id.get_value(),
+            title,
+            updated_ms: 0,
+        };
+        self.conversations.update(|list| list.insert(0, item));
+    }
+}
+
+/// Percent-encodes a URL query value or path segment.
+pub fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}

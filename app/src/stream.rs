@@ -1,0 +1,175 @@
+//! The browser side of the chat stream: `POST /api/chat/{agent}` with `fetch`, reading the
+//! server-sent events as they arrive, cancellable with an `AbortController` (Stop).
+//!
+//! On the server these functions are never called (event handlers only run in the
+//! browser); they compile to no-ops there so components stay the same on both sides.
+
+use parlor_domain::ChatEvent;
+
+/// How a stream ended, when it did not end with the server's own `done` or `error`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEnd {
+    /// The server closed the stream normally.
+    Closed,
+    /// The user pressed Stop.
+    Aborted,
+    /// The server refused the request (bad input, busy conversation…), with its message.
+    Refused(String),
+    /// Parlor itself could not be reached.
+    Network(String),
+}
+
+/// Cancels the running request, if any.
+#[derive(Default)]
+pub struct AbortHandle {
+    #[cfg(feature = "hydrate")]
+    controller: Option<web_sys::AbortController>,
+}
+
+impl AbortHandle {
+    pub fn abort(&mut self) {
+        #[cfg(feature = "hydrate")]
+        if let Some(controller) = self.controller.take() {
+            controller.abort();
+        }
+    }
+}
+
+/// Starts a chat request in the background. `on_event` sees each event; `on_end` runs once.
+#[cfg(feature = "hydrate")]
+pub fn spawn_chat(
+    url: String,
+    body: String,
+    abort: &mut AbortHandle,
+    mut on_event: impl FnMut(ChatEvent) + 'static,
+    on_end: impl FnOnce(StreamEnd) + 'static,
+) {
+    let controller = match web_sys::AbortController::new() {
+        Ok(c) => c,
+        Err(_) => return on_end(StreamEnd::Network("this browser cannot cancel requests".into())),
+    };
+    let signal = controller.signal();
+    abort.controller = Some(controller);
+    leptos::task::spawn_local(async move {
+        let end = browser::post(&url, &body, &signal, &mut on_event).await;
+        on_end(end);
+    });
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn spawn_chat(
+    _url: String,
+    _body: String,
+    _abort: &mut AbortHandle,
+    _on_event: impl FnMut(ChatEvent) + 'static,
+    _on_end: impl FnOnce(StreamEnd) + 'static,
+) {
+}
+
+/// Replaces the page URL's `key` parameter (removing it when `value` is `None`) without a
+/// navigation, so a reload opens the same conversation.
+pub fn set_url_param(key: &str, value: Option<&str>) {
+    #[cfg(feature = "hydrate")]
+    browser::set_url_param(key, value);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (key, value);
+}
+
+/// Copies text to the clipboard.
+pub fn copy_to_clipboard(text: &str) {
+    #[cfg(feature = "hydrate")]
+    if let Some(window) = web_sys::window() {
+        let _ = window.navigator().clipboard().write_text(text);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = text;
+}
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use super::StreamEnd;
+    use parlor_domain::event::SseDecoder;
+    use parlor_domain::ChatEvent;
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+
+    pub async fn post(
+        url: &str,
+        body: &str,
+        signal: &web_sys::AbortSignal,
+        on_event: &mut dyn FnMut(ChatEvent),
+    ) -> StreamEnd {
+        match read(url, body, signal, on_event).await {
+            Ok(end) => end,
+            Err(_) if signal.aborted() => StreamEnd::Aborted,
+            Err(e) => StreamEnd::Network(describe(&e)),
+        }
+    }
+
+    async fn read(
+        url: &str,
+        body: &str,
+        signal: &web_sys::AbortSignal,
+        on_event: &mut dyn FnMut(ChatEvent),
+    ) -> Result<StreamEnd, JsValue> {
+        let response = gloo_net::http::Request::post(url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .abort_signal(Some(signal))
+            .body(body.to_owned())
+            .map_err(|e| JsValue::from_str(&e.to_string()))?
+            .send()
+            .await
+            .map_err(|e| JsValue::from_str(&e.to_string()))?;
+        if !response.ok() {
+            let text = response.text().await.unwrap_or_default();
+            let message = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("Parlor answered HTTP {}", response.status()));
+            return Ok(StreamEnd::Refused(message));
+        }
+        let Some(stream) = response.body() else {
+            return Ok(StreamEnd::Closed);
+        };
+        let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().dyn_into()?;
+        let mut decoder = SseDecoder::default();
+        loop {
+            let chunk = JsFuture::from(reader.read()).await?;
+            let done = js_sys::Reflect::get(&chunk, &"done".into())?
+                .as_bool()
+                .unwrap_or(true);
+            if done {
+                return Ok(StreamEnd::Closed);
+            }
+            let value = js_sys::Reflect::get(&chunk, &"value".into())?;
+            let bytes = js_sys::Uint8Array::new(&value).to_vec();
+            for data in decoder.push(&bytes) {
+                if let Ok(event) = serde_json::from_str::<ChatEvent>(&data) {
+                    on_event(event);
+                }
+            }
+        }
+    }
+
+    fn describe(error: &JsValue) -> String {
+        error
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| error.as_string())
+            .unwrap_or_else(|| "network error".into())
+    }
+
+    pub fn set_url_param(key: &str, value: Option<&str>) {
+        let Some(window) = web_sys::window() else { return };
+        let Ok(href) = window.location().href() else { return };
+        let Ok(url) = web_sys::Url::new(&href) else { return };
+        match value {
+            Some(v) => url.search_params().set(key, v),
+            None => url.search_params().delete(key),
+        }
+        if let Ok(history) = window.history() {
+            let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url.href()));
+        }
+    }
+}

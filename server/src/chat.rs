@@ -1,0 +1,325 @@
+//! One chat turn: store the user's message, decide what the model sees, stream the reply,
+//! and store it, whatever happens to the browser or the upstream on the way.
+
+use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
+use crate::state::{BusyGuard, Services};
+use crate::store::{now_ms, ConversationInfo, StoreError};
+use futures::StreamExt;
+use parlor_app::ssr::BrowserSession;
+use parlor_domain::history::trim_for_model;
+use parlor_domain::mirror::{preview, MIRROR_MODEL};
+use parlor_domain::settings::SettingInputs;
+use parlor_domain::{
+    Agent, ChatEvent, Conversation, DoneEvent, HistoryReport, HistorySettings, Message,
+    MessageMeta, MetaEvent, ReplyStatus, Role, SessionId,
+};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What a turn was asked to do.
+pub struct TurnInput {
+    pub agent: Arc<Agent>,
+    /// The conversation to continue; a new one is started when absent.
+    pub session_id: Option<SessionId>,
+    pub browser: Option<BrowserSession>,
+    /// The user's new message, or `None` to reply again to the last one (Retry, Regenerate).
+    pub message: Option<String>,
+    pub url_policy: Option<String>,
+    pub url_length: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("conversation not found")]
+    ConversationNotFound,
+    #[error("this conversation belongs to agent {0:?}")]
+    WrongAgent(String),
+    #[error("a reply is already being written in this conversation; wait for it or press Stop")]
+    Busy,
+    #[error("there is no user message to reply to")]
+    NothingToRegenerate,
+    #[error("history store unavailable, your message was not saved ({0})")]
+    Store(#[from] StoreError),
+}
+
+/// A started turn: the facts about the model call, then the rest of its events.
+pub struct Turn {
+    pub meta: MetaEvent,
+    pub events: mpsc::Receiver<ChatEvent>,
+}
+
+pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
+    let store = &services.store;
+    let (session_id, existing) = match input.session_id.clone() {
+        Some(id) => {
+            let info = store.info(&id).await?;
+            check_access(info.as_ref(), input.browser.as_ref(), &input.agent.id)?;
+            (id, info)
+        }
+        None => (SessionId::from_random(uuid::Uuid::new_v4().as_u128()), None),
+    };
+    let busy = services.claim(&session_id).ok_or(TurnError::Busy)?;
+
+    let mut stored = store.load(&session_id).await?;
+    let now = now_ms();
+    match &input.message {
+        Some(text) => {
+            let message = Message::user(text.clone(), now);
+            store.append(&session_id, std::slice::from_ref(&message)).await?;
+            stored.push(message);
+        }
+        None => {
+            let last_user = stored
+                .iter()
+                .rposition(|m| m.role == Role::User)
+                .ok_or(TurnError::NothingToRegenerate)?;
+            if last_user + 1 < stored.len() {
+                stored.truncate(last_user + 1);
+                store.replace(&session_id, &stored).await?;
+            }
+        }
+    }
+    let info = match existing {
+        Some(mut info) => {
+            info.updated_ms = now;
+            info
+        }
+        None => ConversationInfo {
+            session_id: session_id.clone(),
+            agent_id: input.agent.id.clone(),
+            owner: input.browser.as_ref().map(|b| b.0.clone()),
+            title: stored
+                .iter()
+                .find(|m| m.role == Role::User)
+                .map(|m| preview(&m.text))
+                .unwrap_or_default(),
+            created_ms: now,
+            updated_ms: now,
+        },
+    };
+    store.put_info(&info).await?;
+
+    let settings = resolve_settings(services, &input.agent, &input);
+    let plan = plan_request(&input.agent, stored, &settings);
+    let model = model_name(services, &input.agent);
+    tracing::debug!(
+        "[History] Agent {} history settings: {{policy: \"{}\", length: {}, messageCount: {}}}",
+        input.agent.id,
+        settings.policy.value,
+        settings.length.value,
+        plan.report.messages_stored
+    );
+    if plan.report.messages_trimmed > 0 {
+        tracing::debug!(
+            "[History] Trimmed messages from {} to {}",
+            plan.report.messages_stored,
+            plan.report.messages_stored - plan.report.messages_trimmed
+        );
+    }
+    let meta = MetaEvent {
+        session_id: session_id.to_string(),
+        agent_id: input.agent.id.clone(),
+        model: model.clone().unwrap_or_default(),
+        provider: services.llm.provider().to_owned(),
+        history: plan.report,
+    };
+
+    let (tx, rx) = mpsc::channel(64);
+    let request = model.map(|model| ModelRequest {
+        model,
+        messages: plan.messages,
+        temperature: input.agent.llm.as_ref().and_then(|l| l.temperature),
+        max_tokens: input.agent.llm.as_ref().and_then(|l| l.max_tokens),
+    });
+    let request = request.ok_or_else(|| LlmError::NoModel {
+        agent: input.agent.id.clone(),
+    });
+    tokio::spawn(write_reply(services.clone(), session_id, request, tx, busy));
+    Ok(Turn { meta, events: rx })
+}
+
+/// A conversation started in a browser belongs to that browser; others cannot see it.
+/// Conversations started by API clients are reachable by their id alone.
+fn check_access(
+    info: Option<&ConversationInfo>,
+    browser: Option<&BrowserSession>,
+    agent_id: &str,
+) -> Result<(), TurnError> {
+    let Some(info) = info else { return Ok(()) };
+    if let Some(owner) = &info.owner {
+        if browser.map(|b| &b.0) != Some(owner) {
+            return Err(TurnError::ConversationNotFound);
+        }
+    }
+    if info.agent_id != agent_id {
+        return Err(TurnError::WrongAgent(info.agent_id.clone()));
+    }
+    Ok(())
+}
+
+pub fn resolve_settings(services: &Services, agent: &Agent, input: &TurnInput) -> HistorySettings {
+    let env = &services.config.history;
+    HistorySettings::resolve(&SettingInputs {
+        env_policy: env.policy,
+        env_length: env.length,
+        url_policy: input.url_policy.as_deref(),
+        url_length: input.url_length.as_deref(),
+        url_overrides_allowed: env.url_overrides,
+        template_policy: agent.history_policy,
+        template_length: agent.history_length,
+    })
+}
+
+/// The model to call for `agent`: `mirror` offline, else `PARLOR_MODEL` or the template's.
+pub fn model_name(services: &Services, agent: &Agent) -> Option<String> {
+    if matches!(services.llm, LlmClient::Mirror(_)) {
+        return Some(MIRROR_MODEL.to_owned());
+    }
+    services
+        .config
+        .model_override
+        .clone()
+        .or_else(|| agent.llm.as_ref().and_then(|l| l.model.clone()))
+}
+
+pub struct RequestPlan {
+    pub messages: Vec<Message>,
+    pub report: HistoryReport,
+}
+
+/// The messages a model call sends: the agent's system prompt, then the stored conversation
+/// trimmed by the resolved settings; and the facts the debug panel shows about it.
+pub fn plan_request(agent: &Agent, stored: Vec<Message>, settings: &HistorySettings) -> RequestPlan {
+    let stored_count = stored.len();
+    let mut conversation = Conversation::new();
+    if !agent.system_prompt.is_empty() {
+        conversation.push(Message::system(agent.system_prompt.clone(), 0));
+    }
+    for message in stored {
+        conversation.push(message);
+    }
+    let trimmed = trim_for_model(
+        &conversation,
+        settings.policy.value,
+        settings.length.value,
+        settings.preserve_system,
+    );
+    let sent_from_conversation = trimmed
+        .messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .count();
+    let estimated_tokens = trimmed
+        .messages
+        .iter()
+        .map(|m| m.text.chars().count() as u64 / 4 + 4)
+        .sum();
+    let report = HistoryReport {
+        policy: settings.policy.value.to_string(),
+        policy_source: settings.policy.source,
+        policy_notes: settings.policy.notes.clone(),
+        length: settings.length.value.configured(),
+        effective_length: settings.length.value.effective(),
+        length_source: settings.length.source,
+        length_notes: settings.length.notes.clone(),
+        messages_stored: stored_count,
+        messages_sent: trimmed.messages.len(),
+        messages_trimmed: stored_count - sent_from_conversation,
+        first_sent_index: stored_count - sent_from_conversation,
+        estimated_tokens,
+    };
+    RequestPlan {
+        messages: trimmed.to_owned_messages(),
+        report,
+    }
+}
+
+enum Outcome {
+    Finished(DoneEvent),
+    Failed(String),
+    /// The browser went away (Stop, closed tab): nobody is listening any more.
+    Abandoned,
+}
+
+/// Streams the reply to the browser and stores it. Runs as its own task, so the reply is
+/// stored even when the browser disconnects; dropping the upstream stream cancels the
+/// upstream request.
+async fn write_reply(
+    services: Arc<Services>,
+    session_id: SessionId,
+    request: Result<ModelRequest, LlmError>,
+    tx: mpsc::Sender<ChatEvent>,
+    _busy: BusyGuard,
+) {
+    let model = request.as_ref().ok().map(|r| r.model.clone());
+    let mut text = String::new();
+    let outcome = match request {
+        Ok(request) => relay(&services.llm, request, &tx, &mut text).await,
+        Err(e) => Outcome::Failed(e.to_string()),
+    };
+    let status = match &outcome {
+        Outcome::Finished(_) => None,
+        Outcome::Failed(_) => Some(ReplyStatus::Incomplete),
+        Outcome::Abandoned => Some(ReplyStatus::Stopped),
+    };
+    if !text.is_empty() {
+        let reply = Message {
+            role: Role::Assistant,
+            text,
+            ts: now_ms(),
+            meta: Some(MessageMeta { status, model }),
+        };
+        if let Err(e) = services.store.append(&session_id, &[reply]).await {
+            tracing::error!("could not store the reply in {session_id}: {e}");
+            let _ = tx
+                .send(ChatEvent::Error {
+                    message: format!("The reply could not be saved: {e}"),
+                })
+                .await;
+            return;
+        }
+    }
+    match outcome {
+        Outcome::Finished(done) => {
+            let _ = tx.send(ChatEvent::Done(done)).await;
+        }
+        Outcome::Failed(message) => {
+            tracing::warn!("model call for {session_id} failed: {message}");
+            let _ = tx.send(ChatEvent::Error { message }).await;
+        }
+        Outcome::Abandoned => {}
+    }
+}
+
+async fn relay(llm: &LlmClient, request: ModelRequest, tx: &mpsc::Sender<ChatEvent>, text: &mut String) -> Outcome {
+    let mut stream = tokio::select! {
+        started = llm.stream(request) => match started {
+            Ok(stream) => stream,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        },
+        _ = tx.closed() => return Outcome::Abandoned,
+    };
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = tx.closed() => return Outcome::Abandoned,
+            item = stream.next() => item,
+        };
+        match item {
+            Some(Ok(LlmEvent::Delta(piece))) => {
+                text.push_str(&piece);
+                if tx.send(ChatEvent::Delta { text: piece }).await.is_err() {
+                    return Outcome::Abandoned;
+                }
+            }
+            Some(Ok(LlmEvent::Finished { reason, usage })) => {
+                return Outcome::Finished(DoneEvent {
+                    finish_reason: reason,
+                    usage,
+                })
+            }
+            Some(Err(e)) => return Outcome::Failed(e.to_string()),
+            None => return Outcome::Failed(LlmError::Dropped.to_string()),
+        }
+    }
+}

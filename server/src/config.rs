@@ -1,0 +1,325 @@
+//! Parlor's configuration, read once at startup from the environment.
+//!
+//! Invalid values stop the server with a message naming the variable and what it accepts;
+//! nothing is silently replaced by a default.
+
+use parlor_domain::history::{HistoryLength, HistoryPolicy};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An API key. Its `Debug` never shows the key, so it cannot end up in a log line.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct OpenAiEnv {
+    base_url: Option<String>,
+    api_key: Option<ApiKey>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ParlorEnv {
+    model: Option<String>,
+    #[serde(default = "defaults::llm_timeout_secs")]
+    llm_timeout_secs: u64,
+    #[serde(default = "defaults::agents_dir")]
+    agents_dir: PathBuf,
+    #[serde(default = "defaults::data_dir")]
+    data_dir: PathBuf,
+    #[serde(default = "defaults::max_message_chars")]
+    max_message_chars: usize,
+    #[serde(default = "defaults::mirror_delay_ms")]
+    mirror_delay_ms: u64,
+    #[serde(default = "defaults::yes")]
+    debug_panel: bool,
+}
+
+mod defaults {
+    use std::path::PathBuf;
+    pub fn llm_timeout_secs() -> u64 {
+        60
+    }
+    pub fn agents_dir() -> PathBuf {
+        PathBuf::from("agents")
+    }
+    pub fn data_dir() -> PathBuf {
+        PathBuf::from("data")
+    }
+    pub fn max_message_chars() -> usize {
+        32_000
+    }
+    pub fn mirror_delay_ms() -> u64 {
+        25
+    }
+    pub fn yes() -> bool {
+        true
+    }
+}
+
+/// Where replies come from.
+#[derive(Debug, Clone)]
+pub enum LlmConfig {
+    /// The built-in offline model.
+    Mirror,
+    /// An OpenAI-compatible Chat Completions server.
+    OpenAi {
+        base_url: String,
+        api_key: Option<ApiKey>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub llm: LlmConfig,
+    /// Overrides every agent's model when set.
+    pub model_override: Option<String>,
+    /// How long the upstream may take to answer, and to send each next piece of a reply.
+    pub llm_timeout: Duration,
+    pub agents_dir: PathBuf,
+    pub data_dir: PathBuf,
+    /// The longest user message accepted, in characters.
+    pub max_message_chars: usize,
+    /// Pause between the mirror model's words.
+    pub mirror_delay: Duration,
+    pub history: HistoryEnv,
+    pub debug_panel: bool,
+}
+
+/// History settings the operator fixed in the environment; they beat URL and template.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryEnv {
+    pub policy: Option<HistoryPolicy>,
+    pub length: Option<HistoryLength>,
+    pub url_overrides: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid environment: {0}")]
+    Env(#[from] envy::Error),
+    #[error("{var}={value:?} is invalid: {reason}")]
+    Invalid {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{a} and {b} are both set and differ ({a_value:?} vs {b_value:?}); set only one")]
+    Conflict {
+        a: &'static str,
+        b: &'static str,
+        a_value: String,
+        b_value: String,
+    },
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Reads configuration from the given variables (the environment, or a test's map).
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        // An empty variable counts as unset, as in most shells' `VAR=` idiom.
+        let vars: Vec<(String, String)> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        let openai: OpenAiEnv = envy::prefixed("OPENAI_").from_iter(vars.clone())?;
+        let parlor: ParlorEnv = envy::prefixed("PARLOR_").from_iter(vars.clone())?;
+        let get = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+
+        let model_override = parlor.model.clone();
+        let llm = if model_override.as_deref() == Some(parlor_domain::mirror::MIRROR_MODEL)
+            || (openai.base_url.is_none() && openai.api_key.is_none())
+        {
+            LlmConfig::Mirror
+        } else {
+            let base_url = openai
+                .base_url
+                .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    var: "OPENAI_BASE_URL",
+                    value: base_url,
+                    reason: "must start with http:// or https://".into(),
+                });
+            }
+            LlmConfig::OpenAi {
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                api_key: openai.api_key,
+            }
+        };
+        if parlor.llm_timeout_secs == 0 {
+            return Err(ConfigError::Invalid {
+                var: "PARLOR_LLM_TIMEOUT_SECS",
+                value: "0".into(),
+                reason: "must be at least 1 (seconds)".into(),
+            });
+        }
+        if parlor.max_message_chars == 0 {
+            return Err(ConfigError::Invalid {
+                var: "PARLOR_MAX_MESSAGE_CHARS",
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+
+        let policy = one_of(
+            &get,
+            "DEFAULT_HISTORY_POLICY",
+            "NEXT_PUBLIC_DEFAULT_HISTORY_POLICY",
+        )?
+        .map(|(var, value)| {
+            value.parse::<HistoryPolicy>().map_err(|_| ConfigError::Invalid {
+                var,
+                value: value.clone(),
+                reason: format!("allowed values: {} (case-sensitive)", HistoryPolicy::ALLOWED),
+            })
+        })
+        .transpose()?;
+        let length = one_of(
+            &get,
+            "DEFAULT_HISTORY_LENGTH",
+            "NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH",
+        )?
+        .map(|(var, value)| {
+            value.parse::<HistoryLength>().map_err(|_| ConfigError::Invalid {
+                var,
+                value: value.clone(),
+                reason: "must be an integer such as 20 (0 or less acts as 1)".into(),
+            })
+        })
+        .transpose()?;
+        let url_overrides = match get("HISTORY_URL_OVERRIDES").as_deref() {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    var: "HISTORY_URL_OVERRIDES",
+                    value: other.to_owned(),
+                    reason: "allowed values: true, false".into(),
+                })
+            }
+        };
+
+        Ok(Config {
+            llm,
+            model_override,
+            llm_timeout: Duration::from_secs(parlor.llm_timeout_secs),
+            agents_dir: parlor.agents_dir,
+            data_dir: parlor.data_dir,
+            max_message_chars: parlor.max_message_chars,
+            mirror_delay: Duration::from_millis(parlor.mirror_delay_ms),
+            history: HistoryEnv {
+                policy,
+                length,
+                url_overrides,
+            },
+            debug_panel: parlor.debug_panel,
+        })
+    }
+
+    pub fn uses_mirror(&self) -> bool {
+        matches!(self.llm, LlmConfig::Mirror)
+    }
+}
+
+/// The value of `primary` or its AgentDock-era `alias`; both set and different is an error.
+fn one_of(
+    get: &impl Fn(&str) -> Option<String>,
+    primary: &'static str,
+    alias: &'static str,
+) -> Result<Option<(&'static str, String)>, ConfigError> {
+    match (get(primary), get(alias)) {
+        (Some(a), Some(b)) if a != b => Err(ConfigError::Conflict {
+            a: primary,
+            b: alias,
+            a_value: a,
+            b_value: b,
+        }),
+        (Some(a), _) => Ok(Some((primary, a))),
+        (None, Some(b)) => Ok(Some((alias, b))),
+        (None, None) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn defaults_to_the_mirror_model_with_nothing_configured() {
+        let c = config(&[]).unwrap();
+        assert!(c.uses_mirror());
+        assert_eq!(c.data_dir, PathBuf::from("data"));
+        assert!(c.history.url_overrides);
+        assert!(c.debug_panel);
+    }
+
+    #[test]
+    fn an_api_key_or_base_url_selects_the_openai_client() {
+        let c = config(&[("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1/")]).unwrap();
+        match c.llm {
+            LlmConfig::OpenAi { base_url, api_key } => {
+                assert_eq!(base_url, "http://127.0.0.1:11434/v1");
+                assert!(api_key.is_none());
+            }
+            LlmConfig::Mirror => panic!("expected the OpenAI client"),
+        }
+        let c = config(&[("OPENAI_API_KEY", "sk-secret")]).unwrap();
+        assert!(!c.uses_mirror());
+        assert!(!format!("{c:?}").contains("sk-secret"), "keys never reach logs");
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = config(&[("PARLOR_LLM_TIMEOUT_SECS", "soon")]).unwrap_err();
+        assert!(err.to_string().contains("PARLOR_LLM_TIMEOUT_SECS"), "{err}");
+        let err = config(&[("DEFAULT_HISTORY_POLICY", "LastN")]).unwrap_err();
+        assert!(err.to_string().contains("DEFAULT_HISTORY_POLICY"), "{err}");
+        assert!(err.to_string().contains("lastN, all, none"), "{err}");
+        for bad in ["20abc", "5.9"] {
+            let err = config(&[("NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH", bad)]).unwrap_err();
+            assert!(err.to_string().contains("NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH"), "{err}");
+        }
+        assert!(config(&[("OPENAI_BASE_URL", "localhost:8080")]).is_err());
+        assert!(config(&[("HISTORY_URL_OVERRIDES", "no")]).is_err());
+    }
+
+    #[test]
+    fn history_environment_accepts_agentdock_names_and_refuses_conflicts() {
+        let c = config(&[
+            ("NEXT_PUBLIC_DEFAULT_HISTORY_POLICY", "all"),
+            ("DEFAULT_HISTORY_LENGTH", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.history.policy, Some(HistoryPolicy::All));
+        assert_eq!(c.history.length, Some(HistoryLength::new(0)));
+        let err = config(&[
+            ("DEFAULT_HISTORY_POLICY", "all"),
+            ("NEXT_PUBLIC_DEFAULT_HISTORY_POLICY", "none"),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+        assert!(config(&[
+            ("DEFAULT_HISTORY_POLICY", "all"),
+            ("NEXT_PUBLIC_DEFAULT_HISTORY_POLICY", "all"),
+        ])
+        .is_ok());
+    }
+}

@@ -1,0 +1,83 @@
+//! Parlor's server: configuration → services → router.
+#![recursion_limit = "256"]
+
+pub mod agents;
+pub mod chat;
+pub mod config;
+pub mod llm;
+pub mod pages;
+pub mod routes;
+pub mod session;
+pub mod state;
+pub mod store;
+
+use crate::agents::AgentCatalog;
+use crate::config::{Config, LlmConfig};
+use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
+use crate::state::{AppState, Services};
+use crate::store::ConversationStore;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::post;
+use axum::{middleware, Router};
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRoutes};
+use parlor_app::ssr::BackendHandle;
+use parlor_app::{shell, App};
+use std::sync::Arc;
+use tower_http::compression::CompressionLayer;
+
+/// Builds the model client the configuration asks for.
+pub fn llm_client(config: &Config) -> LlmClient {
+    match &config.llm {
+        LlmConfig::Mirror => LlmClient::Mirror(MirrorModel {
+            delay: config.mirror_delay,
+        }),
+        LlmConfig::OpenAi { base_url, api_key } => LlmClient::OpenAi(OpenAiClient::new(
+            base_url.clone(),
+            api_key.clone(),
+            config.llm_timeout,
+        )),
+    }
+}
+
+pub fn services(config: Config, agents: AgentCatalog, store: Arc<dyn ConversationStore>) -> Arc<Services> {
+    let llm = llm_client(&config);
+    Arc::new(Services {
+        config,
+        agents,
+        store,
+        llm,
+        busy: Default::default(),
+    })
+}
+
+/// The whole HTTP application: the chat API, server functions, pages and static files.
+pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
+    let state = AppState {
+        leptos_options: leptos_options.clone(),
+        services: services.clone(),
+    };
+    let backend = BackendHandle(Arc::new(pages::PageBackend { services }));
+    let context = move || provide_context(backend.clone());
+    let routes = generate_route_list(App);
+
+    let server_fns = {
+        let context = context.clone();
+        move |request| handle_server_fns_with_context(context.clone(), request)
+    };
+    let pages = Router::new()
+        .route("/api/{*fn_name}", post(server_fns))
+        .leptos_routes_with_context(&state, routes, context, {
+            let options = leptos_options.clone();
+            move || shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(middleware::from_fn(session::ensure_browser_session));
+
+    Router::new()
+        .merge(routes::api().layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))
+        .merge(pages)
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}

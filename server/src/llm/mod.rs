@@ -1,0 +1,74 @@
+//! Models Parlor can talk to, behind one streaming interface.
+
+mod mirror;
+mod openai;
+
+pub use mirror::MirrorModel;
+pub use openai::OpenAiClient;
+
+use futures::stream::BoxStream;
+use parlor_domain::{Message, Usage};
+
+/// One call to a model.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+}
+
+/// A piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmEvent {
+    Delta(String),
+    /// The reply completed; always the last item of a successful stream.
+    Finished {
+        reason: String,
+        usage: Option<Usage>,
+    },
+}
+
+pub type LlmStream = BoxStream<'static, Result<LlmEvent, LlmError>>;
+
+/// Everything that can go wrong upstream, each with a message a person understands.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    #[error("Could not reach the model server at {host} ({detail}). Is it running, and is OPENAI_BASE_URL right?")]
+    Unreachable { host: String, detail: String },
+    #[error("The model server did not respond within {secs} seconds.")]
+    Timeout { secs: u64 },
+    #[error("The model server answered with HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("The model server sent a reply Parlor could not read ({detail}).")]
+    Malformed { detail: String },
+    #[error("The connection to the model server was lost before the reply finished.")]
+    Dropped,
+    #[error("The model reported an error: {message}")]
+    Upstream { message: String },
+    #[error("Agent {agent:?} does not name a model, and PARLOR_MODEL is not set.")]
+    NoModel { agent: String },
+}
+
+/// The model behind a Parlor deployment.
+pub enum LlmClient {
+    Mirror(MirrorModel),
+    OpenAi(OpenAiClient),
+}
+
+impl LlmClient {
+    pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
+        match self {
+            LlmClient::Mirror(m) => Ok(m.stream(request)),
+            LlmClient::OpenAi(c) => c.stream(request).await,
+        }
+    }
+
+    /// The provider name shown to users.
+    pub fn provider(&self) -> &'static str {
+        match self {
+            LlmClient::Mirror(_) => "parlor (offline)",
+            LlmClient::OpenAi(_) => "openai-compatible",
+        }
+    }
+}

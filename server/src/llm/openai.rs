@@ -1,0 +1,322 @@
+//! An OpenAI-compatible Chat Completions client with streaming.
+//!
+//! Works with OpenAI and the servers that speak its API (Ollama, llama.cpp's server, vLLM,
+//! LiteLLM). Every fault becomes an [`LlmError`] whose message a person can act on; the API
+//! key is sent only in the `Authorization` header and scrubbed from any text shown to users.
+
+use super::{LlmError, LlmEvent, LlmStream, ModelRequest};
+use crate::config::ApiKey;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use parlor_domain::{Role, Usage};
+use serde::Deserialize;
+use serde_json::json;
+use std::time::Duration;
+
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<ApiKey>,
+    timeout: Duration,
+}
+
+impl OpenAiClient {
+    pub fn new(base_url: String, api_key: Option<ApiKey>, timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            base_url,
+            api_key,
+            timeout,
+        }
+    }
+
+    /// `scheme://host:port` of the upstream, without credentials or path.
+    fn host(&self) -> String {
+        match reqwest::Url::parse(&self.base_url) {
+            Ok(url) => format!(
+                "{}://{}{}",
+                url.scheme(),
+                url.host_str().unwrap_or("?"),
+                url.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            Err(_) => "the configured OPENAI_BASE_URL".into(),
+        }
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "[redacted]"),
+            _ => text.to_owned(),
+        }
+    }
+
+    pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
+        let messages: Vec<_> = request
+            .messages
+            .iter()
+            .map(|m| {
+                // Parlor stores no tool calls, so a stored tool message is passed as context.
+                let role = match m.role {
+                    Role::Tool => "assistant",
+                    other => other.as_str(),
+                };
+                json!({"role": role, "content": m.text})
+            })
+            .collect();
+        let mut body = json!({
+            "model": request.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if let Some(t) = request.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = request.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        let mut builder = self
+            .http
+            .post(format!("{}/chat/completions", self.base_url))
+            .json(&body);
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key.expose());
+        }
+        let secs = self.timeout.as_secs();
+        let response = tokio::time::timeout(self.timeout, builder.send())
+            .await
+            .map_err(|_| LlmError::Timeout { secs })?
+            .map_err(|e| self.classify(&e))?;
+
+        let status = response.status();
+        if !status.is_success() {
+            let text = tokio::time::timeout(self.timeout, response.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            return Err(LlmError::Http {
+                status: status.as_u16(),
+                message: self.scrub(&error_message(&text, status)),
+            });
+        }
+
+        let events = response.bytes_stream().eventsource();
+        let reader = Reader {
+            events: Box::pin(events),
+            finish_reason: None,
+            usage: None,
+            ended: false,
+            timeout: self.timeout,
+            scrub_key: self.api_key.clone(),
+        };
+        Ok(futures::stream::unfold(reader, Reader::next).boxed())
+    }
+
+    fn classify(&self, error: &reqwest::Error) -> LlmError {
+        if error.is_timeout() {
+            return LlmError::Timeout {
+                secs: self.timeout.as_secs(),
+            };
+        }
+        LlmError::Unreachable {
+            host: self.host(),
+            detail: root_cause(error),
+        }
+    }
+}
+
+/// The innermost cause of an error, in words ("connection refused", …).
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    match current.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
+        Some(std::io::ErrorKind::ConnectionRefused) => "connection refused".into(),
+        Some(std::io::ErrorKind::ConnectionReset) => "connection reset".into(),
+        _ => current.to_string(),
+    }
+}
+
+/// The message of an OpenAI-style error body, or a short description of the status.
+fn error_message(body: &str, status: reqwest::StatusCode) -> String {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ErrorDetail {
+        Object { message: String },
+        Text(String),
+    }
+    match serde_json::from_str::<ErrorBody>(body) {
+        Ok(ErrorBody {
+            error: ErrorDetail::Object { message } | ErrorDetail::Text(message),
+        }) => message,
+        Err(_) => {
+            let reason = status.canonical_reason().unwrap_or("error");
+            let snippet: String = body.trim().chars().take(200).collect();
+            if snippet.is_empty() {
+                reason.to_owned()
+            } else {
+                format!("{reason} ({snippet})")
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct StreamChunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+type Events = std::pin::Pin<
+    Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>> + Send>,
+>;
+
+/// Turns the upstream's server-sent events into [`LlmEvent`]s, with an idle timeout
+/// between pieces and a clear error when the stream ends before the model finished.
+struct Reader {
+    events: Events,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    ended: bool,
+    timeout: Duration,
+    scrub_key: Option<ApiKey>,
+}
+
+impl Reader {
+    async fn next(mut self) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            let item = match tokio::time::timeout(self.timeout, self.events.next()).await {
+                Err(_) => {
+                    let secs = self.timeout.as_secs();
+                    return self.end(Err(LlmError::Timeout { secs }));
+                }
+                Ok(None) => {
+                    // Some servers close without `[DONE]`; a reported finish reason suffices.
+                    return match self.finish_reason.take() {
+                        Some(reason) => {
+                            let usage = self.usage.take();
+                            self.end(Ok(LlmEvent::Finished { reason, usage }))
+                        }
+                        None => self.end(Err(LlmError::Dropped)),
+                    };
+                }
+                Ok(Some(Err(EventStreamError::Transport(_)))) => {
+                    return self.end(Err(LlmError::Dropped))
+                }
+                Ok(Some(Err(e))) => {
+                    return self.end(Err(LlmError::Malformed {
+                        detail: e.to_string(),
+                    }))
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            let data = item.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                let reason = self.finish_reason.take().unwrap_or_else(|| "stop".into());
+                let usage = self.usage.take();
+                return self.end(Ok(LlmEvent::Finished { reason, usage }));
+            }
+            let chunk: StreamChunk = match serde_json::from_str(data) {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    return self.end(Err(LlmError::Malformed {
+                        detail: format!("a stream chunk is not valid JSON: {e}"),
+                    }))
+                }
+            };
+            if let Some(error) = chunk.error {
+                let message = error
+                    .get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| error.to_string());
+                let message = match &self.scrub_key {
+                    Some(key) if !key.expose().is_empty() => message.replace(key.expose(), "[redacted]"),
+                    _ => message,
+                };
+                return self.end(Err(LlmError::Upstream { message }));
+            }
+            if chunk.usage.is_some() {
+                self.usage = chunk.usage;
+            }
+            let mut text = String::new();
+            for choice in chunk.choices {
+                if let Some(reason) = choice.finish_reason {
+                    self.finish_reason = Some(reason);
+                }
+                if let Some(content) = choice.delta.and_then(|d| d.content) {
+                    text.push_str(&content);
+                }
+            }
+            if !text.is_empty() {
+                return Some((Ok(LlmEvent::Delta(text)), self));
+            }
+        }
+    }
+
+    fn end(mut self, item: Result<LlmEvent, LlmError>) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
+        self.ended = true;
+        Some((item, self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_yield_their_message() {
+        let status = reqwest::StatusCode::UNAUTHORIZED;
+        assert_eq!(
+            error_message(r#"{"error":{"message":"Incorrect API key","type":"x"}}"#, status),
+            "Incorrect API key"
+        );
+        assert_eq!(error_message(r#"{"error":"model not found"}"#, status), "model not found");
+        assert_eq!(error_message("", status), "Unauthorized");
+        assert_eq!(error_message("<html>oops</html>", status), "Unauthorized (<html>oops</html>)");
+    }
+
+    #[test]
+    fn host_hides_credentials_and_path() {
+        let client = OpenAiClient::new(
+            "https://user:pw@llm.example:8443/v1".into(),
+            None,
+            Duration::from_secs(5),
+        );
+        assert_eq!(client.host(), "https://llm.example:8443");
+    }
+}

@@ -1,0 +1,102 @@
+//! The data behind the Leptos pages, for the app's server functions.
+
+use crate::chat::model_name;
+use crate::state::Services;
+use parlor_app::api::{
+    AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
+    StoredMessage,
+};
+use parlor_app::ssr::{Backend, BrowserSession};
+use parlor_domain::SessionId;
+use std::sync::Arc;
+
+pub struct PageBackend {
+    pub services: Arc<Services>,
+}
+
+#[async_trait::async_trait]
+impl Backend for PageBackend {
+    async fn home(&self) -> HomeData {
+        HomeData {
+            agents: self
+                .services
+                .agents
+                .list()
+                .iter()
+                .map(|a| AgentCard {
+                    id: a.id.clone(),
+                    name: a.name.clone(),
+                    description: a.description.clone(),
+                })
+                .collect(),
+            mirror: self.services.config.uses_mirror(),
+        }
+    }
+
+    async fn chat(&self, query: ChatQuery, browser: Option<BrowserSession>) -> Result<ChatPageData, String> {
+        let services = &self.services;
+        let Some(agent) = services.agents.get(&query.agent) else {
+            return Ok(ChatPageData::UnknownAgent(query.agent));
+        };
+        let store = &services.store;
+        let mut session_id = None;
+        let mut messages = Vec::new();
+        if let Some(raw) = &query.session {
+            let Ok(id) = SessionId::parse(raw) else {
+                return Ok(ChatPageData::UnknownConversation);
+            };
+            let info = store.info(&id).await.map_err(|e| e.to_string())?;
+            let visible = info.as_ref().is_some_and(|info| {
+                info.agent_id == agent.id
+                    && match (&info.owner, &browser) {
+                        (Some(owner), Some(b)) => owner == &b.0,
+                        (Some(_), None) => false,
+                        (None, _) => true,
+                    }
+            });
+            if !visible {
+                return Ok(ChatPageData::UnknownConversation);
+            }
+            messages = store.load(&id).await.map_err(|e| e.to_string())?;
+            session_id = Some(id.to_string());
+        }
+        let conversations = match &browser {
+            Some(b) => store
+                .list_owned(&b.0)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|info| ConversationItem {
+                    session_id: info.session_id.to_string(),
+                    agent_id: info.agent_id,
+                    title: info.title,
+                    updated_ms: info.updated_ms,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(ChatPageData::Ready(Box::new(ChatData {
+            agent: AgentInfo {
+                id: agent.id.clone(),
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                initial_messages: agent.initial_messages.clone(),
+                chat_prompts: agent.chat_prompts.clone(),
+            },
+            model: model_name(services, &agent).unwrap_or_else(|| "no model configured".into()),
+            provider: services.llm.provider().to_owned(),
+            mirror: services.config.uses_mirror(),
+            session_id,
+            messages: messages
+                .into_iter()
+                .map(|m| StoredMessage {
+                    status: m.status(),
+                    role: m.role,
+                    text: m.text,
+                })
+                .collect(),
+            conversations,
+            debug: None,
+        })))
+    }
+}

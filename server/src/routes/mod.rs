@@ -1,0 +1,23 @@
+//! Plain axum routes (everything that is not a Leptos page or server function).
+
+mod chat;
+
+use crate::state::AppState;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+/// The most a request body may hold; messages have their own, smaller limit.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+pub fn api() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat/{agent_id}", post(chat::post_chat))
+        .route("/healthz", get(|| async { "ok" }))
+}
+
+/// A JSON error: `{"error": "<what went wrong>"}`.
+pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
