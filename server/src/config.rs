@@ -110,7 +110,7 @@ pub struct HistoryEnv {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("invalid environment: {0}")]
-    Env(#[from] envy::Error),
+    Env(String),
     #[error("{var}={value:?} is invalid: {reason}")]
     Invalid {
         var: &'static str,
@@ -135,8 +135,12 @@ impl Config {
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
         // An empty variable counts as unset, as in most shells' `VAR=` idiom.
         let vars: Vec<(String, String)> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
-        let openai: OpenAiEnv = envy::prefixed("OPENAI_").from_iter(vars.clone())?;
-        let parlor: ParlorEnv = envy::prefixed("PARLOR_").from_iter(vars.clone())?;
+        let openai: OpenAiEnv = envy::prefixed("OPENAI_")
+            .from_iter(vars.clone())
+            .map_err(|e| naming_variable(e, "OPENAI_"))?;
+        let parlor: ParlorEnv = envy::prefixed("PARLOR_")
+            .from_iter(vars.clone())
+            .map_err(|e| naming_variable(e, "PARLOR_"))?;
         let get = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
 
         let model_override = parlor.model.clone();
@@ -233,6 +237,16 @@ impl Config {
     pub fn uses_mirror(&self) -> bool {
         matches!(self.llm, LlmConfig::Mirror)
     }
+}
+
+/// envy names variables without their prefix; put it back so the message names the real one.
+fn naming_variable(error: envy::Error, prefix: &str) -> ConfigError {
+    let text = error.to_string();
+    const MARK: &str = "provided by ";
+    ConfigError::Env(match text.rfind(MARK) {
+        Some(at) => format!("{}{MARK}{prefix}{}", &text[..at], &text[at + MARK.len()..]),
+        None => text,
+    })
 }
 
 /// The value of `primary` or its AgentDock-era `alias`; both set and different is an error.

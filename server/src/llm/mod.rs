@@ -36,7 +36,7 @@ pub type LlmStream = BoxStream<'static, Result<LlmEvent, LlmError>>;
 pub enum LlmError {
     #[error("Could not reach the model server at {host} ({detail}). Is it running, and is OPENAI_BASE_URL right?")]
     Unreachable { host: String, detail: String },
-    #[error("The model server did not respond within {secs} seconds.")]
+    #[error("The model server did not respond within {secs} s.")]
     Timeout { secs: u64 },
     #[error("The model server answered with HTTP {status}: {message}")]
     Http { status: u16, message: String },

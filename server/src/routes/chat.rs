@@ -53,8 +53,12 @@ pub async fn post_chat(
         }
         Err(rejection) => return json_error(StatusCode::BAD_REQUEST, rejection.body_text()),
     };
-    let body: ChatBody = match serde_json::from_slice(&body) {
-        Ok(body) => body,
+    let body: ChatBody = match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(value @ serde_json::Value::Object(_)) => match serde_json::from_value(value) {
+            Ok(body) => body,
+            Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
+        },
+        Ok(_) => return json_error(StatusCode::BAD_REQUEST, "invalid JSON body: expected an object"),
         Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
     };
     let session_id = match body.session_id.as_deref() {

@@ -32,12 +32,18 @@ use std::time::Duration;
 #[derive(Clone, Default)]
 pub struct Recorder {
     requests: Arc<Mutex<Vec<Value>>>,
+    authorizations: Arc<Mutex<Vec<Option<String>>>>,
     failed_once: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Recorder {
     pub fn requests(&self) -> Vec<Value> {
         self.requests.lock().expect("recorder lock").clone()
+    }
+
+    /// The `Authorization` header of each request, oldest first.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.authorizations.lock().expect("recorder lock").clone()
     }
 }
 
@@ -83,6 +89,10 @@ impl FakeLlm {
     pub fn requests(&self) -> Vec<Value> {
         self.recorder.requests()
     }
+
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.recorder.authorizations()
+    }
 }
 
 impl Drop for FakeLlm {
@@ -99,7 +109,17 @@ async fn recorded(State(recorder): State<Recorder>) -> Json<Value> {
     Json(Value::Array(recorder.requests()))
 }
 
-async fn chat_completions(State(recorder): State<Recorder>, body: Bytes) -> Response {
+async fn chat_completions(
+    State(recorder): State<Recorder>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    recorder.authorizations.lock().expect("recorder lock").push(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    );
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),

@@ -1,0 +1,93 @@
+//! The server-rendered pages: agents, the chat page, sessions, compression.
+
+mod support;
+
+use serde_json::json;
+use support::TestServer;
+
+#[tokio::test]
+async fn home_lists_the_agents_and_says_the_mirror_is_in_use() {
+    let server = TestServer::start(&[]).await;
+    let html = server.http.get(server.url("/")).send().await.unwrap().text().await.unwrap();
+    for needle in ["General Assistant", "Concise Coder", "Stateless Translator", "/chat?agent=general", "mirror"] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+}
+
+#[tokio::test]
+async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
+    let server = TestServer::start(&[]).await;
+    let empty = server.http.get(server.url("/chat?agent=general")).send().await.unwrap();
+    assert_eq!(empty.status(), 200);
+    let cookie = empty.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
+    assert!(cookie.starts_with("parlor_session="), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    let html = empty.text().await.unwrap();
+    assert!(html.contains("General Assistant"));
+    assert!(html.contains("<textarea"), "composer");
+    assert!(html.contains("Hello! I&#x27;m the general assistant") || html.contains("Hello! I'm the general assistant"));
+    assert!(html.contains("Write a Markdown table of three planets"), "chat prompts");
+    assert!(html.contains("Offline mode"), "the page says the mirror model is in use");
+
+    let browser = cookie.split(';').next().unwrap().to_owned();
+    let reply = server
+        .chat_with("general", "", json!({"message": "Render <b>this</b> safely"}), Some(&browser))
+        .await;
+    let session = reply.session_id();
+    let html = server
+        .http
+        .get(server.url(&format!("/chat?agent=general&session={session}")))
+        .header("cookie", &browser)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Render &lt;b&gt;this&lt;/b&gt; safely"), "user text is escaped");
+    assert!(!html.contains("<b>this</b>"));
+    assert!(html.contains("I received <strong>2 messages</strong>"), "markdown rendered");
+    assert!(html.contains(&format!("session={session}")), "sidebar links the conversation");
+}
+
+#[tokio::test]
+async fn unknown_agents_and_pages_are_404() {
+    let server = TestServer::start(&[]).await;
+    let page = server.http.get(server.url("/chat?agent=nobody")).send().await.unwrap();
+    assert_eq!(page.status(), 404);
+    assert!(page.text().await.unwrap().contains("Unknown agent"));
+    let page = server.http.get(server.url("/no/such/page")).send().await.unwrap();
+    assert_eq!(page.status(), 404);
+}
+
+#[tokio::test]
+async fn pages_are_compressed_when_the_browser_accepts_it() {
+    let server = TestServer::start(&[]).await;
+    for encoding in ["br", "gzip"] {
+        let response = server
+            .http
+            .get(server.url("/chat?agent=general"))
+            .header("accept-encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers().get("content-encoding").unwrap(), encoding);
+    }
+}
+
+#[test]
+fn leptos_toml_agrees_with_the_cargo_leptos_metadata() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let leptos_toml = std::fs::read_to_string(root.join("Leptos.toml")).unwrap();
+    let cargo_toml = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let value = |text: &str, key: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("{key} missing"))
+            .trim()
+            .to_owned()
+    };
+    for key in ["output-name", "site-root", "site-pkg-dir", "site-addr", "reload-port"] {
+        assert_eq!(value(&leptos_toml, key), value(&cargo_toml, key), "{key}");
+    }
+}

@@ -1,0 +1,198 @@
+//! A real Parlor server on a loopback port, with its own data folder, for HTTP tests.
+#![allow(dead_code)]
+
+use parlor_domain::event::SseDecoder;
+use parlor_domain::{ChatEvent, Message};
+use parlor_server::agents::AgentCatalog;
+use parlor_server::config::Config;
+use parlor_server::store::FileStore;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tempfile::TempDir;
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub data: TempDir,
+    pub http: reqwest::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn agents_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents")
+}
+
+impl TestServer {
+    /// Starts Parlor with the shipped agents and `vars` as its environment.
+    pub async fn start(vars: &[(&str, &str)]) -> TestServer {
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut env: Vec<(String, String)> = vec![
+            ("PARLOR_AGENTS_DIR".into(), agents_dir().display().to_string()),
+            ("PARLOR_DATA_DIR".into(), data.path().display().to_string()),
+            ("PARLOR_MIRROR_DELAY_MS".into(), "0".into()),
+        ];
+        env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let config = Config::from_vars(env).expect("valid test config");
+        let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir).expect("agents");
+        assert!(problems.is_empty(), "{problems:?}");
+        let store = FileStore::open(&config.data_dir).expect("store");
+        let services = parlor_server::services(config, agents, Arc::new(store));
+        let options = leptos::config::LeptosOptions::builder()
+            .output_name("parlor")
+            .build();
+        let app = parlor_server::router(options, services);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("serve");
+        });
+        TestServer {
+            addr,
+            data,
+            http: reqwest::Client::new(),
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Posts a chat turn and reads the whole event stream.
+    pub async fn chat(&self, agent: &str, body: serde_json::Value) -> Reply {
+        self.chat_with(agent, "", body, None).await
+    }
+
+    pub async fn chat_with(
+        &self,
+        agent: &str,
+        query: &str,
+        body: serde_json::Value,
+        cookie: Option<&str>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .post(self.url(&format!("/api/chat/{agent}{query}")))
+            .json(&body);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.text().await.expect("body");
+        let events = if content_type.starts_with("text/event-stream") {
+            parse_events(body.as_bytes())
+        } else {
+            Vec::new()
+        };
+        Reply {
+            status,
+            content_type,
+            body,
+            events,
+        }
+    }
+
+    /// The conversation as stored on disk.
+    pub fn stored(&self, session_id: &str) -> Vec<Message> {
+        let path = self
+            .data
+            .path()
+            .join(".chat-history")
+            .join(session_id)
+            .join("messages.json");
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).expect("valid messages.json"),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) until the stored conversation satisfies `done`.
+    pub async fn stored_eventually(&self, session_id: &str, done: impl Fn(&[Message]) -> bool) -> Vec<Message> {
+        for _ in 0..200 {
+            let messages = self.stored(session_id);
+            if done(&messages) {
+                return messages;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("stored conversation never reached the expected state: {:?}", self.stored(session_id));
+    }
+
+    pub fn dialog_count(&self) -> usize {
+        std::fs::read_dir(self.data.path().join(".chat-history"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+pub fn parse_events(bytes: &[u8]) -> Vec<ChatEvent> {
+    SseDecoder::default()
+        .push(bytes)
+        .into_iter()
+        .map(|data| serde_json::from_str(&data).expect("event JSON"))
+        .collect()
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+    pub events: Vec<ChatEvent>,
+}
+
+impl Reply {
+    pub fn meta(&self) -> &parlor_domain::MetaEvent {
+        match self.events.first() {
+            Some(ChatEvent::Meta(meta)) => meta,
+            other => panic!("first event is not meta: {other:?} (body {})", self.body),
+        }
+    }
+
+    pub fn session_id(&self) -> String {
+        self.meta().session_id.clone()
+    }
+
+    pub fn text(&self) -> String {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                ChatEvent::Delta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        self.events.iter().find_map(|e| match e {
+            ChatEvent::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+    }
+
+    pub fn done(&self) -> Option<&parlor_domain::DoneEvent> {
+        self.events.iter().find_map(|e| match e {
+            ChatEvent::Done(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    /// The JSON error of a refused request.
+    pub fn json_error(&self) -> String {
+        let value: serde_json::Value = serde_json::from_str(&self.body)
+            .unwrap_or_else(|_| panic!("not a JSON error: {}", self.body));
+        value["error"].as_str().expect("error field").to_owned()
+    }
+}
