@@ -40,6 +40,14 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    // Effects run only in the browser, after hydration: mark the page as interactive (the
+    // browser tests wait for this before typing).
+    #[cfg(feature = "hydrate")]
+    Effect::new(|_| {
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
     view! {
         <Stylesheet id="parlor" href="/pkg/parlor.css"/>
         <Title text="Parlor"/>

@@ -32,7 +32,7 @@ pub struct ChatState {
     /// Tokens the model reported for the last turn, when it reports usage.
     pub usage_tokens: RwSignal<Option<u64>>,
     next_key: StoredValue<u64>,
-    abort: StoredValue<AbortHandle, LocalStorage>,
+    abort: StoredValue<AbortHandle>,
 }
 
 impl ChatState {
@@ -49,7 +49,7 @@ impl ChatState {
             report: RwSignal::new(data.debug.clone()),
             usage_tokens: RwSignal::new(None),
             next_key: StoredValue::new(0),
-            abort: StoredValue::new_local(AbortHandle::default()),
+            abort: StoredValue::new(AbortHandle::default()),
         };
         let initial = data
             .messages

@@ -19,11 +19,12 @@ pub enum StreamEnd {
     Network(String),
 }
 
-/// Cancels the running request, if any.
+/// Cancels the running request, if any. (The browser runs on one thread, so wrapping the
+/// controller to make the handle `Send` is sound; on the server the handle is empty.)
 #[derive(Default)]
 pub struct AbortHandle {
     #[cfg(feature = "hydrate")]
-    controller: Option<web_sys::AbortController>,
+    controller: Option<send_wrapper::SendWrapper<web_sys::AbortController>>,
 }
 
 impl AbortHandle {
@@ -49,7 +50,7 @@ pub fn spawn_chat(
         Err(_) => return on_end(StreamEnd::Network("this browser cannot cancel requests".into())),
     };
     let signal = controller.signal();
-    abort.controller = Some(controller);
+    abort.controller = Some(send_wrapper::SendWrapper::new(controller));
     leptos::task::spawn_local(async move {
         let end = browser::post(&url, &body, &signal, &mut on_event).await;
         on_end(end);

@@ -7,6 +7,7 @@
 //! |-----------------|------------------------------------------------------------------|
 //! | (none)          | streams `Echo: <message>` a few words at a time, then usage      |
 //! | `[slow]`        | streams 60 words, one every 150 ms                               |
+//! | `[words:N]`     | streams N words, one every 80 ms                                 |
 //! | `[status:NNN]`  | answers HTTP NNN with an OpenAI error body                       |
 //! | `[fail-once]`   | answers 503 the first time it sees this exact message, then echoes |
 //! | `[malformed]`   | streams a chunk that is not JSON                                 |
@@ -183,11 +184,11 @@ async fn chat_completions(
             Step::Data(chunk(&model, Some("Waiting"), None)),
             Step::Pause(Duration::from_secs(3600)),
         ]
-    } else if last_user.contains("[slow]") {
+    } else if let Some((count, pause)) = paced_words(&last_user) {
         let mut steps = Vec::new();
-        for i in 0..60 {
+        for i in 0..count {
             steps.push(Step::Data(chunk(&model, Some(&format!("word{i} ")), None)));
-            steps.push(Step::Pause(Duration::from_millis(150)));
+            steps.push(Step::Pause(pause));
         }
         steps.push(Step::Data(chunk(&model, None, Some("stop"))));
         steps.push(Step::Raw("data: [DONE]\n\n".into()));
@@ -248,6 +249,16 @@ fn chunk(model: &str, content: Option<&str>, finish: Option<&str>) -> Value {
 
 fn usage(prompt: u64, completion: u64) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+/// `[slow]` or `[words:N]`: how many words to stream, and the pause after each.
+fn paced_words(message: &str) -> Option<(usize, Duration)> {
+    if message.contains("[slow]") {
+        return Some((60, Duration::from_millis(150)));
+    }
+    let start = message.find("[words:")? + "[words:".len();
+    let count = message[start..].split(']').next()?.parse::<usize>().ok()?;
+    Some((count.min(10_000), Duration::from_millis(80)))
 }
 
 fn directive_status(message: &str) -> Option<StatusCode> {
