@@ -33,6 +33,10 @@ pub struct ChatState {
     pub usage_tokens: RwSignal<Option<u64>>,
     next_key: StoredValue<u64>,
     abort: StoredValue<AbortHandle>,
+    /// The chat view's reactive owner. Signals made during a turn belong to it, not to the
+    /// button that started the turn: that button (a suggestion, Retry, Regenerate) is often
+    /// removed by the turn itself, and its signals would be disposed with it.
+    owner: StoredValue<Option<Owner>>,
 }
 
 impl ChatState {
@@ -50,6 +54,7 @@ impl ChatState {
             usage_tokens: RwSignal::new(None),
             next_key: StoredValue::new(0),
             abort: StoredValue::new(AbortHandle::default()),
+            owner: StoredValue::new(Owner::current()),
         };
         let initial = data
             .messages
@@ -60,16 +65,24 @@ impl ChatState {
         state
     }
 
+    /// Runs `f` under the chat view's owner.
+    fn owned<T>(&self, f: impl FnOnce() -> T) -> T {
+        match self.owner.get_value() {
+            Some(owner) => owner.with(f),
+            None => f(),
+        }
+    }
+
     fn make_message(&self, role: Role, text: String, status: Option<ReplyStatus>) -> UiMessage {
         let key = self.next_key.get_value();
         self.next_key.set_value(key + 1);
-        UiMessage {
+        self.owned(|| UiMessage {
             key,
             role,
             text: RwSignal::new(text),
             status: RwSignal::new(status),
             streaming: RwSignal::new(false),
-        }
+        })
     }
 
     fn push(&self, role: Role, text: String) -> UiMessage {
@@ -160,7 +173,7 @@ impl ChatState {
         let user_key = user.as_ref().map(|(m, _)| m.key);
         let user_text = user.map(|(_, text)| text);
         let restore_text = user_text.clone();
-        let finished = StoredValue::new(false);
+        let finished = self.owned(|| StoredValue::new(false));
 
         let on_event = move |event: ChatEvent| match event {
             ChatEvent::Meta(meta) => {

@@ -19,10 +19,12 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    // Leptos.toml is the run-time configuration when started without cargo-leptos, which
-    // sets LEPTOS_* variables that take precedence.
-    let leptos = leptos_config::get_configuration(Some("Leptos.toml"))
-        .context("reading Leptos.toml")?
+    // Leptos.toml (in the working directory) is the run-time configuration when started
+    // without cargo-leptos; LEPTOS_* variables (which cargo-leptos sets) take precedence, and
+    // without the file they are all there is.
+    let file = std::path::Path::new("Leptos.toml").exists().then_some("Leptos.toml");
+    let leptos = leptos_config::get_configuration(file)
+        .context("reading the Leptos configuration (Leptos.toml or LEPTOS_* variables)")?
         .leptos_options;
     let dev = matches!(leptos.env, leptos_config::Env::DEV);
     let filter = EnvFilter::try_from_default_env()

@@ -1,0 +1,149 @@
+// The chat page in real headless Chromium against a real OpenAI-compatible upstream.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  launchBrowser, lastReply, openChat, replyFinished, send, startFakeLlm, startParlor, transcript,
+} from './harness.mjs';
+
+describe('chat with an upstream model', () => {
+  let fake, parlor, browser;
+  before(async () => {
+    fake = await startFakeLlm();
+    parlor = await startParlor({ OPENAI_BASE_URL: fake.baseUrl });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    parlor?.stop();
+    fake?.stop();
+  });
+
+  test('two messages stream in, and a reload shows the same transcript', async () => {
+    const { page, context, errors } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    assert.equal(await page.locator('h1').innerText(), 'General Assistant');
+
+    // Shift+Enter adds a line instead of sending.
+    await page.fill('textarea[name=message]', 'first line');
+    await page.press('textarea[name=message]', 'Shift+Enter');
+    await page.keyboard.type('second line');
+    assert.equal(await page.inputValue('textarea[name=message]'), 'first line\nsecond line');
+    assert.equal(await page.locator('.transcript > article.message').count(), 0);
+
+    await send(page, 'Count [words:12]');
+    // Mid-stream: the reply is visible while it is still being written.
+    await page.waitForFunction(() => {
+      const reply = document.querySelector('.transcript > article.message.assistant.streaming');
+      return reply && reply.innerText.includes('word2') && !reply.innerText.includes('word11');
+    });
+    assert.equal(await page.locator('button.stop').count(), 1, 'Stop is offered while streaming');
+    await replyFinished(page);
+    assert.match(await lastReply(page).innerText(), /word0 word1 .* word11/);
+
+    await send(page, 'second question');
+    await replyFinished(page);
+    assert.deepEqual(await transcript(page), [
+      ['user', 'Count [words:12]'],
+      ['assistant', 'word0 word1 word2 word3 word4 word5 word6 word7 word8 word9 word10 word11'],
+      ['user', 'second question'],
+      ['assistant', 'Echo: second question'],
+    ]);
+    const url = page.url();
+    assert.match(url, /[?&]session=[0-9a-f]{32}/, 'the conversation is in the URL');
+    const sidebar = page.locator('.conversations a');
+    assert.equal(await sidebar.count(), 1);
+    assert.equal(await sidebar.first().innerText(), 'Count [words:12]');
+
+    await page.reload();
+    await page.waitForSelector('body[data-hydrated]');
+    assert.equal(page.url(), url);
+    assert.equal((await transcript(page)).length, 4, 'the transcript survives a reload');
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test('Stop cancels a slow reply and keeps the partial text, marked stopped', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    await send(page, 'tell me a long story [slow]');
+    await page.waitForFunction(() => document.querySelector('.message.assistant.streaming')?.innerText.includes('word2'));
+    await page.click('button.stop');
+    await page.waitForSelector('.message.assistant .stopped-tag');
+    const partial = await lastReply(page).locator('.bubble').innerText();
+    assert.match(partial, /^word0 word1 word2/);
+    assert.doesNotMatch(partial, /word59/);
+    assert.equal(await page.locator('button.send').count(), 1, 'the composer is ready again');
+
+    // The partial reply was stored as stopped.
+    await page.waitForTimeout(300);
+    await page.reload();
+    await page.waitForSelector('body[data-hydrated]');
+    const stored = await lastReply(page).locator('.bubble').innerText();
+    assert.ok(stored.startsWith(partial.trim().slice(0, 10)), `${stored} vs ${partial}`);
+    assert.equal(await lastReply(page).locator('.stopped-tag').count(), 1);
+    await context.close();
+  });
+
+  test('an upstream error shows inline with Retry, which then succeeds', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    await send(page, 'hello [fail-once]');
+    const error = page.locator('.error-row');
+    await error.waitFor();
+    assert.match(await error.innerText(), /HTTP 503.*overloaded/s);
+    assert.deepEqual(await transcript(page), [['user', 'hello [fail-once]']], 'the message stays');
+
+    await error.locator('button.retry').click();
+    await replyFinished(page);
+    assert.equal(await page.locator('.error-row').count(), 0);
+    assert.deepEqual(await transcript(page), [
+      ['user', 'hello [fail-once]'],
+      ['assistant', 'Echo: hello [fail-once]'],
+    ]);
+    await context.close();
+  });
+
+  test('model output cannot inject HTML or script', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    await send(page, '<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [x](javascript:window.pwned=3)');
+    await replyFinished(page);
+    const reply = lastReply(page);
+    assert.equal(await reply.locator('img, script').count(), 0);
+    assert.equal(await reply.locator('a').count(), 0);
+    assert.match(await reply.innerText(), /<img src=x/);
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    await context.close();
+  });
+
+  test('Regenerate replaces the last reply; New chat starts over; the sidebar switches back', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=concise`);
+    await send(page, 'original');
+    await replyFinished(page);
+    await page.click('.message.assistant .regenerate');
+    await replyFinished(page);
+    assert.equal((await transcript(page)).length, 2, 'the reply was replaced, not added');
+    const firstUrl = page.url();
+
+    await page.click('.sidebar .new-chat');
+    assert.equal(await page.locator('.transcript > article.message').count(), 0);
+    assert.doesNotMatch(page.url(), /session=/);
+    await send(page, 'another topic');
+    await replyFinished(page);
+    const titles = await page.locator('.conversations a').allInnerTexts();
+    assert.deepEqual(titles.slice(0, 2), ['another topic', 'original'], 'newest first');
+
+    await page.click('.conversations a:has-text("original")');
+    await page.waitForURL(firstUrl);
+    await page.waitForSelector('body[data-hydrated]');
+    assert.deepEqual((await transcript(page))[0], ['user', 'original']);
+    await context.close();
+  });
+
+  test('Copy puts the reply on the clipboard', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: parlor.url });
+    await send(page, 'copy **this**');
+    await replyFinished(page);
+    await lastReply(page).locator('button.copy').click();
+    await page.waitForSelector('button.copy:has-text("Copied")');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'Echo: copy **this**');
+    await context.close();
+  });
+});

@@ -1,0 +1,53 @@
+// Parlor with nothing configured: the built-in mirror model, the agent list, small screens.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { launchBrowser, lastReply, openChat, replyFinished, startParlor } from './harness.mjs';
+
+describe('offline, with the mirror model', () => {
+  let parlor, browser;
+  before(async () => {
+    parlor = await startParlor({ PARLOR_MIRROR_DELAY_MS: '5' });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    parlor?.stop();
+  });
+
+  test('the home page lists the agents and links to their chats', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/`);
+    const names = await page.locator('.agent-name').allInnerTexts();
+    assert.deepEqual(names, ['Concise Coder', 'General Assistant', 'Stateless Translator']);
+    await page.click('text=Stateless Translator');
+    await page.waitForURL(/\/chat\?agent=stateless$/);
+    await page.waitForSelector('h1:has-text("Stateless Translator")');
+    await context.close();
+  });
+
+  test('an empty chat offers the agent greeting and prompts; a prompt sends; the mirror says what it got', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    assert.match(await page.locator('.mirror-notice').innerText(), /mirror/);
+    assert.match(await page.locator('.intro-message').innerText(), /general assistant/);
+    await page.click('button.suggestion:has-text("Write a Markdown table")');
+    await replyFinished(page);
+    const reply = await lastReply(page).innerText();
+    assert.match(reply, /I received 2 messages/);
+    assert.match(reply, /user: “Write a Markdown table of three planets”/);
+    assert.equal(await page.locator('.intro').count(), 0, 'the greeting gives way to the conversation');
+    await context.close();
+  });
+
+  test('works at 375 px: no sideways scrolling, the sidebar opens from the menu', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=concise`, { width: 375, height: 740 });
+    await page.fill('textarea[name=message]', 'a fairly long message that should wrap nicely on a phone screen without overflow');
+    await page.press('textarea[name=message]', 'Enter');
+    await replyFinished(page);
+    const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `page scrolls sideways by ${overflow}px`);
+    const sidebar = page.locator('nav.sidebar');
+    assert.ok((await sidebar.boundingBox()).x < 0, 'sidebar starts hidden');
+    await page.click('button.menu');
+    await page.waitForFunction(() => document.querySelector('nav.sidebar').getBoundingClientRect().x >= 0);
+    await context.close();
+  });
+});
