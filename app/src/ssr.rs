@@ -8,7 +8,11 @@ use std::sync::Arc;
 pub trait Backend: Send + Sync + 'static {
     async fn home(&self) -> HomeData;
     /// The chat page for `query`, as seen by the browser session `browser`.
-    async fn chat(&self, query: ChatQuery, browser: Option<BrowserSession>) -> Result<ChatPageData, String>;
+    async fn chat(
+        &self,
+        query: ChatQuery,
+        browser: Option<BrowserSession>,
+    ) -> Result<ChatPageData, String>;
 }
 
 #[derive(Clone)]

@@ -199,8 +199,9 @@ impl ChatState {
             match end {
                 StreamEnd::Closed if !finished.get_value() => {
                     reply.status.set(Some(ReplyStatus::Incomplete));
-                    self.error
-                        .set(Some("The connection to Parlor closed before the reply finished.".into()));
+                    self.error.set(Some(
+                        "The connection to Parlor closed before the reply finished.".into(),
+                    ));
                 }
                 StreamEnd::Closed => {}
                 StreamEnd::Aborted => reply.status.set(Some(ReplyStatus::Stopped)),
@@ -217,7 +218,8 @@ impl ChatState {
                 }
                 StreamEnd::Network(message) => {
                     reply.status.set(Some(ReplyStatus::Incomplete));
-                    self.error.set(Some(format!("Could not reach Parlor: {message}")));
+                    self.error
+                        .set(Some(format!("Could not reach Parlor: {message}")));
                 }
             }
             if reply.text.get_untracked().is_empty() {

@@ -47,7 +47,11 @@ pub fn spawn_chat(
 ) {
     let controller = match web_sys::AbortController::new() {
         Ok(c) => c,
-        Err(_) => return on_end(StreamEnd::Network("this browser cannot cancel requests".into())),
+        Err(_) => {
+            return on_end(StreamEnd::Network(
+                "this browser cannot cancel requests".into(),
+            ))
+        }
     };
     let signal = controller.signal();
     abort.controller = Some(send_wrapper::SendWrapper::new(controller));
@@ -162,9 +166,15 @@ mod browser {
     }
 
     pub fn set_url_param(key: &str, value: Option<&str>) {
-        let Some(window) = web_sys::window() else { return };
-        let Ok(href) = window.location().href() else { return };
-        let Ok(url) = web_sys::Url::new(&href) else { return };
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        let Ok(href) = window.location().href() else {
+            return;
+        };
+        let Ok(url) = web_sys::Url::new(&href) else {
+            return;
+        };
         match value {
             Some(v) => url.search_params().set(key, v),
             None => url.search_params().delete(key),

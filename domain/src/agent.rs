@@ -146,8 +146,10 @@ impl Agent {
                 })
                 .ok()
         });
-        let history_length = settings.history_length.as_ref().and_then(|v| {
-            match v.as_i64() {
+        let history_length = settings
+            .history_length
+            .as_ref()
+            .and_then(|v| match v.as_i64() {
                 Some(n) => Some(HistoryLength::new(n)),
                 None => {
                     warnings.push(TemplateWarning {
@@ -156,8 +158,7 @@ impl Agent {
                     });
                     None
                 }
-            }
-        });
+            });
         let llm = pick_llm_node(&template.nodes, &template.node_configurations);
         Ok((
             Agent {
@@ -194,7 +195,10 @@ fn pick_llm_node(order: &[String], configs: &BTreeMap<String, Value>) -> Option<
     let config = &configs[name];
     Some(LlmNode {
         provider: name.trim_start_matches("llm.").to_owned(),
-        model: config.get("model").and_then(Value::as_str).map(str::to_owned),
+        model: config
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         temperature: config.get("temperature").and_then(Value::as_f64),
         max_tokens: config
             .get("maxTokens")
@@ -236,7 +240,10 @@ mod tests {
         assert_eq!(agent.id, "example-agent");
         assert_eq!(agent.system_prompt, "You are friendly.\nAnswer briefly.");
         let llm = agent.llm.unwrap();
-        assert_eq!(llm.provider, "anthropic", "the first LLM node in `nodes` order");
+        assert_eq!(
+            llm.provider, "anthropic",
+            "the first LLM node in `nodes` order"
+        );
         assert_eq!(llm.model.as_deref(), Some("claude-3-7-sonnet"));
         assert_eq!(llm.max_tokens, Some(4096));
         assert_eq!(agent.history_policy, Some(HistoryPolicy::LastN));

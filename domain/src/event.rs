@@ -121,7 +121,10 @@ impl SseDecoder {
 
 fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
     let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
@@ -134,7 +137,8 @@ mod decoder_tests {
 
     #[test]
     fn decodes_events_across_arbitrary_chunk_boundaries() {
-        let stream = "event: meta\ndata: {\"a\":1}\n\n: keep-alive\n\nevent: delta\ndata: {\"t\":\"é\"}\n\n";
+        let stream =
+            "event: meta\ndata: {\"a\":1}\n\n: keep-alive\n\nevent: delta\ndata: {\"t\":\"é\"}\n\n";
         let bytes = stream.as_bytes();
         for split in 1..bytes.len() {
             let mut d = SseDecoder::default();

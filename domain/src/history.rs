@@ -356,7 +356,11 @@ mod tests {
         assert_eq!(picked(&t), vec![1, 2]);
         let c = conv("sa");
         let t = trim_for_model(&c, HistoryPolicy::None, HistoryLength::new(1), true);
-        assert_eq!(picked(&t), vec![0], "no user message: only system messages remain");
+        assert_eq!(
+            picked(&t),
+            vec![0],
+            "no user message: only system messages remain"
+        );
     }
 
     #[test]

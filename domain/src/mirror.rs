@@ -81,14 +81,17 @@ mod tests {
     fn describes_count_roles_previews_and_system_prompt() {
         let system = Message::system("You are a pirate.", 0);
         let user = Message::user("Hello there", 1);
-        let reply = Message::assistant(&"long ".repeat(30), 2);
+        let reply = Message::assistant("long ".repeat(30), 2);
         let text = describe_request(&[&system, &user, &reply]);
         assert!(text.contains("I received **3 messages**"), "{text}");
         assert!(text.contains("1. `system`: “You are a pirate.”"), "{text}");
         assert!(text.contains("2. `user`: “Hello there”"), "{text}");
         assert!(text.contains("3. `assistant`: “long long"), "{text}");
         assert!(text.contains('…'), "long messages are shortened: {text}");
-        assert!(text.ends_with("System prompt: “You are a pirate.”"), "{text}");
+        assert!(
+            text.ends_with("System prompt: “You are a pirate.”"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ pub enum SessionIdError {
     Empty,
     #[error("session_id is longer than {MAX_SESSION_ID_LEN} characters")]
     TooLong,
-    #[error("session_id may only contain letters, digits, '-', '_' and '.', and may not start with '.'")]
+    #[error(
+        "session_id may only contain letters, digits, '-', '_' and '.', and may not start with '.'"
+    )]
     BadCharacter,
 }
 
@@ -87,7 +89,9 @@ mod tests {
 
     #[test]
     fn rejects_ids_that_could_escape_a_folder_or_key() {
-        for bad in ["", "..", "../x", "a/b", "a\\b", ".hidden", "a b", "é", "a\nb"] {
+        for bad in [
+            "", "..", "../x", "a/b", "a\\b", ".hidden", "a b", "é", "a\nb",
+        ] {
             assert!(SessionId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(

@@ -153,7 +153,11 @@ fn resolve_field<T: FromStr + Copy>(
 /// A short, single-line rendering of an untrusted value for a note.
 fn printable(raw: &str) -> String {
     const MAX: usize = 40;
-    let mut out: String = raw.chars().take(MAX).flat_map(char::escape_default).collect();
+    let mut out: String = raw
+        .chars()
+        .take(MAX)
+        .flat_map(char::escape_default)
+        .collect();
     if raw.chars().count() > MAX {
         out.push('…');
     }
@@ -192,7 +196,11 @@ mod tests {
         });
         assert_eq!(s.policy.value, HistoryPolicy::All);
         assert_eq!(s.policy.source, SettingSource::Url);
-        assert_eq!(s.length.value, HistoryLength::new(0), "0 from the environment is a value");
+        assert_eq!(
+            s.length.value,
+            HistoryLength::new(0),
+            "0 from the environment is a value"
+        );
         assert_eq!(s.length.source, SettingSource::Environment);
         assert_eq!(s.length.notes, vec!["URL ignored: set by the environment"]);
     }
@@ -209,7 +217,10 @@ mod tests {
         assert!(s.policy.notes[0].starts_with("URL historyPolicy=LASTN ignored"));
         assert_eq!(s.length.value, HistoryLength::new(4));
         assert_eq!(s.length.source, SettingSource::Template);
-        assert_eq!(s.length.notes, vec!["URL historyLength=abc ignored: not an integer"]);
+        assert_eq!(
+            s.length.notes,
+            vec!["URL historyLength=abc ignored: not an integer"]
+        );
     }
 
     #[test]

@@ -56,7 +56,10 @@ impl AgentCatalog {
                     if agents.contains_key(&agent.id) {
                         problems.push(LoadProblem {
                             file: file.clone(),
-                            message: format!("agentId {:?} is already used by another template; skipped", agent.id),
+                            message: format!(
+                                "agentId {:?} is already used by another template; skipped",
+                                agent.id
+                            ),
                             fatal_for_template: true,
                         });
                         continue;
@@ -89,7 +92,7 @@ impl AgentCatalog {
     /// Agents sorted by display name.
     pub fn list(&self) -> Vec<Arc<Agent>> {
         let mut list: Vec<_> = self.agents.values().cloned().collect();
-        list.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+        list.sort_by_key(|a| a.name.to_lowercase());
         list
     }
 
@@ -127,7 +130,12 @@ mod tests {
         let broken = problems.iter().find(|p| p.fatal_for_template).unwrap();
         assert!(broken.file.ends_with("broken/template.json"));
         let warning = problems.iter().find(|p| !p.fatal_for_template).unwrap();
-        assert!(warning.to_string().contains("chatSettings.historyPolicy ignored"), "{warning}");
+        assert!(
+            warning
+                .to_string()
+                .contains("chatSettings.historyPolicy ignored"),
+            "{warning}"
+        );
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     match &input.message {
         Some(text) => {
             let message = Message::user(text.clone(), now);
-            store.append(&session_id, std::slice::from_ref(&message)).await?;
+            store
+                .append(&session_id, std::slice::from_ref(&message))
+                .await?;
             stored.push(message);
         }
         None => {
@@ -189,7 +191,11 @@ pub struct RequestPlan {
 
 /// The messages a model call sends: the agent's system prompt, then the stored conversation
 /// trimmed by the resolved settings; and the facts the debug panel shows about it.
-pub fn plan_request(agent: &Agent, stored: Vec<Message>, settings: &HistorySettings) -> RequestPlan {
+pub fn plan_request(
+    agent: &Agent,
+    stored: Vec<Message>,
+    settings: &HistorySettings,
+) -> RequestPlan {
     let stored_count = stored.len();
     let mut conversation = Conversation::new();
     if !agent.system_prompt.is_empty() {
@@ -291,7 +297,12 @@ async fn write_reply(
     }
 }
 
-async fn relay(llm: &LlmClient, request: ModelRequest, tx: &mpsc::Sender<ChatEvent>, text: &mut String) -> Outcome {
+async fn relay(
+    llm: &LlmClient,
+    request: ModelRequest,
+    tx: &mpsc::Sender<ChatEvent>,
+    text: &mut String,
+) -> Outcome {
     let mut stream = tokio::select! {
         started = llm.stream(request) => match started {
             Ok(stream) => stream,

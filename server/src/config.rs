@@ -132,7 +132,9 @@ impl Config {
     }
 
     /// Reads configuration from the given variables (the environment, or a test's map).
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
         // An empty variable counts as unset, as in most shells' `VAR=` idiom.
         let vars: Vec<(String, String)> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
         let openai: OpenAiEnv = envy::prefixed("OPENAI_")
@@ -185,11 +187,16 @@ impl Config {
             "NEXT_PUBLIC_DEFAULT_HISTORY_POLICY",
         )?
         .map(|(var, value)| {
-            value.parse::<HistoryPolicy>().map_err(|_| ConfigError::Invalid {
-                var,
-                value: value.clone(),
-                reason: format!("allowed values: {} (case-sensitive)", HistoryPolicy::ALLOWED),
-            })
+            value
+                .parse::<HistoryPolicy>()
+                .map_err(|_| ConfigError::Invalid {
+                    var,
+                    value: value.clone(),
+                    reason: format!(
+                        "allowed values: {} (case-sensitive)",
+                        HistoryPolicy::ALLOWED
+                    ),
+                })
         })
         .transpose()?;
         let length = one_of(
@@ -198,11 +205,13 @@ impl Config {
             "NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH",
         )?
         .map(|(var, value)| {
-            value.parse::<HistoryLength>().map_err(|_| ConfigError::Invalid {
-                var,
-                value: value.clone(),
-                reason: "must be an integer such as 20 (0 or less acts as 1)".into(),
-            })
+            value
+                .parse::<HistoryLength>()
+                .map_err(|_| ConfigError::Invalid {
+                    var,
+                    value: value.clone(),
+                    reason: "must be an integer such as 20 (0 or less acts as 1)".into(),
+                })
         })
         .transpose()?;
         let url_overrides = match get("HISTORY_URL_OVERRIDES").as_deref() {
@@ -297,7 +306,10 @@ mod tests {
         }
         let c = config(&[("OPENAI_API_KEY", "sk-secret")]).unwrap();
         assert!(!c.uses_mirror());
-        assert!(!format!("{c:?}").contains("sk-secret"), "keys never reach logs");
+        assert!(
+            !format!("{c:?}").contains("sk-secret"),
+            "keys never reach logs"
+        );
     }
 
     #[test]
@@ -309,7 +321,11 @@ mod tests {
         assert!(err.to_string().contains("lastN, all, none"), "{err}");
         for bad in ["20abc", "5.9"] {
             let err = config(&[("NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH", bad)]).unwrap_err();
-            assert!(err.to_string().contains("NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH"), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH"),
+                "{err}"
+            );
         }
         assert!(config(&[("OPENAI_BASE_URL", "localhost:8080")]).is_err());
         assert!(config(&[("HISTORY_URL_OVERRIDES", "no")]).is_err());

@@ -41,7 +41,11 @@ pub fn llm_client(config: &Config) -> LlmClient {
     }
 }
 
-pub fn services(config: Config, agents: AgentCatalog, store: Arc<dyn ConversationStore>) -> Arc<Services> {
+pub fn services(
+    config: Config,
+    agents: AgentCatalog,
+    store: Arc<dyn ConversationStore>,
+) -> Arc<Services> {
     let llm = llm_client(&config);
     Arc::new(Services {
         config,

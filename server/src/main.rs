@@ -22,13 +22,20 @@ async fn run() -> anyhow::Result<()> {
     // Leptos.toml (in the working directory) is the run-time configuration when started
     // without cargo-leptos; LEPTOS_* variables (which cargo-leptos sets) take precedence, and
     // without the file they are all there is.
-    let file = std::path::Path::new("Leptos.toml").exists().then_some("Leptos.toml");
+    let file = std::path::Path::new("Leptos.toml")
+        .exists()
+        .then_some("Leptos.toml");
     let leptos = leptos_config::get_configuration(file)
         .context("reading the Leptos configuration (Leptos.toml or LEPTOS_* variables)")?
         .leptos_options;
     let dev = matches!(leptos.env, leptos_config::Env::DEV);
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(if dev { "info,parlor_server=debug" } else { "info" }));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(if dev {
+            "info,parlor_server=debug"
+        } else {
+            "info"
+        })
+    });
     tracing_subscriber::fmt().with_env_filter(filter).init();
 
     let config = Config::from_env()?;
@@ -74,7 +81,9 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let terminate = async {
-        if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut signal) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             signal.recv().await;
         }
     };

@@ -33,7 +33,11 @@ impl Backend for PageBackend {
         }
     }
 
-    async fn chat(&self, query: ChatQuery, browser: Option<BrowserSession>) -> Result<ChatPageData, String> {
+    async fn chat(
+        &self,
+        query: ChatQuery,
+        browser: Option<BrowserSession>,
+    ) -> Result<ChatPageData, String> {
         let services = &self.services;
         let Some(agent) = services.agents.get(&query.agent) else {
             return Ok(ChatPageData::UnknownAgent(query.agent));

@@ -20,55 +20,89 @@ async fn with_upstream(extra: &[(&str, &str)]) -> (FakeLlm, TestServer) {
 #[tokio::test]
 async fn mirror_model_streams_a_description_of_what_it_received() {
     let server = TestServer::start(&[]).await;
-    let first = server.chat("general", json!({"message": "Hello there"})).await;
+    let first = server
+        .chat("general", json!({"message": "Hello there"}))
+        .await;
     assert_eq!(first.status, 200);
     assert!(first.content_type.starts_with("text/event-stream"));
     let meta = first.meta();
     assert_eq!(meta.model, "mirror");
     assert_eq!(meta.history.messages_sent, 2, "system prompt + the message");
-    let deltas = first.events.iter().filter(|e| matches!(e, ChatEvent::Delta { .. })).count();
+    let deltas = first
+        .events
+        .iter()
+        .filter(|e| matches!(e, ChatEvent::Delta { .. }))
+        .count();
     assert!(deltas > 10, "streams word by word, got {deltas} deltas");
     let text = first.text();
     assert!(text.contains("I received **2 messages**"), "{text}");
     assert!(text.contains("`user`: “Hello there”"), "{text}");
-    assert!(text.contains("System prompt: “You are Parlor's general assistant."), "{text}");
+    assert!(
+        text.contains("System prompt: “You are Parlor's general assistant."),
+        "{text}"
+    );
     assert_eq!(first.done().unwrap().finish_reason, "stop");
     assert!(matches!(first.events.last(), Some(ChatEvent::Done(_))));
 
     let session = first.session_id();
     let second = server
-        .chat("general", json!({"session_id": session, "message": "And again"}))
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "And again"}),
+        )
         .await;
     assert_eq!(second.session_id(), session);
-    assert!(second.text().contains("I received **4 messages**"), "{}", second.text());
+    assert!(
+        second.text().contains("I received **4 messages**"),
+        "{}",
+        second.text()
+    );
     let stored = server.stored(&session);
     let roles: Vec<Role> = stored.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::User, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::User, Role::Assistant]
+    );
     assert_eq!(stored[2].text, "And again");
 }
 
 #[tokio::test]
 async fn replies_stream_from_an_openai_compatible_upstream() {
     let (fake, server) = with_upstream(&[("OPENAI_API_KEY", "sk-test-123")]).await;
-    let reply = server.chat("general", json!({"message": "hello world"})).await;
+    let reply = server
+        .chat("general", json!({"message": "hello world"}))
+        .await;
     assert_eq!(reply.text(), "Echo: hello world");
     assert_eq!(reply.meta().model, "gpt-4o-mini");
     let done = reply.done().expect("done event");
     assert_eq!(done.finish_reason, "stop");
-    assert!(done.usage.as_ref().is_some_and(|u| u.total_tokens > 0), "usage is passed on");
+    assert!(
+        done.usage.as_ref().is_some_and(|u| u.total_tokens > 0),
+        "usage is passed on"
+    );
 
     let sent = &fake.requests()[0];
     assert_eq!(sent["model"], "gpt-4o-mini");
     assert_eq!(sent["stream"], true);
     assert_eq!(sent["messages"][0]["role"], "system");
-    assert_eq!(sent["messages"][1], json!({"role": "user", "content": "hello world"}));
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "user", "content": "hello world"})
+    );
     assert_eq!(sent["temperature"], 0.7);
     assert_eq!(sent["max_tokens"], 1024);
-    assert_eq!(fake.authorizations()[0].as_deref(), Some("Bearer sk-test-123"));
+    assert_eq!(
+        fake.authorizations()[0].as_deref(),
+        Some("Bearer sk-test-123")
+    );
 
     let stored = server.stored(&reply.session_id());
     assert_eq!(stored[1].text, "Echo: hello world");
-    assert_eq!(stored[1].status(), None, "a complete reply carries no status");
+    assert_eq!(
+        stored[1].status(),
+        None,
+        "a complete reply carries no status"
+    );
 }
 
 #[tokio::test]
@@ -86,7 +120,10 @@ async fn history_reaching_the_upstream_is_trimmed_by_the_agents_policy() {
     let mut session = None;
     for i in 1..=3 {
         let reply = server
-            .chat("concise", json!({"session_id": session, "message": format!("q{i}")}))
+            .chat(
+                "concise",
+                json!({"session_id": session, "message": format!("q{i}")}),
+            )
             .await;
         session = Some(reply.session_id());
         if i == 3 {
@@ -98,9 +135,18 @@ async fn history_reaching_the_upstream_is_trimmed_by_the_agents_policy() {
         }
     }
     let sent = &fake.requests()[2]["messages"];
-    let contents: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    let contents: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
     assert_eq!(contents[1..], ["q2", "Echo: q2", "q3"]);
-    assert_eq!(server.stored(session.as_deref().unwrap()).len(), 6, "storage is never trimmed");
+    assert_eq!(
+        server.stored(session.as_deref().unwrap()).len(),
+        6,
+        "storage is never trimmed"
+    );
 }
 
 #[tokio::test]
@@ -112,7 +158,10 @@ async fn upstream_http_errors_become_readable_error_events_and_keep_the_message(
         assert_eq!(reply.status, 200);
         let error = reply.error().expect("error event");
         assert!(error.contains(words), "{error}");
-        assert!(error.contains("The fake model was told to fail."), "{error}");
+        assert!(
+            error.contains("The fake model was told to fail."),
+            "{error}"
+        );
         assert!(!reply.body.contains("sk-secret-key"));
         assert!(matches!(reply.events.last(), Some(ChatEvent::Error { .. })));
         let stored = server.stored(&reply.session_id());
@@ -132,10 +181,18 @@ async fn an_unreachable_upstream_is_reported_and_the_server_stays_up() {
     let server = TestServer::start(&[("OPENAI_BASE_URL", &base)]).await;
     let reply = server.chat("general", json!({"message": "anyone?"})).await;
     let error = reply.error().expect("error event");
-    assert!(error.contains("Could not reach the model server"), "{error}");
+    assert!(
+        error.contains("Could not reach the model server"),
+        "{error}"
+    );
     assert!(error.contains("connection refused"), "{error}");
     assert_eq!(server.stored(&reply.session_id()).len(), 1);
-    let health = server.http.get(server.url("/healthz")).send().await.unwrap();
+    let health = server
+        .http
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
 }
 
@@ -143,7 +200,14 @@ async fn an_unreachable_upstream_is_reported_and_the_server_stays_up() {
 async fn a_silent_upstream_times_out() {
     let (_fake, server) = with_upstream(&[("PARLOR_LLM_TIMEOUT_SECS", "1")]).await;
     let reply = server.chat("general", json!({"message": "[hang]"})).await;
-    assert!(reply.error().unwrap().contains("did not respond within 1 s"), "{:?}", reply.error());
+    assert!(
+        reply
+            .error()
+            .unwrap()
+            .contains("did not respond within 1 s"),
+        "{:?}",
+        reply.error()
+    );
 
     let reply = server.chat("general", json!({"message": "[stall]"})).await;
     assert_eq!(reply.text(), "Waiting");
@@ -156,14 +220,30 @@ async fn a_silent_upstream_times_out() {
 #[tokio::test]
 async fn malformed_and_dropped_streams_keep_the_partial_reply_marked_incomplete() {
     let (_fake, server) = with_upstream(&[]).await;
-    let reply = server.chat("general", json!({"message": "[malformed]"})).await;
-    assert!(reply.error().unwrap().contains("could not read"), "{:?}", reply.error());
+    let reply = server
+        .chat("general", json!({"message": "[malformed]"}))
+        .await;
+    assert!(
+        reply.error().unwrap().contains("could not read"),
+        "{:?}",
+        reply.error()
+    );
     let stored = server.stored(&reply.session_id());
-    assert_eq!((stored[1].text.as_str(), stored[1].status()), ("Hello", Some(ReplyStatus::Incomplete)));
+    assert_eq!(
+        (stored[1].text.as_str(), stored[1].status()),
+        ("Hello", Some(ReplyStatus::Incomplete))
+    );
 
     let reply = server.chat("general", json!({"message": "[drop]"})).await;
     assert_eq!(reply.text(), "Partial reply");
-    assert!(reply.error().unwrap().contains("connection to the model server was lost"), "{:?}", reply.error());
+    assert!(
+        reply
+            .error()
+            .unwrap()
+            .contains("connection to the model server was lost"),
+        "{:?}",
+        reply.error()
+    );
     let stored = server.stored(&reply.session_id());
     assert_eq!(stored[1].text, "Partial reply");
     assert_eq!(stored[1].status(), Some(ReplyStatus::Incomplete));
@@ -172,11 +252,16 @@ async fn malformed_and_dropped_streams_keep_the_partial_reply_marked_incomplete(
 #[tokio::test]
 async fn retry_after_an_error_replies_to_the_same_message_once() {
     let (fake, server) = with_upstream(&[]).await;
-    let first = server.chat("general", json!({"message": "please [fail-once]"})).await;
+    let first = server
+        .chat("general", json!({"message": "please [fail-once]"}))
+        .await;
     assert!(first.error().unwrap().contains("HTTP 503"));
     let session = first.session_id();
     let retry = server
-        .chat("general", json!({"session_id": session, "regenerate": true}))
+        .chat(
+            "general",
+            json!({"session_id": session, "regenerate": true}),
+        )
         .await;
     assert_eq!(retry.text(), "Echo: please [fail-once]");
     let stored = server.stored(&session);
@@ -190,9 +275,15 @@ async fn regenerate_replaces_the_last_reply() {
     let first = server.chat("general", json!({"message": "one"})).await;
     let session = first.session_id();
     let again = server
-        .chat("general", json!({"session_id": session, "regenerate": true}))
+        .chat(
+            "general",
+            json!({"session_id": session, "regenerate": true}),
+        )
         .await;
-    assert!(again.text().contains("I received **2 messages**"), "the old reply is not sent");
+    assert!(
+        again.text().contains("I received **2 messages**"),
+        "the old reply is not sent"
+    );
     let stored = server.stored(&session);
     assert_eq!(stored.len(), 2);
     assert_eq!(stored[1].role, Role::Assistant);
@@ -223,12 +314,17 @@ async fn closing_the_stream_stops_the_reply_and_keeps_what_arrived() {
     }
     drop(response); // what the browser's Stop does
     let session = session.unwrap();
-    let stored = server
-        .stored_eventually(&session, |m| m.len() == 2)
-        .await;
+    let stored = server.stored_eventually(&session, |m| m.len() == 2).await;
     assert_eq!(stored[1].status(), Some(ReplyStatus::Stopped));
-    assert!(stored[1].text.starts_with("word0 word1"), "{}", stored[1].text);
-    assert!(!stored[1].text.contains("word59"), "the reply was cut short");
+    assert!(
+        stored[1].text.starts_with("word0 word1"),
+        "{}",
+        stored[1].text
+    );
+    assert!(
+        !stored[1].text.contains("word59"),
+        "the reply was cut short"
+    );
 }
 
 #[tokio::test]
@@ -243,9 +339,14 @@ async fn a_second_turn_while_one_is_streaming_is_refused() {
         .unwrap();
     let chunk = response.chunk().await.unwrap().unwrap();
     let events = support::parse_events(&chunk);
-    let ChatEvent::Meta(meta) = &events[0] else { panic!("meta first") };
+    let ChatEvent::Meta(meta) = &events[0] else {
+        panic!("meta first")
+    };
     let busy = server
-        .chat("general", json!({"session_id": meta.session_id, "message": "hello?"}))
+        .chat(
+            "general",
+            json!({"session_id": meta.session_id, "message": "hello?"}),
+        )
         .await;
     assert_eq!(busy.status, 409);
     assert!(busy.json_error().contains("already being written"));
@@ -264,7 +365,10 @@ async fn bad_input_gets_a_clear_json_error_and_stores_nothing() {
             let response = request.send().await.unwrap();
             let status = response.status().as_u16();
             let json: serde_json::Value = response.json().await.expect("JSON error body");
-            (status, json["error"].as_str().unwrap_or_default().to_owned())
+            (
+                status,
+                json["error"].as_str().unwrap_or_default().to_owned(),
+            )
         }
     };
     let cases = [
@@ -272,14 +376,44 @@ async fn bad_input_gets_a_clear_json_error_and_stores_nothing() {
         ("general", r#"{"message": "#, 400, "invalid JSON"),
         ("general", r#"["message"]"#, 400, "invalid JSON"),
         ("general", r#"{"message": ""}"#, 400, "message is empty"),
-        ("general", r#"{"message": "  \n "}"#, 400, "message is empty"),
+        (
+            "general",
+            r#"{"message": "  \n "}"#,
+            400,
+            "message is empty",
+        ),
         ("general", r#"{}"#, 400, "message is missing"),
         ("general", r#"{"message": 5}"#, 400, "invalid JSON"),
-        ("general", r#"{"message": "this is longer than twenty"}"#, 400, "too long"),
-        ("general", r#"{"message": "hi", "messages": []}"#, 400, "unknown field"),
-        ("general", r#"{"message": "hi", "session_id": "../etc"}"#, 400, "session_id"),
-        ("general", r#"{"regenerate": true}"#, 400, "needs a session_id"),
-        ("general", r#"{"message": "hi", "regenerate": true}"#, 400, "not both"),
+        (
+            "general",
+            r#"{"message": "this is longer than twenty"}"#,
+            400,
+            "too long",
+        ),
+        (
+            "general",
+            r#"{"message": "hi", "messages": []}"#,
+            400,
+            "unknown field",
+        ),
+        (
+            "general",
+            r#"{"message": "hi", "session_id": "../etc"}"#,
+            400,
+            "session_id",
+        ),
+        (
+            "general",
+            r#"{"regenerate": true}"#,
+            400,
+            "needs a session_id",
+        ),
+        (
+            "general",
+            r#"{"message": "hi", "regenerate": true}"#,
+            400,
+            "not both",
+        ),
     ];
     for (agent, body, status, words) in cases {
         let (got, error) = post(body, agent).await;
@@ -304,12 +438,22 @@ async fn a_browsers_conversation_is_invisible_to_other_browsers() {
     let alice = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let bob = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
     let reply = server
-        .chat_with("general", "", json!({"message": "secret plan"}), Some(alice))
+        .chat_with(
+            "general",
+            "",
+            json!({"message": "secret plan"}),
+            Some(alice),
+        )
         .await;
     let session = reply.session_id();
     for cookie in [Some(bob), None] {
         let attempt = server
-            .chat_with("general", "", json!({"session_id": session, "message": "show me"}), cookie)
+            .chat_with(
+                "general",
+                "",
+                json!({"session_id": session, "message": "show me"}),
+                cookie,
+            )
             .await;
         assert_eq!(attempt.status, 404, "{cookie:?}");
         let page = server
@@ -331,5 +475,9 @@ async fn a_browsers_conversation_is_invisible_to_other_browsers() {
         .unwrap();
     assert_eq!(own.status(), 200);
     assert!(own.text().await.unwrap().contains("secret plan"));
-    assert_eq!(server.stored(&session).len(), 2, "the refused attempts stored nothing");
+    assert_eq!(
+        server.stored(&session).len(),
+        2,
+        "the refused attempts stored nothing"
+    );
 }

@@ -8,8 +8,22 @@ use support::TestServer;
 #[tokio::test]
 async fn home_lists_the_agents_and_says_the_mirror_is_in_use() {
     let server = TestServer::start(&[]).await;
-    let html = server.http.get(server.url("/")).send().await.unwrap().text().await.unwrap();
-    for needle in ["General Assistant", "Concise Coder", "Stateless Translator", "/chat?agent=general", "mirror"] {
+    let html = server
+        .http
+        .get(server.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        "General Assistant",
+        "Concise Coder",
+        "Stateless Translator",
+        "/chat?agent=general",
+        "mirror",
+    ] {
         assert!(html.contains(needle), "{needle} missing");
     }
 }
@@ -17,21 +31,49 @@ async fn home_lists_the_agents_and_says_the_mirror_is_in_use() {
 #[tokio::test]
 async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
     let server = TestServer::start(&[]).await;
-    let empty = server.http.get(server.url("/chat?agent=general")).send().await.unwrap();
+    let empty = server
+        .http
+        .get(server.url("/chat?agent=general"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(empty.status(), 200);
-    let cookie = empty.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
+    let cookie = empty
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(cookie.starts_with("parlor_session="), "{cookie}");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
     let html = empty.text().await.unwrap();
     assert!(html.contains("General Assistant"));
     assert!(html.contains("<textarea"), "composer");
-    assert!(html.contains("Hello! I&#x27;m the general assistant") || html.contains("Hello! I'm the general assistant"));
-    assert!(html.contains("Write a Markdown table of three planets"), "chat prompts");
-    assert!(html.contains("Offline mode"), "the page says the mirror model is in use");
+    assert!(
+        html.contains("Hello! I&#x27;m the general assistant")
+            || html.contains("Hello! I'm the general assistant")
+    );
+    assert!(
+        html.contains("Write a Markdown table of three planets"),
+        "chat prompts"
+    );
+    assert!(
+        html.contains("Offline mode"),
+        "the page says the mirror model is in use"
+    );
 
     let browser = cookie.split(';').next().unwrap().to_owned();
     let reply = server
-        .chat_with("general", "", json!({"message": "Render <b>this</b> safely"}), Some(&browser))
+        .chat_with(
+            "general",
+            "",
+            json!({"message": "Render <b>this</b> safely"}),
+            Some(&browser),
+        )
         .await;
     let session = reply.session_id();
     let html = server
@@ -44,19 +86,38 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
         .text()
         .await
         .unwrap();
-    assert!(html.contains("Render &lt;b&gt;this&lt;/b&gt; safely"), "user text is escaped");
+    assert!(
+        html.contains("Render &lt;b&gt;this&lt;/b&gt; safely"),
+        "user text is escaped"
+    );
     assert!(!html.contains("<b>this</b>"));
-    assert!(html.contains("I received <strong>2 messages</strong>"), "markdown rendered");
-    assert!(html.contains(&format!("session={session}")), "sidebar links the conversation");
+    assert!(
+        html.contains("I received <strong>2 messages</strong>"),
+        "markdown rendered"
+    );
+    assert!(
+        html.contains(&format!("session={session}")),
+        "sidebar links the conversation"
+    );
 }
 
 #[tokio::test]
 async fn unknown_agents_and_pages_are_404() {
     let server = TestServer::start(&[]).await;
-    let page = server.http.get(server.url("/chat?agent=nobody")).send().await.unwrap();
+    let page = server
+        .http
+        .get(server.url("/chat?agent=nobody"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), 404);
     assert!(page.text().await.unwrap().contains("Unknown agent"));
-    let page = server.http.get(server.url("/no/such/page")).send().await.unwrap();
+    let page = server
+        .http
+        .get(server.url("/no/such/page"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), 404);
 }
 
@@ -71,7 +132,10 @@ async fn pages_are_compressed_when_the_browser_accepts_it() {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.headers().get("content-encoding").unwrap(), encoding);
+        assert_eq!(
+            response.headers().get("content-encoding").unwrap(),
+            encoding
+        );
     }
 }
 
@@ -87,7 +151,13 @@ fn leptos_toml_agrees_with_the_cargo_leptos_metadata() {
             .trim()
             .to_owned()
     };
-    for key in ["output-name", "site-root", "site-pkg-dir", "site-addr", "reload-port"] {
+    for key in [
+        "output-name",
+        "site-root",
+        "site-pkg-dir",
+        "site-addr",
+        "reload-port",
+    ] {
         assert_eq!(value(&leptos_toml, key), value(&cargo_toml, key), "{key}");
     }
 }

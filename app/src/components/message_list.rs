@@ -13,9 +13,11 @@ pub fn MessageList(
 ) -> impl IntoView {
     let empty = move || state.messages.with(|m| m.is_empty());
     let last_assistant = Memo::new(move |_| {
-        state
-            .messages
-            .with(|list| list.last().filter(|m| m.role == Role::Assistant).map(|m| m.key))
+        state.messages.with(|list| {
+            list.last()
+                .filter(|m| m.role == Role::Assistant)
+                .map(|m| m.key)
+        })
     });
     let unanswered = move || {
         !state.streaming.get()
@@ -81,7 +83,11 @@ pub fn MessageList(
 }
 
 #[component]
-fn Message(state: ChatState, message: UiMessage, last_assistant: Memo<Option<u64>>) -> impl IntoView {
+fn Message(
+    state: ChatState,
+    message: UiMessage,
+    last_assistant: Memo<Option<u64>>,
+) -> impl IntoView {
     let role = message.role;
     let index = move || {
         state
@@ -89,16 +95,20 @@ fn Message(state: ChatState, message: UiMessage, last_assistant: Memo<Option<u64
             .with(|list| list.iter().position(|m| m.key == message.key))
     };
     let not_sent = move || {
-        let first_sent = state.report.with(|r| r.as_ref().map(|r| r.first_sent_index));
+        let first_sent = state
+            .report
+            .with(|r| r.as_ref().map(|r| r.first_sent_index));
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
     let copied = RwSignal::new(false);
-    let body = move || match role {
+    let body = move || {
+        match role {
         Role::Assistant => {
             view! { <div class="bubble markdown" inner_html=move || render_markdown(&message.text.get())></div> }
                 .into_any()
         }
         _ => view! { <div class="bubble plain">{move || message.text.get()}</div> }.into_any(),
+    }
     };
     view! {
         <article

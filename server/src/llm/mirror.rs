@@ -40,7 +40,9 @@ mod tests {
 
     #[tokio::test]
     async fn streams_the_description_word_by_word_then_finishes() {
-        let model = MirrorModel { delay: Duration::ZERO };
+        let model = MirrorModel {
+            delay: Duration::ZERO,
+        };
         let events: Vec<_> = model
             .stream(ModelRequest {
                 model: "mirror".into(),

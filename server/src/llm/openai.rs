@@ -196,7 +196,10 @@ struct Delta {
 }
 
 type Events = std::pin::Pin<
-    Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>> + Send>,
+    Box<
+        dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>
+            + Send,
+    >,
 >;
 
 /// Turns the upstream's server-sent events into [`LlmEvent`]s, with an idle timeout
@@ -265,7 +268,9 @@ impl Reader {
                     .map(str::to_owned)
                     .unwrap_or_else(|| error.to_string());
                 let message = match &self.scrub_key {
-                    Some(key) if !key.expose().is_empty() => message.replace(key.expose(), "[redacted]"),
+                    Some(key) if !key.expose().is_empty() => {
+                        message.replace(key.expose(), "[redacted]")
+                    }
                     _ => message,
                 };
                 return self.end(Err(LlmError::Upstream { message }));
@@ -288,7 +293,10 @@ impl Reader {
         }
     }
 
-    fn end(mut self, item: Result<LlmEvent, LlmError>) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
+    fn end(
+        mut self,
+        item: Result<LlmEvent, LlmError>,
+    ) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
         self.ended = true;
         Some((item, self))
     }
@@ -302,12 +310,21 @@ mod tests {
     fn error_bodies_yield_their_message() {
         let status = reqwest::StatusCode::UNAUTHORIZED;
         assert_eq!(
-            error_message(r#"{"error":{"message":"Incorrect API key","type":"x"}}"#, status),
+            error_message(
+                r#"{"error":{"message":"Incorrect API key","type":"x"}}"#,
+                status
+            ),
             "Incorrect API key"
         );
-        assert_eq!(error_message(r#"{"error":"model not found"}"#, status), "model not found");
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#, status),
+            "model not found"
+        );
         assert_eq!(error_message("", status), "Unauthorized");
-        assert_eq!(error_message("<html>oops</html>", status), "Unauthorized (<html>oops</html>)");
+        assert_eq!(
+            error_message("<html>oops</html>", status),
+            "Unauthorized (<html>oops</html>)"
+        );
     }
 
     #[test]

@@ -56,9 +56,16 @@ pub async fn post_chat(
     let body: ChatBody = match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(value @ serde_json::Value::Object(_)) => match serde_json::from_value(value) {
             Ok(body) => body,
-            Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
+            Err(e) => {
+                return json_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"))
+            }
         },
-        Ok(_) => return json_error(StatusCode::BAD_REQUEST, "invalid JSON body: expected an object"),
+        Ok(_) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "invalid JSON body: expected an object",
+            )
+        }
         Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
     };
     let session_id = match body.session_id.as_deref() {
@@ -110,8 +117,12 @@ pub async fn post_chat(
             let rest = futures::stream::unfold(turn.events, |mut rx| async move {
                 rx.recv().await.map(|event| (event, rx))
             });
-            let events = meta.chain(rest).map(|event| Ok::<_, Infallible>(to_sse(&event)));
-            Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+            let events = meta
+                .chain(rest)
+                .map(|event| Ok::<_, Infallible>(to_sse(&event)));
+            Sse::new(events)
+                .keep_alive(KeepAlive::default())
+                .into_response()
         }
         Err(TurnError::Store(e)) => {
             tracing::error!("history store failed: {e}");
@@ -121,7 +132,9 @@ pub async fn post_chat(
             let events = futures::stream::once(async move { Ok::<_, Infallible>(to_sse(&event)) });
             Sse::new(events).into_response()
         }
-        Err(e @ TurnError::ConversationNotFound) => json_error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ TurnError::ConversationNotFound) => {
+            json_error(StatusCode::NOT_FOUND, e.to_string())
+        }
         Err(e @ TurnError::Busy) => json_error(StatusCode::CONFLICT, e.to_string()),
         Err(e @ (TurnError::WrongAgent(_) | TurnError::NothingToRegenerate)) => {
             json_error(StatusCode::BAD_REQUEST, e.to_string())

@@ -71,7 +71,12 @@ impl FileStore {
         }
     }
 
-    async fn write_json(&self, id: &SessionId, name: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+    async fn write_json(
+        &self,
+        id: &SessionId,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
         let dir = self.dialog_dir(id);
         let name = name.to_owned();
         tokio::task::spawn_blocking(move || write_atomically(&dir, &name, &bytes))
@@ -137,7 +142,8 @@ impl ConversationStore for FileStore {
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         let lock = self.lock_for(&info.session_id);
         let _guard = lock.lock().await;
-        self.write_json(&info.session_id, INFO, to_json(info)?).await?;
+        self.write_json(&info.session_id, INFO, to_json(info)?)
+            .await?;
         self.infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -173,7 +179,10 @@ mod tests {
         let id = SessionId::parse("abc").unwrap();
         {
             let store = FileStore::open(dir.path()).unwrap();
-            store.append(&id, &[Message::user("hello", 7)]).await.unwrap();
+            store
+                .append(&id, &[Message::user("hello", 7)])
+                .await
+                .unwrap();
             store
                 .put_info(&ConversationInfo {
                     session_id: id.clone(),
@@ -186,7 +195,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let raw = std::fs::read_to_string(dir.path().join(".chat-history/abc/messages.json")).unwrap();
+        let raw =
+            std::fs::read_to_string(dir.path().join(".chat-history/abc/messages.json")).unwrap();
         let json: serde_json::Value = serde_json::from_str(&raw).unwrap();
         assert_eq!(json[0]["role"], "user");
         assert_eq!(json[0]["text"], "hello");

@@ -55,7 +55,7 @@ pub fn now_ms() -> i64 {
 }
 
 fn newest_first(mut list: Vec<ConversationInfo>) -> Vec<ConversationInfo> {
-    list.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+    list.sort_by_key(|info| std::cmp::Reverse(info.updated_ms));
     list
 }
 
@@ -84,14 +84,29 @@ pub(crate) mod contract {
         assert!(store.load(&s).await.unwrap().is_empty());
         store.append(&s, &[Message::user("one", 1)]).await.unwrap();
         store
-            .append(&s, &[Message::assistant("two", 2), Message::user("three", 3)])
+            .append(
+                &s,
+                &[Message::assistant("two", 2), Message::user("three", 3)],
+            )
             .await
             .unwrap();
-        let texts: Vec<String> = store.load(&s).await.unwrap().into_iter().map(|m| m.text).collect();
+        let texts: Vec<String> = store
+            .load(&s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
         assert_eq!(texts, ["one", "two", "three"]);
-        store.replace(&s, &[Message::user("only", 4)]).await.unwrap();
+        store
+            .replace(&s, &[Message::user("only", 4)])
+            .await
+            .unwrap();
         assert_eq!(store.load(&s).await.unwrap().len(), 1);
-        assert!(store.load(&id("other")).await.unwrap().is_empty(), "sessions are separate");
+        assert!(
+            store.load(&id("other")).await.unwrap().is_empty(),
+            "sessions are separate"
+        );
 
         assert!(store.info(&s).await.unwrap().is_none());
         store.put_info(&info("s1", Some("b1"), 10)).await.unwrap();

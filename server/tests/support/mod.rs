@@ -33,7 +33,10 @@ impl TestServer {
     pub async fn start(vars: &[(&str, &str)]) -> TestServer {
         let data = tempfile::tempdir().expect("temp dir");
         let mut env: Vec<(String, String)> = vec![
-            ("PARLOR_AGENTS_DIR".into(), agents_dir().display().to_string()),
+            (
+                "PARLOR_AGENTS_DIR".into(),
+                agents_dir().display().to_string(),
+            ),
             ("PARLOR_DATA_DIR".into(), data.path().display().to_string()),
             ("PARLOR_MIRROR_DELAY_MS".into(), "0".into()),
         ];
@@ -47,7 +50,9 @@ impl TestServer {
             .output_name("parlor")
             .build();
         let app = parlor_server::router(options, services);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("serve");
@@ -120,7 +125,11 @@ impl TestServer {
     }
 
     /// Waits (bounded) until the stored conversation satisfies `done`.
-    pub async fn stored_eventually(&self, session_id: &str, done: impl Fn(&[Message]) -> bool) -> Vec<Message> {
+    pub async fn stored_eventually(
+        &self,
+        session_id: &str,
+        done: impl Fn(&[Message]) -> bool,
+    ) -> Vec<Message> {
         for _ in 0..200 {
             let messages = self.stored(session_id);
             if done(&messages) {
@@ -128,7 +137,10 @@ impl TestServer {
             }
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
-        panic!("stored conversation never reached the expected state: {:?}", self.stored(session_id));
+        panic!(
+            "stored conversation never reached the expected state: {:?}",
+            self.stored(session_id)
+        );
     }
 
     pub fn dialog_count(&self) -> usize {

@@ -151,7 +151,10 @@ async fn chat_completions(
             .expect("recorder lock")
             .insert(last_user.clone());
         if first_time {
-            return openai_error(StatusCode::SERVICE_UNAVAILABLE, "The fake model is overloaded.");
+            return openai_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The fake model is overloaded.",
+            );
         }
     }
     if last_user.contains("[hang]") {
@@ -268,6 +271,7 @@ fn directive_status(message: &str) -> Option<StatusCode> {
 }
 
 fn openai_error(status: StatusCode, message: &str) -> Response {
-    let body = json!({"error": {"message": message, "type": "fake_error", "code": status.as_u16()}});
+    let body =
+        json!({"error": {"message": message, "type": "fake_error", "code": status.as_u16()}});
     (status, Json(body)).into_response()
 }

@@ -5,7 +5,10 @@
 async fn main() -> std::io::Result<()> {
     let port: u16 = match std::env::args().nth(1) {
         Some(arg) => arg.parse().map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad port {arg:?}"))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("bad port {arg:?}"),
+            )
         })?,
         None => 0,
     };
