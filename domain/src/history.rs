@@ -397,3 +397,84 @@ mod tests {
         assert_eq!(a, b);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn role() -> impl Strategy<Value = Role> {
+        prop_oneof![
+            1 => Just(Role::System),
+            4 => Just(Role::User),
+            4 => Just(Role::Assistant),
+            1 => Just(Role::Tool),
+        ]
+    }
+
+    fn conversation() -> impl Strategy<Value = Conversation> {
+        prop::collection::vec(role(), 0..60).prop_map(|roles| {
+            roles
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Message::new(r, i.to_string(), i as i64))
+                .collect()
+        })
+    }
+
+    fn policy() -> impl Strategy<Value = HistoryPolicy> {
+        prop_oneof![
+            Just(HistoryPolicy::LastN),
+            Just(HistoryPolicy::All),
+            Just(HistoryPolicy::None)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn selection_is_system_first_then_a_suffix_in_order(
+            c in conversation(), p in policy(), n in -3i64..30, preserve in any::<bool>()
+        ) {
+            let t = trim_for_model(&c, p, HistoryLength::new(n), preserve);
+            prop_assert_eq!(t.stored, c.len());
+            if p == HistoryPolicy::All {
+                prop_assert_eq!(t.to_owned_messages(), c.messages().to_vec());
+                return Ok(());
+            }
+            let systems: Vec<&Message> = c.messages().iter().filter(|m| m.role == Role::System).collect();
+            let split = t.messages.iter().take_while(|m| m.role == Role::System).count();
+            let (head, tail) = t.messages.split_at(split);
+            prop_assert!(tail.iter().all(|m| m.role != Role::System));
+            if preserve {
+                prop_assert_eq!(head.to_vec(), systems);
+            } else {
+                prop_assert!(head.is_empty());
+            }
+            // The rest is the conversation's non-system messages from some point on.
+            let non_system: Vec<&Message> = c.messages().iter().filter(|m| m.role != Role::System).collect();
+            prop_assert_eq!(tail, &non_system[non_system.len() - tail.len()..]);
+        }
+
+        #[test]
+        fn the_latest_user_message_always_reaches_the_model(
+            c in conversation(), p in policy(), n in -3i64..30, preserve in any::<bool>()
+        ) {
+            let t = trim_for_model(&c, p, HistoryLength::new(n), preserve);
+            if let Some(last_user) = c.messages().iter().rev().find(|m| m.role == Role::User) {
+                prop_assert!(t.messages.iter().any(|m| std::ptr::eq(*m, last_user)));
+            }
+        }
+
+        #[test]
+        fn last_n_keeps_exactly_min_n_user_turns(c in conversation(), n in -3i64..30) {
+            let length = HistoryLength::new(n);
+            let t = trim_for_model(&c, HistoryPolicy::LastN, length, true);
+            let users = c.messages().iter().filter(|m| m.role == Role::User).count();
+            let kept = t.messages.iter().filter(|m| m.role == Role::User).count();
+            prop_assert_eq!(kept, users.min(length.effective()));
+            if users <= length.effective() {
+                prop_assert_eq!(t.dropped(), 0, "nothing is dropped with at most N user messages");
+            }
+        }
+    }
+}

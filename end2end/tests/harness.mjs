@@ -94,8 +94,8 @@ export async function launchBrowser() {
 }
 
 /** Opens a page and waits until the WASM has hydrated it. */
-export async function openChat(browser, url, { width = 1200, height = 800 } = {}) {
-  const context = await browser.newContext({ viewport: { width, height } });
+export async function openChat(browser, url, { width = 1200, height = 800, colorScheme = 'light' } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, colorScheme });
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));

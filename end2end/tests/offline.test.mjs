@@ -37,6 +37,19 @@ describe('offline, with the mirror model', () => {
     await context.close();
   });
 
+  test('light and dark follow the system setting', async () => {
+    const background = async (colorScheme) => {
+      const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`, { colorScheme });
+      const color = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      await context.close();
+      return color.match(/\d+/g).slice(0, 3).map(Number).reduce((a, b) => a + b, 0);
+    };
+    const light = await background('light');
+    const dark = await background('dark');
+    assert.ok(light > 600, `light background is light (${light})`);
+    assert.ok(dark < 150, `dark background is dark (${dark})`);
+  });
+
   test('works at 375 px: no sideways scrolling, the sidebar opens from the menu', async () => {
     const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=concise`, { width: 375, height: 740 });
     await page.fill('textarea[name=message]', 'a fairly long message that should wrap nicely on a phone screen without overflow');

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Parlor's performance benchmark: measures a running release build on loopback.
+
+Reports (see docs/performance.md for the targets):
+  1. the chat page's total transfer (HTML + JS + WASM + CSS, compressed as served),
+  2. server time to first byte for a chat page holding a 50-message conversation,
+  3. the time Parlor adds to time-to-first-token versus calling the upstream directly.
+
+Usage: bench.py PARLOR_URL UPSTREAM_URL   (UPSTREAM_URL is the fake's /v1 base)
+Only the standard library is used, so the numbers do not depend on a client package.
+"""
+import http.client
+import json
+import statistics
+import sys
+import time
+import urllib.parse
+
+PARLOR, UPSTREAM = sys.argv[1], sys.argv[2]
+RUNS = 200
+
+
+def conn(base):
+    u = urllib.parse.urlparse(base)
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=30), u.path.rstrip("/")
+
+
+def get(base, path, headers=None):
+    c, prefix = conn(base)
+    c.request("GET", prefix + path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r, body
+
+
+def post_stream(base, path, body, headers=None):
+    c, prefix = conn(base)
+    c.request("POST", prefix + path, body=json.dumps(body),
+              headers={"content-type": "application/json", **(headers or {})})
+    return c, c.getresponse()
+
+
+# 1. Transfer size of the chat page as a browser downloads it (brotli accepted).
+r, html = get(PARLOR, "/chat?agent=general", {"accept-encoding": "br, gzip"})
+cookie = r.getheader("set-cookie").split(";")[0]
+sizes = {"HTML": len(html)}
+for name, path in [("JS", "/pkg/parlor.js"), ("WASM", "/pkg/parlor_bg.wasm"), ("CSS", "/pkg/parlor.css")]:
+    r, body = get(PARLOR, path, {"accept-encoding": "br, gzip"})
+    assert r.status == 200, (path, r.status)
+    sizes[name] = len(body)
+    sizes[name + " encoding"] = r.getheader("content-encoding") or "identity"
+total = sum(v for k, v in sizes.items() if not k.endswith("encoding"))
+
+# 2. A conversation of 50 messages (25 turns), then the page's time to first byte.
+session = None
+for i in range(25):
+    c, r = post_stream(PARLOR, "/api/chat/general",
+                       {"session_id": session, "message": f"message number {i} " + "lorem ipsum " * 20},
+                       {"cookie": cookie})
+    for line in r.read().decode().splitlines():
+        if line.startswith("data:") and '"type":"meta"' in line:
+            session = json.loads(line[5:])["session_id"]
+    c.close()
+page = f"/chat?agent=general&session={session}"
+r, body = get(PARLOR, page, {"cookie": cookie})
+assert r.status == 200 and body.count(b'data-role="user"') == 25, "conversation not rendered"
+ttfb = []
+c, _ = conn(PARLOR)
+for _ in range(RUNS):
+    start = time.perf_counter()
+    c.request("GET", page, headers={"cookie": cookie, "accept-encoding": "br, gzip"})
+    r = c.getresponse()
+    r.read(1)
+    ttfb.append((time.perf_counter() - start) * 1000)
+    r.read()
+c.close()
+
+
+# 3. Time to first token: directly from the upstream, and through Parlor.
+def first_token_direct():
+    start = time.perf_counter()
+    c, r = post_stream(UPSTREAM, "/chat/completions",
+                       {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+    while True:
+        line = r.fp.readline()
+        if line.startswith(b"data:") and b'"content"' in line:
+            elapsed = (time.perf_counter() - start) * 1000
+            break
+    c.close()
+    return elapsed
+
+
+def first_token_parlor():
+    start = time.perf_counter()
+    c, r = post_stream(PARLOR_UPSTREAM, "/api/chat/concise", {"message": "hi"})
+    while True:
+        line = r.fp.readline()
+        if line.startswith(b"event: delta"):
+            elapsed = (time.perf_counter() - start) * 1000
+            break
+    c.close()
+    return elapsed
+
+
+PARLOR_UPSTREAM = sys.argv[3] if len(sys.argv) > 3 else PARLOR
+direct, through = [], []
+for _ in range(RUNS // 2):
+    direct.append(first_token_direct())
+    through.append(first_token_parlor())
+
+median = statistics.median
+result = {
+    "transfer_bytes": sizes,
+    "transfer_total_kb": round(total / 1000, 1),
+    "ttfb_ms_median": round(median(ttfb), 3),
+    "ttfb_ms_p90": round(statistics.quantiles(ttfb, n=10)[-1], 3),
+    "ttft_direct_ms_median": round(median(direct), 3),
+    "ttft_parlor_ms_median": round(median(through), 3),
+    "ttft_added_ms_median": round(median(through) - median(direct), 3),
+}
+print(json.dumps(result, indent=2))
