@@ -45,7 +45,7 @@ def post_stream(base, path, body, headers=None):
 r, html = get(PARLOR, "/chat?agent=general", {"accept-encoding": "br, gzip"})
 cookie = r.getheader("set-cookie").split(";")[0]
 sizes = {"HTML": len(html)}
-for name, path in [("JS", "/pkg/parlor.js"), ("WASM", "/pkg/parlor_bg.wasm"), ("CSS", "/pkg/parlor.css")]:
+for name, path in [("JS", "/pkg/parlor.js"), ("WASM", "/pkg/parlor.wasm"), ("CSS", "/pkg/parlor.css")]:
     r, body = get(PARLOR, path, {"accept-encoding": "br, gzip"})
     assert r.status == 200, (path, r.status)
     sizes[name] = len(body)
