@@ -33,7 +33,8 @@ pub struct AgentInfo {
     pub id: String,
     pub name: String,
     pub description: String,
-    pub initial_messages: Vec<String>,
+    /// The agent's greeting, as sanitized HTML.
+    pub initial_messages_html: Vec<String>,
     pub chat_prompts: Vec<String>,
 }
 
@@ -41,6 +42,8 @@ pub struct AgentInfo {
 pub struct StoredMessage {
     pub role: Role,
     pub text: String,
+    /// Assistant replies as sanitized HTML (the browser has no Markdown renderer).
+    pub html: Option<String>,
     pub status: Option<ReplyStatus>,
 }
 

@@ -1,18 +1,23 @@
 //! The chat page's live state and what the user can do with it.
 //!
-//! Every message owns its own text signal, so a streamed piece of a reply updates that one
-//! message and nothing else on the page.
+//! Every message owns its own signals, so a streamed piece of a reply updates that one
+//! message and nothing else on the page. Replies arrive as text plus sanitized HTML that the
+//! server renders block by block; the browser never parses Markdown itself.
 
 use crate::api::{ChatData, ChatQuery, ConversationItem};
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
-use parlor_domain::{ChatEvent, HistoryReport, ReplyStatus, Role};
+use parlor_domain::{ChatEvent, ChatRequest, HistoryReport, ReplyStatus, Role};
 
 #[derive(Clone, Copy)]
 pub struct UiMessage {
     pub key: u64,
     pub role: Role,
+    /// The raw text (what Copy copies).
     pub text: RwSignal<String>,
+    /// Sanitized HTML for the first `rendered_len` bytes of `text` (assistant replies).
+    pub html: RwSignal<String>,
+    pub rendered_len: RwSignal<usize>,
     pub status: RwSignal<Option<ReplyStatus>>,
     pub streaming: RwSignal<bool>,
 }
@@ -59,7 +64,14 @@ impl ChatState {
         let initial = data
             .messages
             .iter()
-            .map(|m| state.make_message(m.role, m.text.clone(), m.status))
+            .map(|m| {
+                let message = state.make_message(m.role, m.text.clone(), m.status);
+                if let Some(html) = &m.html {
+                    message.html.set(html.clone());
+                    message.rendered_len.set(m.text.len());
+                }
+                message
+            })
             .collect();
         state.messages.set(initial);
         state
@@ -80,6 +92,8 @@ impl ChatState {
             key,
             role,
             text: RwSignal::new(text),
+            html: RwSignal::new(String::new()),
+            rendered_len: RwSignal::new(0),
             status: RwSignal::new(status),
             streaming: RwSignal::new(false),
         })
@@ -164,12 +178,12 @@ impl ChatState {
         let reply = self.push(Role::Assistant, String::new());
         reply.streaming.set(true);
         self.streaming.set(true);
-        let body = serde_json::json!({
-            "session_id": self.session_id.get_untracked(),
-            "message": user.as_ref().map(|(_, text)| text.clone()),
-            "regenerate": user.is_none(),
-        })
-        .to_string();
+        let request = ChatRequest {
+            session_id: self.session_id.get_untracked(),
+            message: user.as_ref().map(|(_, text)| text.clone()),
+            regenerate: user.is_none(),
+        };
+        let body = serde_json::to_string(&request).unwrap_or_default();
         let user_key = user.as_ref().map(|(m, _)| m.key);
         let user_text = user.map(|(_, text)| text);
         let restore_text = user_text.clone();
@@ -181,9 +195,21 @@ impl ChatState {
                 self.report.set(Some(meta.history));
                 self.usage_tokens.set(None);
             }
-            ChatEvent::Delta { text } => reply.text.update(|t| t.push_str(&text)),
+            ChatEvent::Delta { text, rendered } => {
+                reply.text.update(|t| t.push_str(&text));
+                if let Some(rendered) = rendered {
+                    reply.html.update(|h| h.push_str(&rendered.html));
+                    reply.rendered_len.set(rendered.upto);
+                }
+            }
             ChatEvent::Done(done) => {
                 finished.set_value(true);
+                if let Some(html) = done.html {
+                    reply.html.set(html);
+                    reply
+                        .rendered_len
+                        .set(reply.text.with_untracked(String::len));
+                }
                 self.usage_tokens
                     .set(done.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0));
             }

@@ -128,10 +128,9 @@ mod browser {
             .map_err(|e| JsValue::from_str(&e.to_string()))?;
         if !response.ok() {
             let text = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| format!("Parlor answered HTTP {}", response.status()));
+            let message = serde_json::from_str::<parlor_domain::ApiError>(&text)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| format!("Parlor answered HTTP {}", response.status()));
             return Ok(StreamEnd::Refused(message));
         }
         let Some(stream) = response.body() else {

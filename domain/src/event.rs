@@ -10,9 +10,36 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ChatEvent {
     Meta(MetaEvent),
-    Delta { text: String },
+    Delta {
+        text: String,
+        /// Present when this piece completed one or more Markdown blocks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rendered: Option<Rendered>,
+    },
     Done(DoneEvent),
-    Error { message: String },
+    Error {
+        message: String,
+    },
+}
+
+/// The body of `POST /api/chat/{agent_id}`: a new message, or `regenerate` to reply again
+/// to the last user message. Unknown fields are refused, so a client can never believe it
+/// sent something (extra messages, a system prompt) that Parlor ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regenerate: bool,
+}
+
+/// A refused request's body: `{"error": "…"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub error: String,
 }
 
 impl ChatEvent {
@@ -62,6 +89,14 @@ pub struct HistoryReport {
     pub estimated_tokens: u64,
 }
 
+/// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
+/// was rendered before; together they cover the reply's first `upto` bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rendered {
+    pub html: String,
+    pub upto: usize,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
@@ -75,6 +110,9 @@ pub struct DoneEvent {
     pub finish_reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The whole reply as sanitized HTML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
 }
 
 #[cfg(test)]
@@ -83,7 +121,11 @@ mod tests {
 
     #[test]
     fn events_are_tagged_json() {
-        let json = serde_json::to_string(&ChatEvent::Delta { text: "hi".into() }).unwrap();
+        let json = serde_json::to_string(&ChatEvent::Delta {
+            text: "hi".into(),
+            rendered: None,
+        })
+        .unwrap();
         assert_eq!(json, r#"{"type":"delta","text":"hi"}"#);
         let back: ChatEvent = serde_json::from_str(r#"{"type":"error","message":"x"}"#).unwrap();
         assert_eq!(back.name(), "error");

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod event;
 pub mod history;
+#[cfg(feature = "markdown")]
 pub mod markdown;
 pub mod message;
 pub mod mirror;
@@ -14,7 +15,9 @@ pub mod session;
 pub mod settings;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
-pub use event::{ChatEvent, DoneEvent, HistoryReport, MetaEvent, Usage};
+pub use event::{
+    ApiError, ChatEvent, ChatRequest, DoneEvent, HistoryReport, MetaEvent, Rendered, Usage,
+};
 pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
 pub use message::{Message, MessageMeta, ReplyStatus, Role};
 pub use session::{SessionId, SessionIdError};

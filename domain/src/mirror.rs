@@ -102,6 +102,7 @@ mod tests {
         assert!(text.ends_with("There was no system prompt."));
     }
 
+    #[cfg(feature = "markdown")]
     #[test]
     fn previews_cannot_inject_markup() {
         let user = Message::user("<b>x</b> [l](javascript:1)", 1);

@@ -141,6 +141,7 @@ describe('chat with an upstream model', () => {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: parlor.url });
     await send(page, 'copy **this**');
     await replyFinished(page);
+    assert.equal(await lastReply(page).locator('strong').innerText(), 'this', 'Markdown is rendered');
     await lastReply(page).locator('button.copy').click();
     await page.waitForSelector('button.copy:has-text("Copied")');
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'Echo: copy **this**');

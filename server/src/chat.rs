@@ -7,11 +7,12 @@ use crate::store::{now_ms, ConversationInfo, StoreError};
 use futures::StreamExt;
 use parlor_app::ssr::BrowserSession;
 use parlor_domain::history::trim_for_model;
+use parlor_domain::markdown::StreamingMarkdown;
 use parlor_domain::mirror::{preview, MIRROR_MODEL};
 use parlor_domain::settings::SettingInputs;
 use parlor_domain::{
     Agent, ChatEvent, Conversation, DoneEvent, HistoryReport, HistorySettings, Message,
-    MessageMeta, MetaEvent, ReplyStatus, Role, SessionId,
+    MessageMeta, MetaEvent, Rendered, ReplyStatus, Role, SessionId,
 };
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -310,6 +311,7 @@ async fn relay(
         },
         _ = tx.closed() => return Outcome::Abandoned,
     };
+    let mut markdown = StreamingMarkdown::new();
     loop {
         let item = tokio::select! {
             biased;
@@ -319,7 +321,18 @@ async fn relay(
         match item {
             Some(Ok(LlmEvent::Delta(piece))) => {
                 text.push_str(&piece);
-                if tx.send(ChatEvent::Delta { text: piece }).await.is_err() {
+                let rendered = markdown.push(&piece).map(|html| Rendered {
+                    html,
+                    upto: markdown.rendered_len(),
+                });
+                if tx
+                    .send(ChatEvent::Delta {
+                        text: piece,
+                        rendered,
+                    })
+                    .await
+                    .is_err()
+                {
                     return Outcome::Abandoned;
                 }
             }
@@ -327,6 +340,7 @@ async fn relay(
                 return Outcome::Finished(DoneEvent {
                     finish_reason: reason,
                     usage,
+                    html: Some(markdown.finish()),
                 })
             }
             Some(Err(e)) => return Outcome::Failed(e.to_string()),

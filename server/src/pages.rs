@@ -7,7 +7,8 @@ use parlor_app::api::{
     StoredMessage,
 };
 use parlor_app::ssr::{Backend, BrowserSession};
-use parlor_domain::SessionId;
+use parlor_domain::markdown::render_markdown;
+use parlor_domain::{Role, SessionId};
 use std::sync::Arc;
 
 pub struct PageBackend {
@@ -84,7 +85,11 @@ impl Backend for PageBackend {
                 id: agent.id.clone(),
                 name: agent.name.clone(),
                 description: agent.description.clone(),
-                initial_messages: agent.initial_messages.clone(),
+                initial_messages_html: agent
+                    .initial_messages
+                    .iter()
+                    .map(|m| render_markdown(m))
+                    .collect(),
                 chat_prompts: agent.chat_prompts.clone(),
             },
             model: model_name(services, &agent).unwrap_or_else(|| "no model configured".into()),
@@ -95,6 +100,7 @@ impl Backend for PageBackend {
                 .into_iter()
                 .map(|m| StoredMessage {
                     status: m.status(),
+                    html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
                     role: m.role,
                     text: m.text,
                 })

@@ -34,6 +34,26 @@ async fn mirror_model_streams_a_description_of_what_it_received() {
         .filter(|e| matches!(e, ChatEvent::Delta { .. }))
         .count();
     assert!(deltas > 10, "streams word by word, got {deltas} deltas");
+    let html = first
+        .done()
+        .unwrap()
+        .html
+        .clone()
+        .expect("the final rendering");
+    assert!(
+        html.contains("I received <strong>2 messages</strong>"),
+        "{html}"
+    );
+    assert!(
+        first.events.iter().any(|e| matches!(
+            e,
+            ChatEvent::Delta {
+                rendered: Some(_),
+                ..
+            }
+        )),
+        "completed blocks arrive rendered while streaming"
+    );
     let text = first.text();
     assert!(text.contains("I received **2 messages**"), "{text}");
     assert!(text.contains("`user`: “Hello there”"), "{text}");

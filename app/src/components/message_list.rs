@@ -2,13 +2,13 @@
 
 use crate::state::{ChatState, UiMessage};
 use leptos::prelude::*;
-use parlor_domain::markdown::render_markdown;
 use parlor_domain::{ReplyStatus, Role};
 
 #[component]
 pub fn MessageList(
     state: ChatState,
-    initial_messages: Vec<String>,
+    /// The agent's greeting, as sanitized HTML rendered by the server.
+    initial_messages_html: Vec<String>,
     chat_prompts: Vec<String>,
 ) -> impl IntoView {
     let empty = move || state.messages.with(|m| m.is_empty());
@@ -30,12 +30,13 @@ pub fn MessageList(
         <section class="transcript" aria-live="polite" aria-label="Conversation">
             <Show when=empty>
                 <div class="intro">
-                    {initial_messages
+                    {initial_messages_html
                         .iter()
-                        .map(|text| {
+                        .cloned()
+                        .map(|html| {
                             view! {
                                 <article class="message assistant intro-message">
-                                    <div class="bubble markdown" inner_html=render_markdown(text)></div>
+                                    <div class="bubble markdown" inner_html=html></div>
                                 </article>
                             }
                         })
@@ -101,14 +102,24 @@ fn Message(
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
     let copied = RwSignal::new(false);
-    let body = move || {
-        match role {
-        Role::Assistant => {
-            view! { <div class="bubble markdown" inner_html=move || render_markdown(&message.text.get())></div> }
-                .into_any()
+    // The part of a streaming reply not yet rendered by the server shows as plain text.
+    let tail = move || {
+        let from = message.rendered_len.get();
+        message.text.with(|t| {
+            t.get(from..)
+                .filter(|rest| !rest.is_empty())
+                .map(str::to_owned)
+        })
+    };
+    let body = move || match role {
+        Role::Assistant => view! {
+            <div class="bubble markdown">
+                <div class="rendered" inner_html=move || message.html.get()></div>
+                {move || tail().map(|rest| view! { <p class="raw-tail">{rest}</p> })}
+            </div>
         }
+        .into_any(),
         _ => view! { <div class="bubble plain">{move || message.text.get()}</div> }.into_any(),
-    }
     };
     view! {
         <article

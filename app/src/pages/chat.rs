@@ -88,7 +88,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                 </Show>
                 <MessageList
                     state
-                    initial_messages=agent.initial_messages.clone()
+                    initial_messages_html=agent.initial_messages_html.clone()
                     chat_prompts=agent.chat_prompts.clone()
                 />
                 <Composer state agent_name=agent.name.clone()/>

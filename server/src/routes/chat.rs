@@ -17,20 +17,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use futures::StreamExt;
-use parlor_domain::{ChatEvent, SessionId};
-use serde::Deserialize;
+use parlor_domain::{ChatEvent, ChatRequest, SessionId};
 use std::convert::Infallible;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ChatBody {
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    regenerate: bool,
-}
 
 pub async fn post_chat(
     State(app): State<AppState>,
@@ -53,7 +41,7 @@ pub async fn post_chat(
         }
         Err(rejection) => return json_error(StatusCode::BAD_REQUEST, rejection.body_text()),
     };
-    let body: ChatBody = match serde_json::from_slice::<serde_json::Value>(&body) {
+    let body: ChatRequest = match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(value @ serde_json::Value::Object(_)) => match serde_json::from_value(value) {
             Ok(body) => body,
             Err(e) => {

@@ -19,5 +19,8 @@ pub fn api() -> Router<AppState> {
 
 /// A JSON error: `{"error": "<what went wrong>"}`.
 pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+    let body = parlor_domain::ApiError {
+        error: message.into(),
+    };
+    (status, Json(body)).into_response()
 }

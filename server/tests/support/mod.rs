@@ -181,7 +181,7 @@ impl Reply {
         self.events
             .iter()
             .filter_map(|e| match e {
-                ChatEvent::Delta { text } => Some(text.as_str()),
+                ChatEvent::Delta { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .collect()
