@@ -93,14 +93,14 @@ export async function launchBrowser() {
   });
 }
 
-/** Opens a page and waits until the WASM has hydrated it. */
-export async function openChat(browser, url, { width = 1200, height = 800, colorScheme = 'light' } = {}) {
+/** Opens a page and, for chat pages, waits until the WASM has hydrated the chat. */
+export async function openChat(browser, url, { width = 1200, height = 800, colorScheme = 'light', hydrated = true } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, colorScheme });
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(url);
-  await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+  if (hydrated) await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
   return { page, context, errors };
 }
 

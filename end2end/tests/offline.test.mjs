@@ -15,12 +15,13 @@ describe('offline, with the mirror model', () => {
   });
 
   test('the home page lists the agents and links to their chats', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/`);
+    const { page, context } = await openChat(browser, `${parlor.url}/`, { hydrated: false });
     const names = await page.locator('.agent-name').allInnerTexts();
     assert.deepEqual(names, ['Concise Coder', 'General Assistant', 'Stateless Translator']);
     await page.click('text=Stateless Translator');
     await page.waitForURL(/\/chat\?agent=stateless$/);
     await page.waitForSelector('h1:has-text("Stateless Translator")');
+    await page.waitForSelector('body[data-hydrated]');
     await context.close();
   });
 

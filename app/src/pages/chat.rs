@@ -28,7 +28,11 @@ pub fn ChatPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(ChatPageData::Ready(chat)) => {
-                        view! { <ChatView data=*chat query=chat_query.get_untracked()/> }.into_any()
+                        view! {
+                            <Title text=format!("{} · Parlor", chat.agent.name)/>
+                            <ChatView data=*chat query=chat_query.get_untracked()/>
+                        }
+                            .into_any()
                     }
                     Ok(ChatPageData::UnknownAgent(id)) => {
                         view! {
@@ -55,14 +59,21 @@ pub fn ChatPage() -> impl IntoView {
     }
 }
 
-#[component]
+/// The interactive chat: the only part of Parlor that runs in the browser (an island).
+#[island]
 fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
     let state = ChatState::new(&data, query);
+    // Effects run only in the browser, after hydration: mark the page as interactive (the
+    // browser tests wait for this before typing).
+    Effect::new(|_| {
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
     let sidebar_open = RwSignal::new(false);
     let agent = data.agent;
     let model_label = format!("{} · {}", data.model, data.provider);
     view! {
-        <Title text=format!("{} · Parlor", agent.name)/>
         <div class="layout">
             <Sidebar state open=sidebar_open/>
             <main class="chat" data-agent=agent.id.clone()>
