@@ -42,7 +42,10 @@ pub struct AgentInfo {
 pub struct StoredMessage {
     pub role: Role,
     pub text: String,
-    /// Assistant replies as sanitized HTML (the browser has no Markdown renderer).
+    /// Assistant replies as sanitized HTML (the browser has no Markdown renderer). Rendered
+    /// into the page on the server and never sent again as data: hydration keeps the
+    /// server-rendered HTML of a message, so the chat island does not need it.
+    #[serde(default, skip_serializing)]
     pub html: Option<String>,
     pub status: Option<ReplyStatus>,
 }

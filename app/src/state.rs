@@ -66,8 +66,10 @@ impl ChatState {
             .iter()
             .map(|m| {
                 let message = state.make_message(m.role, m.text.clone(), m.status);
-                if let Some(html) = &m.html {
-                    message.html.set(html.clone());
+                if m.role == Role::Assistant {
+                    // On the server this is the rendered reply; in the browser it is absent
+                    // and the server-rendered HTML already in the page stays as it is.
+                    message.html.set(m.html.clone().unwrap_or_default());
                     message.rendered_len.set(m.text.len());
                 }
                 message

@@ -100,7 +100,6 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
             updated_ms: now,
         },
     };
-    store.put_info(&info).await?;
 
     let settings = resolve_settings(services, &input.agent, &input);
     let plan = plan_request(&input.agent, stored, &settings);
@@ -137,7 +136,14 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     let request = request.ok_or_else(|| LlmError::NoModel {
         agent: input.agent.id.clone(),
     });
-    tokio::spawn(write_reply(services.clone(), session_id, request, tx, busy));
+    tokio::spawn(write_reply(
+        services.clone(),
+        session_id,
+        info,
+        request,
+        tx,
+        busy,
+    ));
     Ok(Turn { meta, events: rx })
 }
 
@@ -254,16 +260,25 @@ enum Outcome {
 async fn write_reply(
     services: Arc<Services>,
     session_id: SessionId,
+    info: ConversationInfo,
     request: Result<ModelRequest, LlmError>,
     tx: mpsc::Sender<ChatEvent>,
     _busy: BusyGuard,
 ) {
     let model = request.as_ref().ok().map(|r| r.model.clone());
     let mut text = String::new();
-    let outcome = match request {
-        Ok(request) => relay(&services.llm, request, &tx, &mut text).await,
-        Err(e) => Outcome::Failed(e.to_string()),
+    let reply = async {
+        match request {
+            Ok(request) => relay(&services.llm, request, &tx, &mut text).await,
+            Err(e) => Outcome::Failed(e.to_string()),
+        }
     };
+    // The user's message is already stored; the conversation's title and time are written
+    // while the model starts answering, so that write adds nothing to the first token.
+    let (saved_info, outcome) = tokio::join!(services.store.put_info(&info), reply);
+    if let Err(e) = saved_info {
+        tracing::error!("could not store the details of conversation {session_id}: {e}");
+    }
     let status = match &outcome {
         Outcome::Finished(_) => None,
         Outcome::Failed(_) => Some(ReplyStatus::Incomplete),

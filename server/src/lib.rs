@@ -25,7 +25,7 @@ use leptos_axum::{generate_route_list, handle_server_fns_with_context, LeptosRou
 use parlor_app::ssr::BackendHandle;
 use parlor_app::{shell, App};
 use std::sync::Arc;
-use tower_http::compression::CompressionLayer;
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 /// Builds the model client the configuration asks for.
 pub fn llm_client(config: &Config) -> LlmClient {
@@ -82,6 +82,9 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
     Router::new()
         .merge(routes::api().layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))
         .merge(pages)
-        .layer(CompressionLayer::new())
+        // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the
+        // saving at a fraction of the time. Static files are served precompressed at the
+        // highest level instead, and the chat stream is never compressed (it would delay events).
+        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
         .with_state(state)
 }
