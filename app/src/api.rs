@@ -1,7 +1,7 @@
 //! Data the pages load from the server, and the server functions that load it.
 
 use leptos::prelude::*;
-use parlor_domain::{HistoryReport, ReplyStatus, Role};
+use parlor_domain::{DebugInfo, ReplyStatus, Role};
 use serde::{Deserialize, Serialize};
 
 /// An agent on the home page.
@@ -68,8 +68,8 @@ pub struct ChatData {
     pub session_id: Option<String>,
     pub messages: Vec<StoredMessage>,
     pub conversations: Vec<ConversationItem>,
-    /// Present when the debug panel was asked for and the operator allows it.
-    pub debug: Option<HistoryReport>,
+    /// Present when the debug panel was asked for (`?debug=true`) and the operator allows it.
+    pub debug: Option<DebugInfo>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

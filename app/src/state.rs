@@ -7,7 +7,7 @@
 use crate::api::{ChatData, ChatQuery, ConversationItem};
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
-use parlor_domain::{ChatEvent, ChatRequest, HistoryReport, ReplyStatus, Role};
+use parlor_domain::{ChatEvent, ChatRequest, DebugInfo, ReplyStatus, Role, TurnReport};
 
 #[derive(Clone, Copy)]
 pub struct UiMessage {
@@ -33,9 +33,9 @@ pub struct ChatState {
     pub error: RwSignal<Option<String>>,
     pub draft: RwSignal<String>,
     pub conversations: RwSignal<Vec<ConversationItem>>,
-    pub report: RwSignal<Option<HistoryReport>>,
-    /// Tokens the model reported for the last turn, when it reports usage.
-    pub usage_tokens: RwSignal<Option<u64>>,
+    /// The debug panel's facts; `None` unless the page was opened with `?debug=true` (and
+    /// the operator allows it). Updated live by every turn.
+    pub debug: RwSignal<Option<DebugInfo>>,
     next_key: StoredValue<u64>,
     abort: StoredValue<AbortHandle>,
     /// The chat view's reactive owner. Signals made during a turn belong to it, not to the
@@ -55,8 +55,7 @@ impl ChatState {
             error: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
             conversations: RwSignal::new(data.conversations.clone()),
-            report: RwSignal::new(data.debug.clone()),
-            usage_tokens: RwSignal::new(None),
+            debug: RwSignal::new(data.debug.clone()),
             next_key: StoredValue::new(0),
             abort: StoredValue::new(AbortHandle::default()),
             owner: StoredValue::new(Owner::current()),
@@ -153,8 +152,12 @@ impl ChatState {
         self.messages.set(Vec::new());
         self.session_id.set(None);
         self.error.set(None);
-        self.report.set(None);
-        self.usage_tokens.set(None);
+        self.debug.update(|d| {
+            if let Some(d) = d {
+                d.session_id = None;
+                d.last_turn = None;
+            }
+        });
         stream::set_url_param("session", None);
     }
 
@@ -194,8 +197,15 @@ impl ChatState {
         let on_event = move |event: ChatEvent| match event {
             ChatEvent::Meta(meta) => {
                 self.adopt_session(&meta.session_id, user_text.as_deref());
-                self.report.set(Some(meta.history));
-                self.usage_tokens.set(None);
+                self.debug.update(|d| {
+                    if let Some(d) = d {
+                        d.session_id = Some(meta.session_id.clone());
+                        d.model = meta.model.clone();
+                        d.provider = meta.provider.clone();
+                        d.settings = meta.history.settings.clone();
+                        d.last_turn = Some(TurnReport::new(meta.history, meta.model));
+                    }
+                });
             }
             ChatEvent::Delta { text, rendered } => {
                 reply.text.update(|t| t.push_str(&text));
@@ -206,14 +216,17 @@ impl ChatState {
             }
             ChatEvent::Done(done) => {
                 finished.set_value(true);
+                self.debug.update(|d| {
+                    if let Some(turn) = d.as_mut().and_then(|d| d.last_turn.as_mut()) {
+                        *turn = turn.clone().with_usage(done.usage.as_ref());
+                    }
+                });
                 if let Some(html) = done.html {
                     reply.html.set(html);
                     reply
                         .rendered_len
                         .set(reply.text.with_untracked(String::len));
                 }
-                self.usage_tokens
-                    .set(done.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0));
             }
             ChatEvent::Error { message } => {
                 finished.set_value(true);

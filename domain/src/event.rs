@@ -64,9 +64,10 @@ pub struct MetaEvent {
     pub history: HistoryReport,
 }
 
-/// The history facts of one model call: the debug panel shows exactly these.
+/// The history settings of a model call: each value, where it came from, and why higher
+/// sources did not decide it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryReport {
+pub struct SettingsReport {
     pub policy: String,
     pub policy_source: SettingSource,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -77,6 +78,36 @@ pub struct HistoryReport {
     pub length_source: SettingSource,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub length_notes: Vec<String>,
+}
+
+impl SettingsReport {
+    pub fn from_settings(settings: &crate::settings::HistorySettings) -> Self {
+        Self {
+            policy: settings.policy.value.to_string(),
+            policy_source: settings.policy.source,
+            policy_notes: settings.policy.notes.clone(),
+            length: settings.length.value.configured(),
+            effective_length: settings.length.value.effective(),
+            length_source: settings.length.source,
+            length_notes: settings.length.notes.clone(),
+        }
+    }
+
+    /// The length as a person reads it: `20`, or `0, acts as 1`.
+    pub fn length_label(&self) -> String {
+        if self.length < 1 {
+            format!("{}, acts as {}", self.length, self.effective_length)
+        } else {
+            self.length.to_string()
+        }
+    }
+}
+
+/// The history facts of one model call: the debug panel shows exactly these.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryReport {
+    #[serde(flatten)]
+    pub settings: SettingsReport,
     /// Messages in the stored conversation, including the new user message.
     pub messages_stored: usize,
     /// Messages in the request to the model, including the agent's system prompt.
@@ -95,6 +126,51 @@ pub struct HistoryReport {
 pub struct Rendered {
     pub html: String,
     pub upto: usize,
+}
+
+/// Everything the `?debug=true` panel and `GET /api/chat/{agent_id}/debug` show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebugInfo {
+    pub agent_id: String,
+    pub session_id: Option<String>,
+    pub model: String,
+    pub provider: String,
+    /// How the settings resolve for this request (environment, its URL, the template).
+    pub settings: SettingsReport,
+    /// The conversation's last model call, if it had one.
+    pub last_turn: Option<TurnReport>,
+}
+
+/// What the last model call of a conversation was sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnReport {
+    pub history: HistoryReport,
+    pub model: String,
+    /// Tokens sent: the model's own count when it reported usage, else the estimate.
+    pub tokens_sent: u64,
+    /// True when `tokens_sent` is the model's own count.
+    pub tokens_exact: bool,
+}
+
+impl TurnReport {
+    pub fn new(history: HistoryReport, model: String) -> Self {
+        let tokens_sent = history.estimated_tokens;
+        Self {
+            history,
+            model,
+            tokens_sent,
+            tokens_exact: false,
+        }
+    }
+
+    /// Takes the model's reported prompt tokens, when there are any.
+    pub fn with_usage(mut self, usage: Option<&Usage>) -> Self {
+        if let Some(usage) = usage.filter(|u| u.prompt_tokens > 0) {
+            self.tokens_sent = usage.prompt_tokens;
+            self.tokens_exact = true;
+        }
+        self
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

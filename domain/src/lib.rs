@@ -16,7 +16,8 @@ pub mod settings;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{
-    ApiError, ChatEvent, ChatRequest, DoneEvent, HistoryReport, MetaEvent, Rendered, Usage,
+    ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MetaEvent, Rendered,
+    SettingsReport, TurnReport, Usage,
 };
 pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
 pub use message::{Message, MessageMeta, ReplyStatus, Role};

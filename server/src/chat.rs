@@ -11,8 +11,8 @@ use parlor_domain::markdown::StreamingMarkdown;
 use parlor_domain::mirror::{preview, MIRROR_MODEL};
 use parlor_domain::settings::SettingInputs;
 use parlor_domain::{
-    Agent, ChatEvent, Conversation, DoneEvent, HistoryReport, HistorySettings, Message,
-    MessageMeta, MetaEvent, Rendered, ReplyStatus, Role, SessionId,
+    Agent, ChatEvent, Conversation, DebugInfo, DoneEvent, HistoryReport, HistorySettings, Message,
+    MessageMeta, MetaEvent, Rendered, ReplyStatus, Role, SessionId, SettingsReport, TurnReport,
 };
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -98,10 +98,16 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
                 .unwrap_or_default(),
             created_ms: now,
             updated_ms: now,
+            last_turn: None,
         },
     };
 
-    let settings = resolve_settings(services, &input.agent, &input);
+    let settings = resolve_settings(
+        services,
+        &input.agent,
+        input.url_policy.as_deref(),
+        input.url_length.as_deref(),
+    );
     let plan = plan_request(&input.agent, stored, &settings);
     let model = model_name(services, &input.agent);
     tracing::debug!(
@@ -118,6 +124,11 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
             plan.report.messages_stored - plan.report.messages_trimmed
         );
     }
+    let mut info = info;
+    info.last_turn = Some(TurnReport::new(
+        plan.report.clone(),
+        model.clone().unwrap_or_default(),
+    ));
     let meta = MetaEvent {
         session_id: session_id.to_string(),
         agent_id: input.agent.id.clone(),
@@ -147,9 +158,29 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     Ok(Turn { meta, events: rx })
 }
 
+/// The debug panel's facts: the settings as they resolve for this request, and the
+/// conversation's last model call.
+pub fn debug_info(
+    services: &Services,
+    agent: &Agent,
+    conversation: Option<&ConversationInfo>,
+    url_policy: Option<&str>,
+    url_length: Option<&str>,
+) -> DebugInfo {
+    let settings = resolve_settings(services, agent, url_policy, url_length);
+    DebugInfo {
+        agent_id: agent.id.clone(),
+        session_id: conversation.map(|c| c.session_id.to_string()),
+        model: model_name(services, agent).unwrap_or_default(),
+        provider: services.llm.provider().to_owned(),
+        settings: SettingsReport::from_settings(&settings),
+        last_turn: conversation.and_then(|c| c.last_turn.clone()),
+    }
+}
+
 /// A conversation started in a browser belongs to that browser; others cannot see it.
 /// Conversations started by API clients are reachable by their id alone.
-fn check_access(
+pub fn check_access(
     info: Option<&ConversationInfo>,
     browser: Option<&BrowserSession>,
     agent_id: &str,
@@ -166,13 +197,18 @@ fn check_access(
     Ok(())
 }
 
-pub fn resolve_settings(services: &Services, agent: &Agent, input: &TurnInput) -> HistorySettings {
+pub fn resolve_settings(
+    services: &Services,
+    agent: &Agent,
+    url_policy: Option<&str>,
+    url_length: Option<&str>,
+) -> HistorySettings {
     let env = &services.config.history;
     HistorySettings::resolve(&SettingInputs {
         env_policy: env.policy,
         env_length: env.length,
-        url_policy: input.url_policy.as_deref(),
-        url_length: input.url_length.as_deref(),
+        url_policy,
+        url_length,
         url_overrides_allowed: env.url_overrides,
         template_policy: agent.history_policy,
         template_length: agent.history_length,
@@ -228,13 +264,7 @@ pub fn plan_request(
         .map(|m| m.text.chars().count() as u64 / 4 + 4)
         .sum();
     let report = HistoryReport {
-        policy: settings.policy.value.to_string(),
-        policy_source: settings.policy.source,
-        policy_notes: settings.policy.notes.clone(),
-        length: settings.length.value.configured(),
-        effective_length: settings.length.value.effective(),
-        length_source: settings.length.source,
-        length_notes: settings.length.notes.clone(),
+        settings: SettingsReport::from_settings(settings),
         messages_stored: stored_count,
         messages_sent: trimmed.messages.len(),
         messages_trimmed: stored_count - sent_from_conversation,
@@ -278,6 +308,17 @@ async fn write_reply(
     let (saved_info, outcome) = tokio::join!(services.store.put_info(&info), reply);
     if let Err(e) = saved_info {
         tracing::error!("could not store the details of conversation {session_id}: {e}");
+    }
+    // The model's own token count replaces the estimate in the debug report.
+    if let Outcome::Finished(DoneEvent {
+        usage: Some(usage), ..
+    }) = &outcome
+    {
+        let mut info = info;
+        info.last_turn = info.last_turn.map(|t| t.with_usage(Some(usage)));
+        if let Err(e) = services.store.put_info(&info).await {
+            tracing::error!("could not store the token count of {session_id}: {e}");
+        }
     }
     let status = match &outcome {
         Outcome::Finished(_) => None,

@@ -36,7 +36,11 @@ async fn run() -> anyhow::Result<()> {
             "info"
         })
     });
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
 
     let config = Config::from_env()?;
     let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)
@@ -67,7 +71,8 @@ async fn run() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
-    tracing::info!("Parlor is listening on http://{addr}");
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!("Parlor is listening on http://{bound}");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await

@@ -1,6 +1,6 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
-use crate::chat::model_name;
+use crate::chat::{debug_info, model_name};
 use crate::state::Services;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
@@ -46,6 +46,7 @@ impl Backend for PageBackend {
         let store = &services.store;
         let mut session_id = None;
         let mut messages = Vec::new();
+        let mut conversation = None;
         if let Some(raw) = &query.session {
             let Ok(id) = SessionId::parse(raw) else {
                 return Ok(ChatPageData::UnknownConversation);
@@ -64,6 +65,7 @@ impl Backend for PageBackend {
             }
             messages = store.load(&id).await.map_err(|e| e.to_string())?;
             session_id = Some(id.to_string());
+            conversation = info;
         }
         let conversations = match &browser {
             Some(b) => store
@@ -106,7 +108,15 @@ impl Backend for PageBackend {
                 })
                 .collect(),
             conversations,
-            debug: None,
+            debug: (query.debug && services.config.debug_panel).then(|| {
+                debug_info(
+                    services,
+                    &agent,
+                    conversation.as_ref(),
+                    query.history_policy.as_deref(),
+                    query.history_length.as_deref(),
+                )
+            }),
         })))
     }
 }

@@ -95,10 +95,13 @@ fn Message(
             .messages
             .with(|list| list.iter().position(|m| m.key == message.key))
     };
+    // With the debug panel open: messages the last model call did not receive.
     let not_sent = move || {
-        let first_sent = state
-            .report
-            .with(|r| r.as_ref().map(|r| r.first_sent_index));
+        let first_sent = state.debug.with(|d| {
+            d.as_ref()
+                .and_then(|d| d.last_turn.as_ref())
+                .map(|t| t.history.first_sent_index)
+        });
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
     let copied = RwSignal::new(false);

@@ -4,7 +4,7 @@
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
 use crate::api::{load_chat, ChatData, ChatPageData, ChatQuery};
-use crate::components::{Composer, MessageList, Sidebar};
+use crate::components::{Composer, DebugPanel, MessageList, Sidebar};
 use crate::state::ChatState;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -104,6 +104,9 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                 />
                 <Composer state agent_name=agent.name.clone()/>
             </main>
+            <Show when=move || state.debug.with(Option::is_some)>
+                <DebugPanel state/>
+            </Show>
         </div>
     }
 }

@@ -1,6 +1,7 @@
 //! Plain axum routes (everything that is not a Leptos page or server function).
 
 mod chat;
+mod debug;
 
 use crate::state::AppState;
 use axum::http::StatusCode;
@@ -14,6 +15,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub fn api() -> Router<AppState> {
     Router::new()
         .route("/api/chat/{agent_id}", post(chat::post_chat))
+        .route("/api/chat/{agent_id}/debug", get(debug::get_debug))
         .route("/healthz", get(|| async { "ok" }))
 }
 

@@ -191,6 +191,7 @@ mod tests {
                     title: "hello".into(),
                     created_ms: 7,
                     updated_ms: 7,
+                    last_turn: None,
                 })
                 .await
                 .unwrap();

@@ -7,7 +7,7 @@ pub use file::FileStore;
 pub use memory::MemoryStore;
 
 use async_trait::async_trait;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{Message, SessionId, TurnReport};
 use serde::{Deserialize, Serialize};
 
 /// What Parlor knows about a conversation besides its messages.
@@ -22,6 +22,9 @@ pub struct ConversationInfo {
     pub title: String,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// What the last model call was sent, for the debug panel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn: Option<TurnReport>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +79,7 @@ pub(crate) mod contract {
             title: session.into(),
             created_ms: 1,
             updated_ms,
+            last_turn: None,
         }
     }
 

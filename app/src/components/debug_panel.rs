@@ -1,0 +1,101 @@
+//! The `?debug=true` panel: which history settings apply and where they came from, and what
+//! the last model call was sent. Updated live by every turn.
+
+use crate::state::ChatState;
+use leptos::prelude::*;
+use parlor_domain::{DebugInfo, SettingsReport};
+
+#[component]
+pub fn DebugPanel(state: ChatState) -> impl IntoView {
+    let info = move || state.debug.get();
+    view! {
+        <aside class="debug-panel" aria-label="History debug">
+            <h2>"History debug"</h2>
+            {move || info().map(|info| view! { <DebugFacts info/> })}
+        </aside>
+    }
+}
+
+#[component]
+fn DebugFacts(info: DebugInfo) -> impl IntoView {
+    let settings = info.settings.clone();
+    let turn = info.last_turn.clone();
+    let session = info
+        .session_id
+        .as_deref()
+        .map(|s| format!("{}…", &s[..s.len().min(8)]))
+        .unwrap_or_else(|| "new conversation".into());
+    view! {
+        <dl class="facts">
+            <dt>"Policy"</dt>
+            <dd data-fact="policy">
+                {settings.policy.clone()}
+                " "
+                <span class="source" data-fact="policy-source">{settings.policy_source.as_str()}</span>
+            </dd>
+            <Notes notes=settings.policy_notes.clone()/>
+            <dt>"Length"</dt>
+            <dd data-fact="length">
+                {length_label(&settings)}
+                " "
+                <span class="source" data-fact="length-source">{settings.length_source.as_str()}</span>
+            </dd>
+            <Notes notes=settings.length_notes.clone()/>
+            {match turn {
+                Some(turn) => {
+                    let h = turn.history.clone();
+                    let tokens = if turn.tokens_exact {
+                        format!("{} (reported by the model)", turn.tokens_sent)
+                    } else {
+                        format!("~{} (estimate)", turn.tokens_sent)
+                    };
+                    view! {
+                        <dt>"Stored"</dt>
+                        <dd data-fact="stored">{h.messages_stored}" messages"</dd>
+                        <dt>"Sent last turn"</dt>
+                        <dd data-fact="sent">{h.messages_sent}" messages (with the system prompt)"</dd>
+                        <dt>"Trimmed"</dt>
+                        <dd data-fact="trimmed">{h.messages_trimmed}" messages"</dd>
+                        <dt>"Tokens sent"</dt>
+                        <dd data-fact="tokens">{tokens}</dd>
+                    }
+                        .into_any()
+                }
+                None => view! {
+                    <dt>"Last turn"</dt>
+                    <dd data-fact="sent">"nothing sent yet"</dd>
+                }
+                    .into_any(),
+            }}
+            <dt>"Model"</dt>
+            <dd data-fact="model">{info.model.clone()}" · "{info.provider.clone()}</dd>
+            <dt>"Agent"</dt>
+            <dd data-fact="agent">{info.agent_id.clone()}</dd>
+            <dt>"Session"</dt>
+            <dd data-fact="session" title=info.session_id.clone().unwrap_or_default()>{session}</dd>
+        </dl>
+    }
+}
+
+fn length_label(settings: &SettingsReport) -> String {
+    if settings.policy == "lastN" {
+        settings.length_label()
+    } else {
+        format!(
+            "{} (not used by {})",
+            settings.length_label(),
+            settings.policy
+        )
+    }
+}
+
+#[component]
+fn Notes(notes: Vec<String>) -> impl IntoView {
+    (!notes.is_empty()).then(|| {
+        view! {
+            <dd class="notes">
+                <ul>{notes.into_iter().map(|n| view! { <li>{n}</li> }).collect_view()}</ul>
+            </dd>
+        }
+    })
+}
