@@ -82,9 +82,11 @@ fn start(
     });
     let mut log = String::new();
     loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("the server did not start listening:\n{log}"));
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not start listening:\n{log}");
+        };
         log.push_str(&line);
         log.push('\n');
         if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
@@ -114,6 +116,7 @@ fn a_broken_template_is_reported_and_the_other_agents_load() {
         .unwrap();
     assert!(home.contains("Fine"));
     child.kill().unwrap();
+    let _ = child.wait();
 }
 
 #[test]

@@ -26,8 +26,10 @@ pub fn MessageList(
                 .messages
                 .with(|list| list.last().is_some_and(|m| m.role == Role::User))
     };
+    let transcript = NodeRef::<leptos::html::Section>::new();
+    follow_new_content(state, transcript);
     view! {
-        <section class="transcript" aria-live="polite" aria-label="Conversation">
+        <section node_ref=transcript class="transcript" aria-live="polite" aria-label="Conversation">
             <Show when=empty>
                 <div class="intro">
                     {initial_messages_html
@@ -165,4 +167,21 @@ fn Message(
             </Show>
         </article>
     }
+}
+
+/// Keeps the newest text in view while a reply streams, unless the reader has scrolled up.
+fn follow_new_content(state: ChatState, transcript: NodeRef<leptos::html::Section>) {
+    Effect::new(move |previous: Option<()>| {
+        // Track new messages and the growth of the last one.
+        let _ = state
+            .messages
+            .with(|list| list.last().map(|m| m.text.with(String::len)));
+        if let Some(section) = transcript.get_untracked() {
+            let distance = section.scroll_height() - section.scroll_top() - section.client_height();
+            // On load, open at the latest messages; afterwards follow only a reader at the end.
+            if previous.is_none() || distance < 160 {
+                section.set_scroll_top(section.scroll_height());
+            }
+        }
+    });
 }

@@ -1,0 +1,63 @@
+// The ?debug=true panel in the browser: sources, live updates, and "not sent" marks.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { launchBrowser, openChat, replyFinished, send, startFakeLlm, startParlor } from './harness.mjs';
+
+describe('the debug panel', () => {
+  let fake, parlor, browser;
+  before(async () => {
+    fake = await startFakeLlm();
+    parlor = await startParlor({ OPENAI_BASE_URL: fake.baseUrl });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    parlor?.stop();
+    fake?.stop();
+  });
+
+  const fact = (page, name) => page.locator(`[data-fact="${name}"]`).innerText();
+
+  test('shows sources, updates live after every turn, and marks what was not sent', async () => {
+    const { page, context } = await openChat(browser,
+      `${parlor.url}/chat?agent=general&debug=true&historyLength=1&historyPolicy=sometimes`);
+    const panel = page.locator('.debug-panel');
+    await panel.waitFor();
+    assert.match(await fact(page, 'policy'), /^lastN\s+template$/);
+    assert.match(await fact(page, 'length'), /^1\s+URL$/);
+    assert.match(await panel.innerText(), /URL historyPolicy=sometimes ignored/);
+    assert.equal(await fact(page, 'sent'), 'nothing sent yet');
+
+    await send(page, 'first');
+    await replyFinished(page);
+    assert.equal(await fact(page, 'stored'), '1 messages');
+    assert.match(await fact(page, 'tokens'), /reported by the model/);
+    await send(page, 'second');
+    await replyFinished(page);
+    // Live, without a reload: the second turn sent the system prompt and "second" only.
+    assert.equal(await fact(page, 'stored'), '3 messages');
+    assert.match(await fact(page, 'sent'), /^2 messages/);
+    assert.equal(await fact(page, 'trimmed'), '2 messages');
+    assert.equal(await page.locator('.message.not-sent').count(), 2);
+    assert.equal(await page.locator('.not-sent-tag').count(), 2);
+    assert.match(await fact(page, 'session'), /^[0-9a-f]{8}…$/);
+
+    // After a reload the panel shows the same last turn.
+    await page.reload();
+    await page.waitForSelector('body[data-hydrated]');
+    assert.match(await fact(page, 'sent'), /^2 messages/);
+    assert.equal(await page.locator('.message.not-sent').count(), 2);
+    await context.close();
+  });
+
+  test('is absent without ?debug=true', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    await send(page, 'hello');
+    await replyFinished(page);
+    await send(page, 'again');
+    await replyFinished(page);
+    assert.equal(await page.locator('.debug-panel').count(), 0);
+    assert.equal(await page.locator('.not-sent-tag').count(), 0);
+    await context.close();
+  });
+});
