@@ -69,6 +69,9 @@ pub struct RawChatSettings {
     /// Parlor extension: which configured history stores this agent's conversations.
     #[serde(default)]
     pub history_id: Option<String>,
+    /// Keep system messages (the system prompt) under `lastN` and `none`; default true.
+    #[serde(default)]
+    pub preserve_system_messages: Option<Value>,
 }
 
 /// The LLM an agent's template asks for.
@@ -107,6 +110,7 @@ pub struct Agent {
     pub initial_messages: Vec<String>,
     pub chat_prompts: Vec<String>,
     pub history_id: Option<String>,
+    pub preserve_system_messages: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +163,17 @@ impl Agent {
                     None
                 }
             });
+        let preserve_system_messages = match &settings.preserve_system_messages {
+            None => true,
+            Some(Value::Bool(keep)) => *keep,
+            Some(other) => {
+                warnings.push(TemplateWarning {
+                    field: "chatSettings.preserveSystemMessages",
+                    reason: format!("{other} is not true or false"),
+                });
+                true
+            }
+        };
         let llm = pick_llm_node(&template.nodes, &template.node_configurations);
         Ok((
             Agent {
@@ -172,6 +187,7 @@ impl Agent {
                 initial_messages: settings.initial_messages.clone(),
                 chat_prompts: settings.chat_prompts.clone(),
                 history_id: settings.history_id.clone(),
+                preserve_system_messages,
             },
             warnings,
         ))
@@ -250,6 +266,26 @@ mod tests {
         assert_eq!(agent.history_length, Some(HistoryLength::new(10)));
         assert_eq!(agent.initial_messages, vec!["Hi!"]);
         assert_eq!(agent.chat_prompts, vec!["What can you do?"]);
+        assert!(
+            agent.preserve_system_messages,
+            "kept unless a template says otherwise"
+        );
+    }
+
+    #[test]
+    fn templates_may_drop_system_messages() {
+        let (agent, warnings) = Agent::from_json(
+            r#"{"agentId":"a","name":"A","chatSettings":{"preserveSystemMessages":false}}"#,
+        )
+        .unwrap();
+        assert!(warnings.is_empty());
+        assert!(!agent.preserve_system_messages);
+        let (agent, warnings) = Agent::from_json(
+            r#"{"agentId":"a","name":"A","chatSettings":{"preserveSystemMessages":"no"}}"#,
+        )
+        .unwrap();
+        assert!(agent.preserve_system_messages);
+        assert_eq!(warnings[0].field, "chatSettings.preserveSystemMessages");
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub struct Resolved<T> {
 /// Environment and template values were validated when they were read (an invalid
 /// environment value stops the server; an invalid template value is a startup warning), so
 /// they arrive typed. URL values arrive raw: they are validated here, per request.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SettingInputs<'a> {
     pub env_policy: Option<HistoryPolicy>,
     pub env_length: Option<HistoryLength>,
@@ -60,6 +60,24 @@ pub struct SettingInputs<'a> {
     pub url_overrides_allowed: bool,
     pub template_policy: Option<HistoryPolicy>,
     pub template_length: Option<HistoryLength>,
+    /// The template's `preserveSystemMessages` (true when it does not say).
+    pub preserve_system: bool,
+}
+
+impl Default for SettingInputs<'_> {
+    /// Nothing set anywhere: URL overrides allowed, system messages kept.
+    fn default() -> Self {
+        Self {
+            env_policy: None,
+            env_length: None,
+            url_policy: None,
+            url_length: None,
+            url_overrides_allowed: true,
+            template_policy: None,
+            template_length: None,
+            preserve_system: true,
+        }
+    }
 }
 
 /// The settings one model call uses.
@@ -91,7 +109,7 @@ impl HistorySettings {
                 HistoryLength::DEFAULT,
                 |_| "not an integer".to_owned(),
             ),
-            preserve_system: true,
+            preserve_system: inputs.preserve_system,
         }
     }
 }
@@ -169,10 +187,7 @@ mod tests {
     use super::*;
 
     fn inputs<'a>() -> SettingInputs<'a> {
-        SettingInputs {
-            url_overrides_allowed: true,
-            ..SettingInputs::default()
-        }
+        SettingInputs::default()
     }
 
     #[test]

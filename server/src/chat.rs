@@ -212,6 +212,7 @@ pub fn resolve_settings(
         url_overrides_allowed: env.url_overrides,
         template_policy: agent.history_policy,
         template_length: agent.history_length,
+        preserve_system: agent.preserve_system_messages,
     })
 }
 
