@@ -3,19 +3,9 @@
 
 mod support;
 
-use fake_llm::FakeLlm;
 use parlor_domain::{ChatEvent, ReplyStatus, Role};
 use serde_json::json;
 use support::TestServer;
-
-async fn with_upstream(extra: &[(&str, &str)]) -> (FakeLlm, TestServer) {
-    let fake = FakeLlm::start().await.expect("fake upstream");
-    let base = fake.base_url();
-    let mut vars = vec![("OPENAI_BASE_URL", base.as_str())];
-    vars.extend_from_slice(extra);
-    let server = TestServer::start(&vars).await;
-    (fake, server)
-}
 
 #[tokio::test]
 async fn mirror_model_streams_a_description_of_what_it_received() {
@@ -88,7 +78,7 @@ async fn mirror_model_streams_a_description_of_what_it_received() {
 
 #[tokio::test]
 async fn replies_stream_from_an_openai_compatible_upstream() {
-    let (fake, server) = with_upstream(&[("OPENAI_API_KEY", "sk-test-123")]).await;
+    let (fake, server) = TestServer::with_upstream(&[("OPENAI_API_KEY", "sk-test-123")]).await;
     let reply = server
         .chat("general", json!({"message": "hello world"}))
         .await;
@@ -127,7 +117,7 @@ async fn replies_stream_from_an_openai_compatible_upstream() {
 
 #[tokio::test]
 async fn parlor_model_overrides_every_agents_model() {
-    let (fake, server) = with_upstream(&[("PARLOR_MODEL", "llama3.2")]).await;
+    let (fake, server) = TestServer::with_upstream(&[("PARLOR_MODEL", "llama3.2")]).await;
     let reply = server.chat("concise", json!({"message": "hi"})).await;
     assert_eq!(reply.meta().model, "llama3.2");
     assert_eq!(fake.requests()[0]["model"], "llama3.2");
@@ -136,7 +126,7 @@ async fn parlor_model_overrides_every_agents_model() {
 #[tokio::test]
 async fn history_reaching_the_upstream_is_trimmed_by_the_agents_policy() {
     // `concise` keeps the last 2 user turns.
-    let (fake, server) = with_upstream(&[]).await;
+    let (fake, server) = TestServer::with_upstream(&[]).await;
     let mut session = None;
     for i in 1..=3 {
         let reply = server
@@ -171,7 +161,7 @@ async fn history_reaching_the_upstream_is_trimmed_by_the_agents_policy() {
 
 #[tokio::test]
 async fn upstream_http_errors_become_readable_error_events_and_keep_the_message() {
-    let (_fake, server) = with_upstream(&[("OPENAI_API_KEY", "sk-secret-key")]).await;
+    let (_fake, server) = TestServer::with_upstream(&[("OPENAI_API_KEY", "sk-secret-key")]).await;
     for (code, words) in [(401, "HTTP 401"), (500, "HTTP 500"), (429, "HTTP 429")] {
         let message = format!("hi [status:{code}]");
         let reply = server.chat("general", json!({"message": message})).await;
@@ -218,7 +208,7 @@ async fn an_unreachable_upstream_is_reported_and_the_server_stays_up() {
 
 #[tokio::test]
 async fn a_silent_upstream_times_out() {
-    let (_fake, server) = with_upstream(&[("PARLOR_LLM_TIMEOUT_SECS", "1")]).await;
+    let (_fake, server) = TestServer::with_upstream(&[("PARLOR_LLM_TIMEOUT_SECS", "1")]).await;
     let reply = server.chat("general", json!({"message": "[hang]"})).await;
     assert!(
         reply
@@ -239,7 +229,7 @@ async fn a_silent_upstream_times_out() {
 
 #[tokio::test]
 async fn malformed_and_dropped_streams_keep_the_partial_reply_marked_incomplete() {
-    let (_fake, server) = with_upstream(&[]).await;
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
     let reply = server
         .chat("general", json!({"message": "[malformed]"}))
         .await;
@@ -271,7 +261,7 @@ async fn malformed_and_dropped_streams_keep_the_partial_reply_marked_incomplete(
 
 #[tokio::test]
 async fn retry_after_an_error_replies_to_the_same_message_once() {
-    let (fake, server) = with_upstream(&[]).await;
+    let (fake, server) = TestServer::with_upstream(&[]).await;
     let first = server
         .chat("general", json!({"message": "please [fail-once]"}))
         .await;
@@ -311,7 +301,7 @@ async fn regenerate_replaces_the_last_reply() {
 
 #[tokio::test]
 async fn closing_the_stream_stops_the_reply_and_keeps_what_arrived() {
-    let (_fake, server) = with_upstream(&[]).await;
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
     let mut response = server
         .http
         .post(server.url("/api/chat/general"))
@@ -349,7 +339,7 @@ async fn closing_the_stream_stops_the_reply_and_keeps_what_arrived() {
 
 #[tokio::test]
 async fn a_second_turn_while_one_is_streaming_is_refused() {
-    let (_fake, server) = with_upstream(&[]).await;
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
     let mut response = server
         .http
         .post(server.url("/api/chat/general"))

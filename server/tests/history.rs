@@ -8,15 +8,6 @@ use parlor_domain::settings::SettingSource;
 use serde_json::{json, Value};
 use support::TestServer;
 
-async fn upstream(extra: &[(&str, &str)]) -> (FakeLlm, TestServer) {
-    let fake = FakeLlm::start().await.expect("fake upstream");
-    let base = fake.base_url();
-    let mut vars = vec![("OPENAI_BASE_URL", base.as_str())];
-    vars.extend_from_slice(extra);
-    let server = TestServer::start(&vars).await;
-    (fake, server)
-}
-
 /// Sends `turns` messages to `agent` with `query` on each; returns the last reply.
 async fn converse(server: &TestServer, agent: &str, query: &str, turns: usize) -> support::Reply {
     let mut session: Option<String> = None;
@@ -52,7 +43,7 @@ fn user_turns_sent(fake: &FakeLlm) -> Vec<String> {
 
 #[tokio::test]
 async fn the_template_decides_when_nothing_else_does() {
-    let (fake, server) = upstream(&[]).await;
+    let (fake, server) = TestServer::with_upstream(&[]).await;
     let reply = converse(&server, "concise", "", 4).await; // template: lastN 2
     let h = &reply.meta().history;
     assert_eq!(
@@ -68,7 +59,7 @@ async fn the_template_decides_when_nothing_else_does() {
 
 #[tokio::test]
 async fn the_url_beats_the_template_field_by_field() {
-    let (fake, server) = upstream(&[]).await;
+    let (fake, server) = TestServer::with_upstream(&[]).await;
     let reply = converse(&server, "concise", "?historyLength=1", 3).await;
     let h = &reply.meta().history;
     assert_eq!(h.settings.length_source, SettingSource::Url);
@@ -85,7 +76,7 @@ async fn the_url_beats_the_template_field_by_field() {
 
 #[tokio::test]
 async fn the_environment_beats_the_url_and_zero_acts_as_one() {
-    let (fake, server) = upstream(&[("DEFAULT_HISTORY_LENGTH", "0")]).await;
+    let (fake, server) = TestServer::with_upstream(&[("DEFAULT_HISTORY_LENGTH", "0")]).await;
     let reply = converse(&server, "general", "?historyLength=5&historyLength=7", 3).await;
     let s = &reply.meta().history.settings;
     assert_eq!(
@@ -99,7 +90,8 @@ async fn the_environment_beats_the_url_and_zero_acts_as_one() {
 
 #[tokio::test]
 async fn agentdock_variable_names_carry_over() {
-    let (fake, server) = upstream(&[("NEXT_PUBLIC_DEFAULT_HISTORY_POLICY", "none")]).await;
+    let (fake, server) =
+        TestServer::with_upstream(&[("NEXT_PUBLIC_DEFAULT_HISTORY_POLICY", "none")]).await;
     let reply = converse(&server, "general", "?historyPolicy=all", 3).await;
     assert_eq!(
         reply.meta().history.settings.policy_source,
@@ -121,7 +113,7 @@ async fn agentdock_variable_names_carry_over() {
 
 #[tokio::test]
 async fn invalid_url_values_are_ignored_and_reported() {
-    let (fake, server) = upstream(&[]).await;
+    let (fake, server) = TestServer::with_upstream(&[]).await;
     let reply = converse(
         &server,
         "concise",
@@ -145,7 +137,7 @@ async fn invalid_url_values_are_ignored_and_reported() {
 
 #[tokio::test]
 async fn operators_can_turn_url_overrides_off() {
-    let (fake, server) = upstream(&[("HISTORY_URL_OVERRIDES", "false")]).await;
+    let (fake, server) = TestServer::with_upstream(&[("HISTORY_URL_OVERRIDES", "false")]).await;
     let reply = converse(&server, "concise", "?historyPolicy=all", 3).await;
     let s = &reply.meta().history.settings;
     assert_eq!(s.policy_source, SettingSource::Template);
@@ -155,7 +147,7 @@ async fn operators_can_turn_url_overrides_off() {
 
 #[tokio::test]
 async fn nothing_in_the_body_or_headers_widens_what_is_sent() {
-    let (fake, server) = upstream(&[("DEFAULT_HISTORY_POLICY", "none")]).await;
+    let (fake, server) = TestServer::with_upstream(&[("DEFAULT_HISTORY_POLICY", "none")]).await;
     let first = server.chat("general", json!({"message": "one"})).await;
     let session = first.session_id();
     for body in [
@@ -185,7 +177,7 @@ async fn nothing_in_the_body_or_headers_widens_what_is_sent() {
 
 #[tokio::test]
 async fn the_debug_endpoint_reports_settings_and_the_last_turn() {
-    let (_fake, server) = upstream(&[]).await;
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
     let reply = converse(&server, "concise", "", 3).await;
     let session = reply.session_id();
     let debug: Value = server
@@ -237,15 +229,7 @@ async fn the_debug_panel_can_be_turned_off_and_respects_ownership() {
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
-    let page = server
-        .http
-        .get(server.url("/chat?agent=general&debug=true"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, page) = server.get("/chat?agent=general&debug=true", None).await;
     assert!(!page.contains("History debug"));
 
     let server = TestServer::start(&[]).await;
@@ -273,18 +257,14 @@ async fn the_debug_panel_can_be_turned_off_and_respects_ownership() {
         .await
         .unwrap();
     assert_eq!(mine.status(), 200);
-    let page = server
-        .http
-        .get(server.url(&format!(
-            "/chat?agent=general&debug=true&session={}",
-            reply.session_id()
-        )))
-        .header("cookie", owner)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, page) = server
+        .get(
+            &format!(
+                "/chat?agent=general&debug=true&session={}",
+                reply.session_id()
+            ),
+            Some(owner),
+        )
+        .await;
     assert!(page.contains("History debug"));
 }

@@ -65,8 +65,29 @@ impl TestServer {
         }
     }
 
+    /// Starts a fake OpenAI-compatible upstream and Parlor in front of it.
+    pub async fn with_upstream(extra: &[(&str, &str)]) -> (fake_llm::FakeLlm, TestServer) {
+        let fake = fake_llm::FakeLlm::start().await.expect("fake upstream");
+        let base = fake.base_url();
+        let mut vars = vec![("OPENAI_BASE_URL", base.as_str())];
+        vars.extend_from_slice(extra);
+        let server = TestServer::start(&vars).await;
+        (fake, server)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// GETs `path` (with a cookie when given): the status and the body.
+    pub async fn get(&self, path: &str, cookie: Option<&str>) -> (u16, String) {
+        let mut request = self.http.get(self.url(path));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("body"))
     }
 
     /// Posts a chat turn and reads the whole event stream.
