@@ -50,6 +50,19 @@ describe('the debug panel', () => {
     await context.close();
   });
 
+  test('fits a 375 px screen below the chat', async () => {
+    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general&debug=true`, { width: 375, height: 740 });
+    await send(page, 'small screen');
+    await replyFinished(page);
+    const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `page scrolls sideways by ${overflow}px`);
+    const composer = await page.locator('textarea[name=message]').boundingBox();
+    const panel = await page.locator('.debug-panel').boundingBox();
+    assert.ok(composer.y + composer.height <= panel.y, 'the composer stays above the panel');
+    assert.ok(panel.y < 740, 'the panel is on screen');
+    await context.close();
+  });
+
   test('is absent without ?debug=true', async () => {
     const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
     await send(page, 'hello');
