@@ -1,25 +1,13 @@
 // The chat page in real headless Chromium against a real OpenAI-compatible upstream.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import {
-  launchBrowser, lastReply, openChat, replyFinished, send, startFakeLlm, startParlor, transcript,
-} from './harness.mjs';
+import { describe, test } from 'node:test';
+import { lastReply, openChat, replyFinished, send, transcript, withUpstream } from './harness.mjs';
 
 describe('chat with an upstream model', () => {
-  let fake, parlor, browser;
-  before(async () => {
-    fake = await startFakeLlm();
-    parlor = await startParlor({ OPENAI_BASE_URL: fake.baseUrl });
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    parlor?.stop();
-    fake?.stop();
-  });
+  const suite = withUpstream();
 
   test('two messages stream in, and a reload shows the same transcript', async () => {
-    const { page, context, errors } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     assert.equal(await page.locator('h1').innerText(), 'General Assistant');
 
     // Shift+Enter adds a line instead of sending.
@@ -62,7 +50,7 @@ describe('chat with an upstream model', () => {
   });
 
   test('Stop cancels a slow reply and keeps the partial text, marked stopped', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     await send(page, 'tell me a long story [slow]');
     await page.waitForFunction(() => document.querySelector('.message.assistant.streaming')?.innerText.includes('word2'));
     await page.click('button.stop');
@@ -83,7 +71,7 @@ describe('chat with an upstream model', () => {
   });
 
   test('an upstream error shows inline with Retry, which then succeeds', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     await send(page, 'hello [fail-once]');
     const error = page.locator('.error-row');
     await error.waitFor();
@@ -101,7 +89,7 @@ describe('chat with an upstream model', () => {
   });
 
   test('model output cannot inject HTML or script', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     await send(page, '<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> [x](javascript:window.pwned=3)');
     await replyFinished(page);
     const reply = lastReply(page);
@@ -113,7 +101,7 @@ describe('chat with an upstream model', () => {
   });
 
   test('Regenerate replaces the last reply; New chat starts over; the sidebar switches back', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=concise`);
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=concise`);
     await send(page, 'original');
     await replyFinished(page);
     await page.click('.message.assistant .regenerate');
@@ -137,8 +125,8 @@ describe('chat with an upstream model', () => {
   });
 
   test('Copy puts the reply on the clipboard', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: parlor.url });
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: suite.parlor.url });
     await send(page, 'copy **this**');
     await replyFinished(page);
     assert.equal(await lastReply(page).locator('strong').innerText(), 'this', 'Markdown is rendered');

@@ -1,26 +1,16 @@
 // The ?debug=true panel in the browser: sources, live updates, and "not sent" marks.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { launchBrowser, openChat, replyFinished, send, startFakeLlm, startParlor } from './harness.mjs';
+import { describe, test } from 'node:test';
+import { openChat, replyFinished, send, withUpstream } from './harness.mjs';
 
 describe('the debug panel', () => {
-  let fake, parlor, browser;
-  before(async () => {
-    fake = await startFakeLlm();
-    parlor = await startParlor({ OPENAI_BASE_URL: fake.baseUrl });
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    parlor?.stop();
-    fake?.stop();
-  });
+  const suite = withUpstream();
 
   const fact = (page, name) => page.locator(`[data-fact="${name}"]`).innerText();
 
   test('shows sources, updates live after every turn, and marks what was not sent', async () => {
-    const { page, context } = await openChat(browser,
-      `${parlor.url}/chat?agent=general&debug=true&historyLength=1&historyPolicy=sometimes`);
+    const { page, context } = await openChat(suite.browser,
+      `${suite.parlor.url}/chat?agent=general&debug=true&historyLength=1&historyPolicy=sometimes`);
     const panel = page.locator('.debug-panel');
     await panel.waitFor();
     assert.match(await fact(page, 'policy'), /^lastN\s+template$/);
@@ -51,7 +41,7 @@ describe('the debug panel', () => {
   });
 
   test('fits a 375 px screen below the chat', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general&debug=true`, { width: 375, height: 740 });
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general&debug=true`, { width: 375, height: 740 });
     await send(page, 'small screen');
     await replyFinished(page);
     const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth - window.innerWidth);
@@ -64,7 +54,7 @@ describe('the debug panel', () => {
   });
 
   test('is absent without ?debug=true', async () => {
-    const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`);
+    const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     await send(page, 'hello');
     await replyFinished(page);
     await send(page, 'again');

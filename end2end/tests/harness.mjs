@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { after, before } from 'node:test';
 import { chromium } from 'playwright-core';
 
 export const root = resolve(import.meta.dirname, '..', '..');
@@ -126,4 +127,23 @@ export async function replyFinished(page) {
 export async function transcript(page) {
   return page.$$eval('.transcript > article.message', (nodes) =>
     nodes.map((n) => [n.dataset.role, n.querySelector('.bubble').innerText.trim()]));
+}
+
+/**
+ * Inside a describe(): starts the fake upstream, a Parlor in front of it and Chromium before
+ * the suite, and stops them after it. The returned object's fields are set once it started.
+ */
+export function withUpstream(env = {}) {
+  const stack = {};
+  before(async () => {
+    stack.fake = await startFakeLlm();
+    stack.parlor = await startParlor({ OPENAI_BASE_URL: stack.fake.baseUrl, ...env });
+    stack.browser = await launchBrowser();
+  });
+  after(async () => {
+    await stack.browser?.close();
+    stack.parlor?.stop();
+    stack.fake?.stop();
+  });
+  return stack;
 }

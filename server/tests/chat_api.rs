@@ -197,13 +197,8 @@ async fn an_unreachable_upstream_is_reported_and_the_server_stays_up() {
     );
     assert!(error.contains("connection refused"), "{error}");
     assert_eq!(server.stored(&reply.session_id()).len(), 1);
-    let health = server
-        .http
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    let (status, _) = server.get("/healthz", None).await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test]
@@ -466,25 +461,19 @@ async fn a_browsers_conversation_is_invisible_to_other_browsers() {
             )
             .await;
         assert_eq!(attempt.status, 404, "{cookie:?}");
-        let page = server
-            .http
-            .get(server.url(&format!("/chat?agent=general&session={session}")))
-            .header("cookie", cookie.unwrap_or(""))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status(), 404);
-        assert!(!page.text().await.unwrap().contains("secret plan"));
+        let page_path = format!("/chat?agent=general&session={session}");
+        let (status, page) = server.get(&page_path, cookie).await;
+        assert_eq!(status, 404);
+        assert!(!page.contains("secret plan"));
     }
-    let own = server
-        .http
-        .get(server.url(&format!("/chat?agent=general&session={session}")))
-        .header("cookie", alice)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(own.status(), 200);
-    assert!(own.text().await.unwrap().contains("secret plan"));
+    let (status, own) = server
+        .get(
+            &format!("/chat?agent=general&session={session}"),
+            Some(alice),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(own.contains("secret plan"));
     assert_eq!(
         server.stored(&session).len(),
         2,

@@ -8,15 +8,7 @@ use support::TestServer;
 #[tokio::test]
 async fn home_lists_the_agents_and_says_the_mirror_is_in_use() {
     let server = TestServer::start(&[]).await;
-    let html = server
-        .http
-        .get(server.url("/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, html) = server.get("/", None).await;
     for needle in [
         "General Assistant",
         "Concise Coder",
@@ -76,16 +68,12 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
         )
         .await;
     let session = reply.session_id();
-    let html = server
-        .http
-        .get(server.url(&format!("/chat?agent=general&session={session}")))
-        .header("cookie", &browser)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, html) = server
+        .get(
+            &format!("/chat?agent=general&session={session}"),
+            Some(&browser),
+        )
+        .await;
     assert!(
         html.contains("Render &lt;b&gt;this&lt;/b&gt; safely"),
         "user text is escaped"
@@ -104,21 +92,11 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
 #[tokio::test]
 async fn unknown_agents_and_pages_are_404() {
     let server = TestServer::start(&[]).await;
-    let page = server
-        .http
-        .get(server.url("/chat?agent=nobody"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(page.status(), 404);
-    assert!(page.text().await.unwrap().contains("Unknown agent"));
-    let page = server
-        .http
-        .get(server.url("/no/such/page"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(page.status(), 404);
+    let (status, page) = server.get("/chat?agent=nobody", None).await;
+    assert_eq!(status, 404);
+    assert!(page.contains("Unknown agent"));
+    let (status, _) = server.get("/no/such/page", None).await;
+    assert_eq!(status, 404);
 }
 
 #[tokio::test]
