@@ -51,7 +51,7 @@ apt_install() {
 }
 
 if [ "${1:-}" = "test" ]; then
-  apt_install chromium
+  apt_install chromium redis-server
   if [ ! -d end2end/node_modules/playwright-core ] || ! (cd end2end && npm ls --silent >/dev/null 2>&1); then
     say "installing the browser tests' npm packages"
     (cd end2end && npm ci --no-audit --no-fund)

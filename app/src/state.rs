@@ -183,8 +183,11 @@ impl ChatState {
         let reply = self.push(Role::Assistant, String::new());
         reply.streaming.set(true);
         self.streaming.set(true);
+        let session_id = self.session_id.get_untracked();
         let request = ChatRequest {
-            session_id: self.session_id.get_untracked(),
+            // The page always says which conversation it shows, or that it starts a new one.
+            new_conversation: session_id.is_none(),
+            session_id,
             message: user.as_ref().map(|(_, text)| text.clone()),
             regenerate: user.is_none(),
         };

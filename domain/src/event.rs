@@ -34,6 +34,10 @@ pub struct ChatRequest {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub regenerate: bool,
+    /// Start a new conversation even when the `parlor_chat` cookie names one (the chat page's
+    /// "New chat"). Without it and without `session_id`, the cookie's conversation continues.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_conversation: bool,
 }
 
 /// A refused request's body: `{"error": "…"}`.

@@ -249,6 +249,37 @@ fn start_of_last_user_turns(messages: &[Message], turns: usize) -> usize {
     0
 }
 
+/// How many of a conversation's last messages a turn should read from a store that can read
+/// a tail cheaply: enough for `policy` in the common case (`None`: all of them). Whether
+/// that turned out to be enough is for [`tail_suffices`] to say.
+pub fn tail_hint(policy: HistoryPolicy, length: HistoryLength) -> Option<usize> {
+    match policy {
+        HistoryPolicy::All => None,
+        // A turn is usually a user message and one reply.
+        HistoryPolicy::LastN => Some(length.effective().saturating_mul(2)),
+        HistoryPolicy::None => Some(2),
+    }
+}
+
+/// Whether trimming `tail` (the last messages of a longer conversation, ending with the new
+/// user message) sends exactly what trimming the whole conversation would. Stored system
+/// messages before the tail are not seen; Parlor never stores system messages (they come
+/// from the agent and the history at call time).
+pub fn tail_suffices(tail: &[Message], policy: HistoryPolicy, length: HistoryLength) -> bool {
+    let users = tail.iter().filter(|m| m.role == Role::User).count();
+    match policy {
+        HistoryPolicy::All => false,
+        // The cut falls at the N-th last user message when there are more than N. The tail
+        // must hold that message and, if it holds exactly N, start with it (else the tail
+        // would keep what precedes its first user message, as a short conversation does).
+        HistoryPolicy::LastN => {
+            let n = length.effective();
+            users > n || (users == n && tail.first().is_some_and(|m| m.role == Role::User))
+        }
+        HistoryPolicy::None => users >= 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +335,36 @@ mod tests {
         let t = trim_for_model(&c, HistoryPolicy::LastN, HistoryLength::new(2), true);
         assert_eq!(picked(&t), vec![0, 1, 2, 3, 4]);
         assert_eq!(t.dropped(), 0);
+    }
+
+    #[test]
+    fn a_sufficient_tail_trims_exactly_like_the_whole_conversation() {
+        let whole = conv("uauaauauuaua");
+        for policy in [
+            HistoryPolicy::LastN,
+            HistoryPolicy::None,
+            HistoryPolicy::All,
+        ] {
+            for n in 1..6 {
+                let length = HistoryLength::new(n);
+                let full = trim_for_model(&whole, policy, length, true);
+                for k in 1..whole.len() {
+                    let tail: Conversation = whole.messages()[whole.len() - k..]
+                        .iter()
+                        .cloned()
+                        .collect();
+                    if tail_suffices(tail.messages(), policy, length) {
+                        let part = trim_for_model(&tail, policy, length, true);
+                        assert_eq!(picked(&part), picked(&full), "{policy} {n} tail {k}");
+                    }
+                }
+            }
+        }
+        assert_eq!(tail_hint(HistoryPolicy::All, HistoryLength::new(3)), None);
+        assert_eq!(
+            tail_hint(HistoryPolicy::LastN, HistoryLength::new(0)),
+            Some(2)
+        );
     }
 
     #[test]

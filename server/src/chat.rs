@@ -1,12 +1,14 @@
 //! One chat turn: store the user's message, decide what the model sees, stream the reply,
 //! and store it, whatever happens to the browser or the upstream on the way.
 
+use crate::histories::History;
 use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
+use crate::session;
 use crate::state::{BusyGuard, Services};
-use crate::store::{now_ms, ConversationInfo, StoreError};
+use crate::store::{now_ms, ConversationInfo, ConversationStore, StoreError};
 use futures::StreamExt;
 use parlor_app::ssr::BrowserSession;
-use parlor_domain::history::trim_for_model;
+use parlor_domain::history::{tail_hint, tail_suffices, trim_for_model};
 use parlor_domain::markdown::StreamingMarkdown;
 use parlor_domain::mirror::{preview, MIRROR_MODEL};
 use parlor_domain::settings::SettingInputs;
@@ -20,8 +22,12 @@ use tokio::sync::mpsc;
 /// What a turn was asked to do.
 pub struct TurnInput {
     pub agent: Arc<Agent>,
-    /// The conversation to continue; a new one is started when absent.
+    /// The conversation to continue (the body's `session_id`); see [`start`] when absent.
     pub session_id: Option<SessionId>,
+    /// The conversation named by the `parlor_chat` cookie.
+    pub cookie_session: Option<SessionId>,
+    /// Start a new conversation even if the cookie names one.
+    pub new_conversation: bool,
     pub browser: Option<BrowserSession>,
     /// The user's new message, or `None` to reply again to the last one (Retry, Regenerate).
     pub message: Option<String>,
@@ -49,29 +55,52 @@ pub struct Turn {
     pub events: mpsc::Receiver<ChatEvent>,
 }
 
+/// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
+/// one this browser may continue with this agent, and `new_conversation` is not set), else a
+/// new one with an unguessable id.
 pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
-    let store = &services.store;
-    let (session_id, existing) = match input.session_id.clone() {
-        Some(id) => {
-            let info = store.info(&id).await?;
+    let history = services.histories.for_agent(&input.agent).clone();
+    let store = &history.store;
+    let (session_id, existing) = match (&input.session_id, &input.cookie_session) {
+        (Some(id), _) => {
+            let info = store.info(id).await?;
             check_access(info.as_ref(), input.browser.as_ref(), &input.agent.id)?;
-            (id, info)
+            (id.clone(), info)
         }
-        None => (SessionId::from_random(uuid::Uuid::new_v4().as_u128()), None),
+        (None, Some(id)) if !input.new_conversation => {
+            let info = store.info(id).await?;
+            match check_access(info.as_ref(), input.browser.as_ref(), &input.agent.id) {
+                Ok(()) => (id.clone(), info),
+                // The cookie is a hint, not a request: a conversation of another agent or
+                // browser is simply not continued.
+                Err(_) => (new_session_id(), None),
+            }
+        }
+        _ => (new_session_id(), None),
     };
-    let busy = services.claim(&session_id).ok_or(TurnError::Busy)?;
+    let busy = services
+        .claim(&history.id, &session_id)
+        .ok_or(TurnError::Busy)?;
 
-    let mut stored = store.load(&session_id).await?;
+    let settings = resolve_settings(
+        services,
+        &input.agent,
+        input.url_policy.as_deref(),
+        input.url_length.as_deref(),
+    );
     let now = now_ms();
-    match &input.message {
+    let (stored, stored_total) = match &input.message {
         Some(text) => {
             let message = Message::user(text.clone(), now);
+            let (mut stored, total) = load_window(store.as_ref(), &session_id, &settings).await?;
             store
                 .append(&session_id, std::slice::from_ref(&message))
                 .await?;
             stored.push(message);
+            (stored, total + 1)
         }
         None => {
+            let mut stored = store.load(&session_id).await?;
             let last_user = stored
                 .iter()
                 .rposition(|m| m.role == Role::User)
@@ -80,8 +109,10 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
                 stored.truncate(last_user + 1);
                 store.replace(&session_id, &stored).await?;
             }
+            let total = stored.len();
+            (stored, total)
         }
-    }
+    };
     let info = match existing {
         Some(mut info) => {
             info.updated_ms = now;
@@ -90,7 +121,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         None => ConversationInfo {
             session_id: session_id.clone(),
             agent_id: input.agent.id.clone(),
-            owner: input.browser.as_ref().map(|b| b.0.clone()),
+            owner: input.browser.as_ref().map(session::owner),
             title: stored
                 .iter()
                 .find(|m| m.role == Role::User)
@@ -102,13 +133,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         },
     };
 
-    let settings = resolve_settings(
-        services,
-        &input.agent,
-        input.url_policy.as_deref(),
-        input.url_length.as_deref(),
-    );
-    let plan = plan_request(&input.agent, stored, &settings);
+    let plan = plan_request(&input.agent, &history, stored, stored_total, &settings);
     let model = model_name(services, &input.agent);
     tracing::debug!(
         "[History] Agent {} history settings: {{policy: \"{}\", length: {}, messageCount: {}}}",
@@ -149,6 +174,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     });
     tokio::spawn(write_reply(
         services.clone(),
+        history,
         session_id,
         info,
         request,
@@ -156,6 +182,33 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         busy,
     ));
     Ok(Turn { meta, events: rx })
+}
+
+fn new_session_id() -> SessionId {
+    SessionId::from_random(uuid::Uuid::new_v4().as_u128())
+}
+
+/// The stored messages a turn needs for `settings`, and how many are stored in all. Reads
+/// only the tail when the store can and the policy allows, so with Redis a turn's cost does
+/// not grow with the conversation.
+async fn load_window(
+    store: &dyn ConversationStore,
+    id: &SessionId,
+    settings: &HistorySettings,
+) -> Result<(Vec<Message>, usize), StoreError> {
+    let (policy, length) = (settings.policy.value, settings.length.value);
+    if let Some(count) = tail_hint(policy, length) {
+        // The new user message is not stored yet: leave room for it in the check.
+        let tail = store.load_tail(id, count).await?;
+        let mut probe = tail.messages.clone();
+        probe.push(Message::user(String::new(), 0));
+        if tail.is_whole() || tail_suffices(&probe, policy, length) {
+            return Ok((tail.messages, tail.total));
+        }
+    }
+    let all = store.load(id).await?;
+    let total = all.len();
+    Ok((all, total))
 }
 
 /// The debug panel's facts: the settings as they resolve for this request, and the
@@ -187,7 +240,7 @@ pub fn check_access(
 ) -> Result<(), TurnError> {
     let Some(info) = info else { return Ok(()) };
     if let Some(owner) = &info.owner {
-        if browser.map(|b| &b.0) != Some(owner) {
+        if browser.map(session::owner).as_ref() != Some(owner) {
             return Err(TurnError::ConversationNotFound);
         }
     }
@@ -233,15 +286,21 @@ pub struct RequestPlan {
     pub report: HistoryReport,
 }
 
-/// The messages a model call sends: the agent's system prompt, then the stored conversation
-/// trimmed by the resolved settings; and the facts the debug panel shows about it.
+/// The messages a model call sends: the history's system message and the agent's system
+/// prompt, then the stored conversation trimmed by the resolved settings; and the facts the
+/// debug panel shows about it. `stored` is the end of the conversation (all of it, or a tail
+/// long enough for the policy); `stored_count` is how many messages it holds in all.
 pub fn plan_request(
     agent: &Agent,
+    history: &History,
     stored: Vec<Message>,
+    stored_count: usize,
     settings: &HistorySettings,
 ) -> RequestPlan {
-    let stored_count = stored.len();
     let mut conversation = Conversation::new();
+    if let Some(system) = &history.system_message {
+        conversation.push(Message::system(system.clone(), 0));
+    }
     if !agent.system_prompt.is_empty() {
         conversation.push(Message::system(agent.system_prompt.clone(), 0));
     }
@@ -288,8 +347,10 @@ enum Outcome {
 /// Streams the reply to the browser and stores it. Runs as its own task, so the reply is
 /// stored even when the browser disconnects; dropping the upstream stream cancels the
 /// upstream request.
+#[allow(clippy::too_many_arguments)]
 async fn write_reply(
     services: Arc<Services>,
+    history: Arc<History>,
     session_id: SessionId,
     info: ConversationInfo,
     request: Result<ModelRequest, LlmError>,
@@ -306,7 +367,7 @@ async fn write_reply(
     };
     // The user's message is already stored; the conversation's title and time are written
     // while the model starts answering, so that write adds nothing to the first token.
-    let (saved_info, outcome) = tokio::join!(services.store.put_info(&info), reply);
+    let (saved_info, outcome) = tokio::join!(history.store.put_info(&info), reply);
     if let Err(e) = saved_info {
         tracing::error!("could not store the details of conversation {session_id}: {e}");
     }
@@ -317,7 +378,7 @@ async fn write_reply(
     {
         let mut info = info;
         info.last_turn = info.last_turn.map(|t| t.with_usage(Some(usage)));
-        if let Err(e) = services.store.put_info(&info).await {
+        if let Err(e) = history.store.put_info(&info).await {
             tracing::error!("could not store the token count of {session_id}: {e}");
         }
     }
@@ -333,7 +394,7 @@ async fn write_reply(
             ts: now_ms(),
             meta: Some(MessageMeta { status, model }),
         };
-        if let Err(e) = services.store.append(&session_id, &[reply]).await {
+        if let Err(e) = history.store.append(&session_id, &[reply]).await {
             tracing::error!("could not store the reply in {session_id}: {e}");
             let _ = tx
                 .send(ChatEvent::Error {

@@ -46,6 +46,8 @@ struct ParlorEnv {
     mirror_delay_ms: u64,
     #[serde(default = "defaults::yes")]
     debug_panel: bool,
+    /// The configuration file; `parlor.toml` in the working directory when unset.
+    config: Option<PathBuf>,
 }
 
 mod defaults {
@@ -97,6 +99,11 @@ pub struct Config {
     pub mirror_delay: Duration,
     pub history: HistoryEnv,
     pub debug_panel: bool,
+    /// `PARLOR_CONFIG`: a configuration file that must exist. Unset: `parlor.toml` when it
+    /// exists, else the built-in defaults.
+    pub config_file: Option<PathBuf>,
+    /// `HISTORY_BACKUP_RETENTION`: backups kept per conversation by the file backend.
+    pub backup_retention: usize,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -226,6 +233,20 @@ impl Config {
             }
         };
 
+        let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
+            None => 5,
+            Some(value) => match value.parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        var: "HISTORY_BACKUP_RETENTION",
+                        value,
+                        reason: "must be a whole number of at least 1".into(),
+                    })
+                }
+            },
+        };
+
         Ok(Config {
             llm,
             model_override,
@@ -240,6 +261,8 @@ impl Config {
                 url_overrides,
             },
             debug_panel: parlor.debug_panel,
+            config_file: parlor.config,
+            backup_retention,
         })
     }
 

@@ -4,6 +4,8 @@
 pub mod agents;
 pub mod chat;
 pub mod config;
+pub mod config_file;
+pub mod histories;
 pub mod llm;
 pub mod pages;
 pub mod routes;
@@ -13,9 +15,9 @@ pub mod store;
 
 use crate::agents::AgentCatalog;
 use crate::config::{Config, LlmConfig};
+use crate::histories::Histories;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::state::{AppState, Services};
-use crate::store::ConversationStore;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
 use axum::{middleware, Router};
@@ -41,16 +43,35 @@ pub fn llm_client(config: &Config) -> LlmClient {
     }
 }
 
-pub fn services(
-    config: Config,
-    agents: AgentCatalog,
-    store: Arc<dyn ConversationStore>,
-) -> Arc<Services> {
+/// Reads the configuration file (if any), opens every history and checks that each agent's
+/// `historyId` names one. Errors name the file, entry and field.
+pub async fn open_histories(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Histories> {
+    use crate::config_file::{locate, ConfigFile};
+    let file = match locate(config.config_file.as_deref()) {
+        Some(path) => {
+            let file = ConfigFile::read(&path)?;
+            tracing::info!("configuration file: {}", path.display());
+            Some((path, file))
+        }
+        None => None,
+    };
+    let specs = histories::specs(
+        file.as_ref().map(|(path, file)| (path.as_path(), file)),
+        &config.data_dir,
+    )?;
+    let histories = Histories::open(&specs, config.backup_retention).await?;
+    histories
+        .check_agents(agents.list().iter().map(|a| a.as_ref()))
+        .map_err(anyhow::Error::msg)?;
+    Ok(histories)
+}
+
+pub fn services(config: Config, agents: AgentCatalog, histories: Histories) -> Arc<Services> {
     let llm = llm_client(&config);
     Arc::new(Services {
         config,
         agents,
-        store,
+        histories,
         llm,
         busy: Default::default(),
     })

@@ -3,8 +3,6 @@
 use anyhow::Context;
 use parlor_server::agents::AgentCatalog;
 use parlor_server::config::Config;
-use parlor_server::store::FileStore;
-use std::sync::Arc;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -55,8 +53,7 @@ async fn run() -> anyhow::Result<()> {
     if agents.is_empty() {
         tracing::warn!("no agents loaded from {}", config.agents_dir.display());
     }
-    let store = FileStore::open(&config.data_dir)
-        .with_context(|| format!("opening the data folder {}", config.data_dir.display()))?;
+    let histories = parlor_server::open_histories(&config, &agents).await?;
     match &config.llm {
         parlor_server::config::LlmConfig::Mirror => {
             tracing::info!("no LLM configured: replies come from the built-in mirror model")
@@ -66,7 +63,7 @@ async fn run() -> anyhow::Result<()> {
         }
     }
     let addr = leptos.site_addr;
-    let services = parlor_server::services(config, agents, Arc::new(store));
+    let services = parlor_server::services(config, agents, histories);
     let app = parlor_server::router(leptos, services);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

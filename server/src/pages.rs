@@ -43,7 +43,7 @@ impl Backend for PageBackend {
         let Some(agent) = services.agents.get(&query.agent) else {
             return Ok(ChatPageData::UnknownAgent(query.agent));
         };
-        let store = &services.store;
+        let store = &services.histories.for_agent(&agent).store;
         let mut session_id = None;
         let mut messages = Vec::new();
         let mut conversation = None;
@@ -55,7 +55,7 @@ impl Backend for PageBackend {
             let visible = info.as_ref().is_some_and(|info| {
                 info.agent_id == agent.id
                     && match (&info.owner, &browser) {
-                        (Some(owner), Some(b)) => owner == &b.0,
+                        (Some(owner), Some(b)) => owner == &crate::session::owner(b),
                         (Some(_), None) => false,
                         (None, _) => true,
                     }
@@ -68,8 +68,9 @@ impl Backend for PageBackend {
             conversation = info;
         }
         let conversations = match &browser {
-            Some(b) => store
-                .list_owned(&b.0)
+            Some(b) => services
+                .histories
+                .list_owned(&crate::session::owner(b))
                 .await
                 .map_err(|e| e.to_string())?
                 .into_iter()

@@ -48,3 +48,27 @@ pub async fn ensure_browser_session(jar: CookieJar, mut request: Request, next: 
     }
     response
 }
+
+/// What a store records as the owner of conversations started in this browser.
+pub fn owner(browser: &BrowserSession) -> String {
+    crate::store::owner_key(&browser.0)
+}
+
+/// The conversation an API client (or a browser) last chatted in: `parlor_chat`, set on
+/// every chat response. A request without `session_id` continues it (see `chat::start`).
+pub const CHAT_COOKIE: &str = "parlor_chat";
+
+pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::SessionId> {
+    jar.get(CHAT_COOKIE)
+        .map(|c| c.value())
+        .filter(|v| !v.is_empty())
+        .and_then(|v| parlor_domain::SessionId::parse(v).ok())
+}
+
+/// The `Set-Cookie` value naming `id` as the current conversation (30 days, chat API only).
+pub fn chat_cookie(id: &parlor_domain::SessionId) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!(
+        "{CHAT_COOKIE}={id}; Path=/api/chat; Max-Age=2592000; HttpOnly; SameSite=Lax"
+    ))
+    .ok()
+}

@@ -2,8 +2,8 @@
 
 use crate::agents::AgentCatalog;
 use crate::config::Config;
+use crate::histories::Histories;
 use crate::llm::LlmClient;
-use crate::store::ConversationStore;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use parlor_domain::SessionId;
@@ -19,26 +19,27 @@ pub struct AppState {
 pub struct Services {
     pub config: Config,
     pub agents: AgentCatalog,
-    pub store: Arc<dyn ConversationStore>,
+    pub histories: Histories,
     pub llm: LlmClient,
-    /// Conversations with a reply being written right now.
-    pub busy: Mutex<HashSet<SessionId>>,
+    /// Conversations (history id, session) with a reply being written right now.
+    pub busy: Mutex<HashSet<(String, SessionId)>>,
 }
 
 impl Services {
     /// Marks a conversation busy until the returned guard is dropped; `None` if it already is.
-    pub fn claim(self: &Arc<Self>, id: &SessionId) -> Option<BusyGuard> {
+    pub fn claim(self: &Arc<Self>, history: &str, id: &SessionId) -> Option<BusyGuard> {
+        let key = (history.to_owned(), id.clone());
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        busy.insert(id.clone()).then(|| BusyGuard {
+        busy.insert(key.clone()).then(|| BusyGuard {
             services: self.clone(),
-            id: id.clone(),
+            key,
         })
     }
 }
 
 pub struct BusyGuard {
     services: Arc<Services>,
-    id: SessionId,
+    key: (String, SessionId),
 }
 
 impl Drop for BusyGuard {
@@ -47,6 +48,6 @@ impl Drop for BusyGuard {
             .busy
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
+            .remove(&self.key);
     }
 }

@@ -94,6 +94,8 @@ pub async fn post_chat(
     let input = TurnInput {
         agent,
         session_id,
+        cookie_session: session::chat_from_jar(&jar),
+        new_conversation: body.new_conversation,
         browser: session::from_jar(&jar),
         message,
         url_policy: first("historyPolicy"),
@@ -101,6 +103,9 @@ pub async fn post_chat(
     };
     match chat::start(&services, input).await {
         Ok(turn) => {
+            let chat_cookie = SessionId::parse(&turn.meta.session_id)
+                .ok()
+                .and_then(|id| session::chat_cookie(&id));
             let meta = futures::stream::once(async move { ChatEvent::Meta(turn.meta) });
             let rest = futures::stream::unfold(turn.events, |mut rx| async move {
                 rx.recv().await.map(|event| (event, rx))
@@ -108,9 +113,15 @@ pub async fn post_chat(
             let events = meta
                 .chain(rest)
                 .map(|event| Ok::<_, Infallible>(to_sse(&event)));
-            Sse::new(events)
+            let mut response = Sse::new(events)
                 .keep_alive(KeepAlive::default())
-                .into_response()
+                .into_response();
+            if let Some(cookie) = chat_cookie {
+                response
+                    .headers_mut()
+                    .append(axum::http::header::SET_COOKIE, cookie);
+            }
+            response
         }
         Err(TurnError::Store(e)) => {
             tracing::error!("history store failed: {e}");

@@ -44,7 +44,7 @@ pub async fn get_debug(
                 Ok(id) => id,
                 Err(e) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
             };
-            let info = match services.store.info(&id).await {
+            let info = match services.histories.for_agent(&agent).store.info(&id).await {
                 Ok(Some(info)) => info,
                 Ok(None) => return json_error(StatusCode::NOT_FOUND, "conversation not found"),
                 Err(e) => return json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),

@@ -1,24 +1,36 @@
 //! Conversations in files: the embedded default, no server needed.
 //!
 //! Layout (shared with the MCP History Store, so either tool can read the folder):
-//! `<data dir>/.chat-history/<dialog>/messages.json` holds the messages as a JSON array;
-//! Parlor adds `conversation.json` beside it for the title, agent and owner.
+//! `<base>/.chat-history/<dialog>/messages.json` holds the messages as a JSON array of
+//! `{"role", "text", "ts", "meta"?}`; `summary.json` (a rolling summary) is kept beside it
+//! when present; Parlor adds `conversation.json` for the title, agent and owner.
+//! `backups/<UTC timestamp>_<6 hex>/` holds copies taken by `clear` and `restore`.
+//!
 //! Every write goes to a temporary file that is synced and then renamed over the old one,
 //! and the folder is synced, so a crash leaves either the old or the new file, never a torn
-//! one. Writes to one dialog are serialized.
+//! one. Operations on one dialog are serialized. A `messages.json` that cannot be parsed is
+//! moved aside (never overwritten) and the conversation starts empty.
 
-use super::{newest_first, ConversationInfo, ConversationStore, StoreError};
+use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
+use super::{Stats, StoreError};
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 const MESSAGES: &str = "messages.json";
+const SUMMARY: &str = "summary.json";
 const INFO: &str = "conversation.json";
+const BACKUPS: &str = "backups";
+/// The files a backup copies, when they exist.
+const BACKED_UP: [&str; 3] = [MESSAGES, SUMMARY, INFO];
 
 pub struct FileStore {
     root: PathBuf,
+    max_turns: MaxTurns,
+    backup_retention: usize,
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Conversation infos, read from disk once at startup and kept in step with every write,
     /// so listing a browser's conversations never scans the folder.
@@ -26,64 +38,233 @@ pub struct FileStore {
 }
 
 impl FileStore {
-    /// Opens (creating if needed) the store under `data_dir/.chat-history`.
-    pub fn open(data_dir: &Path) -> Result<FileStore, StoreError> {
-        let root = data_dir.join(".chat-history");
+    /// Opens (creating if needed) the store under `base/.chat-history`.
+    /// `backup_retention` is how many backups each dialog keeps (at least one).
+    pub fn open(
+        base: &Path,
+        max_turns: MaxTurns,
+        backup_retention: usize,
+    ) -> Result<FileStore, StoreError> {
+        let root = base.join(".chat-history");
         std::fs::create_dir_all(&root)?;
         let mut infos = HashMap::new();
         for entry in std::fs::read_dir(&root)? {
-            let path = entry?.path().join(INFO);
-            let Ok(bytes) = std::fs::read(&path) else {
+            let entry = entry?;
+            let name = entry.file_name();
+            // Folders that are not valid dialog names were not made by Parlor: leave them.
+            let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
                 continue;
             };
-            match serde_json::from_slice::<ConversationInfo>(&bytes) {
-                Ok(info) => {
-                    infos.insert(info.session_id.clone(), info);
-                }
-                Err(e) => tracing::error!("skipping unreadable {}: {e}", path.display()),
+            if let Some(info) = read_info(&entry.path().join(INFO), &id) {
+                infos.insert(id, info);
             }
         }
         Ok(FileStore {
             root,
+            max_turns,
+            backup_retention: backup_retention.max(1),
             locks: Mutex::default(),
             infos: Mutex::new(infos),
         })
     }
 
-    fn dialog_dir(&self, id: &SessionId) -> PathBuf {
-        // Session ids are restricted to [A-Za-z0-9._-] without a leading dot, so the id is
-        // always a single, safe path component.
-        self.root.join(id.as_str())
-    }
-
-    fn lock_for(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.entry(id.clone()).or_default().clone()
-    }
-
-    async fn read_messages(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
-        let path = self.dialog_dir(id).join(MESSAGES);
-        match tokio::fs::read(&path).await {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
+    fn dialog(&self, id: &SessionId) -> Dialog {
+        Dialog {
+            dir: dialog_dir(&self.root, id),
+            max_turns: self.max_turns,
+            backup_retention: self.backup_retention,
         }
     }
 
-    async fn write_json(
+    /// Runs `op` on the dialog's folder, serialized with every other operation on it, on a
+    /// thread where blocking file I/O is fine.
+    async fn locked<T: Send + 'static>(
         &self,
         id: &SessionId,
-        name: &str,
-        bytes: Vec<u8>,
-    ) -> Result<(), StoreError> {
-        let dir = self.dialog_dir(id);
-        let name = name.to_owned();
-        tokio::task::spawn_blocking(move || write_atomically(&dir, &name, &bytes))
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(id.clone()).or_default().clone()
+        };
+        let _guard = lock.lock().await;
+        let dialog = self.dialog(id);
+        tokio::task::spawn_blocking(move || op(&dialog))
             .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))??;
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
+    }
+
+    fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
+        let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
+        match info {
+            Some(info) => infos.insert(id.clone(), info),
+            None => infos.remove(id),
+        };
+    }
+}
+
+/// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
+/// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
+/// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
+fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
+    let name = id.as_str();
+    assert!(
+        !name.starts_with('.')
+            && !name.contains(['/', '\\'])
+            && !name.chars().any(char::is_control),
+        "SessionId guarantees a safe folder name"
+    );
+    root.join(name)
+}
+
+struct Dialog {
+    dir: PathBuf,
+    max_turns: MaxTurns,
+    backup_retention: usize,
+}
+
+impl Dialog {
+    fn messages_path(&self) -> PathBuf {
+        self.dir.join(MESSAGES)
+    }
+
+    /// The stored messages; a file that cannot be parsed is moved aside and counts as empty.
+    fn read_messages(&self) -> Result<Vec<Message>, StoreError> {
+        let path = self.messages_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        match serde_json::from_slice(&bytes) {
+            Ok(messages) => Ok(messages),
+            Err(parse_error) => {
+                let aside = self.dir.join(format!("{MESSAGES}.corrupt-{}", timestamp()));
+                std::fs::rename(&path, &aside)?;
+                tracing::error!(
+                    "{} could not be read ({parse_error}); it was moved to {} and the \
+                     conversation starts empty",
+                    path.display(),
+                    aside.display()
+                );
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
+        write_atomically(&self.dir, MESSAGES, &to_json(messages)?)?;
         Ok(())
     }
+
+    fn backups_dir(&self) -> PathBuf {
+        self.dir.join(BACKUPS)
+    }
+
+    /// Copies the dialog's files into a new backup folder and prunes the oldest beyond the
+    /// retention. `None` when there is nothing to back up.
+    fn back_up(&self) -> Result<Option<BackupInfo>, StoreError> {
+        let present: Vec<&str> = BACKED_UP
+            .into_iter()
+            .filter(|name| self.dir.join(name).is_file())
+            .collect();
+        if present.is_empty() {
+            return Ok(None);
+        }
+        let id = format!(
+            "{}_{:06x}",
+            timestamp(),
+            uuid::Uuid::new_v4().as_u128() as u32 & 0xff_ffff
+        );
+        let target = self.backups_dir().join(&id);
+        // Copies go to a hidden folder first, so a half-made backup is never listed.
+        let staging = self.backups_dir().join(format!(".{id}.tmp"));
+        std::fs::create_dir_all(&staging)?;
+        for name in &present {
+            let bytes = std::fs::read(self.dir.join(name))?;
+            write_atomically(&staging, name, &bytes)?;
+        }
+        std::fs::rename(&staging, &target)?;
+        sync_dir(&self.backups_dir())?;
+        let mut all = self.backup_ids()?;
+        while all.len() > self.backup_retention {
+            let oldest = all.remove(0);
+            std::fs::remove_dir_all(self.backups_dir().join(oldest))?;
+        }
+        Ok(Some(BackupInfo {
+            id,
+            files: present.into_iter().map(str::to_owned).collect(),
+        }))
+    }
+
+    /// Backup folder names, oldest first.
+    fn backup_ids(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        match std::fs::read_dir(self.backups_dir()) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry?;
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if !name.starts_with('.') && entry.file_type()?.is_dir() {
+                        ids.push(name);
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn backups(&self) -> Result<Vec<BackupInfo>, StoreError> {
+        self.backup_ids()?
+            .into_iter()
+            .map(|id| {
+                let mut files: Vec<String> = std::fs::read_dir(self.backups_dir().join(&id))?
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                files.sort();
+                Ok(BackupInfo { id, files })
+            })
+            .collect()
+    }
+}
+
+fn read_info(path: &Path, id: &SessionId) -> Option<ConversationInfo> {
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice::<ConversationInfo>(&bytes) {
+        Ok(info) if &info.session_id == id => Some(info),
+        Ok(_) => {
+            tracing::error!("skipping {}: it names another conversation", path.display());
+            None
+        }
+        Err(e) => {
+            tracing::error!("skipping unreadable {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// UTC time to the millisecond, as a name that sorts in time order:
+/// `2026-11-22T10-15-00-123Z`.
+fn timestamp() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}-{:02}-{:02}-{:03}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        now.millisecond()
+    )
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Writes `dir/name` so that readers and crashes see the old or the new contents only.
@@ -96,7 +277,7 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, dir.join(name))?;
-        std::fs::File::open(dir)?.sync_all()
+        sync_dir(dir)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -110,24 +291,121 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreErro
 
 #[async_trait]
 impl ConversationStore for FileStore {
+    fn describe(&self) -> String {
+        format!("file ({})", self.root.display())
+    }
+
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
-        self.read_messages(id).await
+        self.locked(id, |d| d.read_messages()).await
     }
 
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
-        let mut all = self.read_messages(id).await?;
-        all.extend_from_slice(messages);
-        self.write_json(id, MESSAGES, to_json(&all)?).await
+        let messages = messages.to_vec();
+        self.locked(id, move |d| {
+            let mut all = d.read_messages()?;
+            all.extend(messages);
+            cap(&mut all, d.max_turns);
+            d.write_messages(&all)
+        })
+        .await
     }
 
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
-        self.write_json(id, MESSAGES, to_json(messages)?).await
+        let mut messages = messages.to_vec();
+        cap(&mut messages, self.max_turns);
+        self.locked(id, move |d| d.write_messages(&messages)).await
+    }
+
+    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        self.locked(id, |d| {
+            if !d.messages_path().exists() {
+                return Ok(None);
+            }
+            let backup = d.back_up()?;
+            d.write_messages(&[])?;
+            Ok(backup)
+        })
+        .await
+    }
+
+    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut ids = Vec::new();
+            for entry in std::fs::read_dir(&root)? {
+                let entry = entry?;
+                let Some(id) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| SessionId::parse(n).ok())
+                else {
+                    continue;
+                };
+                if entry.path().join(MESSAGES).is_file() {
+                    ids.push(id);
+                }
+            }
+            Ok(ids)
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
+    }
+
+    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+        self.locked(id, |d| {
+            let messages = d.read_messages()?;
+            let approx_bytes = match std::fs::metadata(d.messages_path()) {
+                Ok(meta) => meta.len(),
+                Err(e) if e.kind() == ErrorKind::NotFound => 0,
+                Err(e) => return Err(e.into()),
+            };
+            Ok(Stats {
+                messages: messages.len(),
+                approx_bytes,
+                last_ts: messages.last().map(|m| m.ts),
+                backups: d.backup_ids()?.len(),
+            })
+        })
+        .await
+    }
+
+    async fn list_backups(&self, id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+        self.locked(id, |d| d.backups()).await
+    }
+
+    async fn restore_backup(&self, id: &SessionId, backup: &str) -> Result<(), StoreError> {
+        let backup = backup.to_owned();
+        let session = id.clone();
+        let info = self
+            .locked(id, move |d| {
+                // Only names that are listed are accepted: a backup id is never used as a path
+                // before it is known to be one of this dialog's backup folders.
+                if !d.backup_ids()?.contains(&backup) {
+                    return Err(StoreError::NoSuchBackup(backup));
+                }
+                let source = d.backups_dir().join(&backup);
+                d.back_up()?;
+                for name in BACKED_UP {
+                    match std::fs::read(source.join(name)) {
+                        Ok(bytes) => write_atomically(&d.dir, name, &bytes)?,
+                        Err(e) if e.kind() == ErrorKind::NotFound && name == MESSAGES => {
+                            d.write_messages(&[])?
+                        }
+                        Err(e) if e.kind() == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Ok(read_info(&d.dir.join(INFO), &session))
+            })
+            .await?;
+        if info.is_some() {
+            self.remember(info, id);
+        }
+        Ok(())
     }
 
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
@@ -140,14 +418,13 @@ impl ConversationStore for FileStore {
     }
 
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
-        let lock = self.lock_for(&info.session_id);
-        let _guard = lock.lock().await;
-        self.write_json(&info.session_id, INFO, to_json(info)?)
-            .await?;
-        self.infos
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(info.session_id.clone(), info.clone());
+        let bytes = to_json(info)?;
+        self.locked(&info.session_id, move |d| {
+            write_atomically(&d.dir, INFO, &bytes)?;
+            Ok(())
+        })
+        .await?;
+        self.remember(Some(info.clone()), &info.session_id);
         Ok(())
     }
 
@@ -165,20 +442,40 @@ impl ConversationStore for FileStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract;
     use super::*;
+
+    fn id(s: &str) -> SessionId {
+        SessionId::parse(s).unwrap()
+    }
+
+    fn open(dir: &Path) -> FileStore {
+        FileStore::open(dir, None, 3).unwrap()
+    }
+
+    fn dialog_files(dir: &Path, dialog: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(".chat-history").join(dialog))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
 
     #[tokio::test]
     async fn passes_the_store_contract() {
         let dir = tempfile::tempdir().unwrap();
-        super::super::contract::run(&FileStore::open(dir.path()).unwrap()).await;
+        let max = std::num::NonZeroUsize::new(contract::MAX_TURNS);
+        contract::run(&FileStore::open(dir.path(), max, 5).unwrap()).await;
     }
 
     #[tokio::test]
     async fn conversations_survive_a_restart_in_the_shared_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let id = SessionId::parse("abc").unwrap();
+        let id = id("abc");
         {
-            let store = FileStore::open(dir.path()).unwrap();
+            let store = open(dir.path());
             store
                 .append(&id, &[Message::user("hello", 7)])
                 .await
@@ -203,14 +500,127 @@ mod tests {
         assert_eq!(json[0]["text"], "hello");
         assert_eq!(json[0]["ts"], 7);
 
-        let reopened = FileStore::open(dir.path()).unwrap();
+        let reopened = open(dir.path());
         assert_eq!(reopened.load(&id).await.unwrap()[0].text, "hello");
         assert_eq!(reopened.list_owned("b").await.unwrap().len(), 1);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join(".chat-history/abc"))
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        assert_eq!(
+            dialog_files(dir.path(), "abc"),
+            ["conversation.json", "messages.json"],
+            "no temporary files left behind"
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_a_dialog_written_by_the_mcp_history_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialog = dir.path().join(".chat-history/from-mcp");
+        std::fs::create_dir_all(&dialog).unwrap();
+        std::fs::write(
+            dialog.join("messages.json"),
+            r#"[{"role":"user","text":"hi","ts":1700000000000},
+                {"role":"assistant","text":"hello","ts":1700000000500}]"#,
+        )
+        .unwrap();
+        std::fs::write(dialog.join("summary.json"), r#""Decisions: none yet""#).unwrap();
+        let store = open(dir.path());
+        let loaded = store.load(&id("from-mcp")).await.unwrap();
+        assert_eq!(loaded.len(), 2);
+        assert_eq!(loaded[1].text, "hello");
+        // Clearing keeps the summary (it is the conversation's memory) and backs it up too.
+        let backup = store.clear(&id("from-mcp")).await.unwrap().unwrap();
+        assert_eq!(backup.files, ["messages.json", "summary.json"]);
+        assert!(dialog.join("summary.json").is_file());
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_messages_file_is_moved_aside_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialog = dir.path().join(".chat-history/broken");
+        std::fs::create_dir_all(&dialog).unwrap();
+        let garbage = b"[{\"role\":\"user\",\"text\":\"half a messa";
+        std::fs::write(dialog.join("messages.json"), garbage).unwrap();
+        let store = open(dir.path());
+        assert!(store.load(&id("broken")).await.unwrap().is_empty());
+        store
+            .append(&id("broken"), &[Message::user("fresh start", 1)])
+            .await
+            .unwrap();
+        let files = dialog_files(dir.path(), "broken");
+        let aside: Vec<&String> = files
+            .iter()
+            .filter(|f| f.starts_with("messages.json.corrupt-"))
             .collect();
-        assert!(leftovers.is_empty(), "no temporary files left behind");
+        assert_eq!(aside.len(), 1, "{files:?}");
+        assert_eq!(std::fs::read(dialog.join(aside[0])).unwrap(), garbage);
+        assert_eq!(
+            store.load(&id("broken")).await.unwrap()[0].text,
+            "fresh start"
+        );
+    }
+
+    #[tokio::test]
+    async fn clear_backs_up_keeps_the_newest_and_restore_brings_a_backup_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()); // keeps 3 backups
+        let s = id("talk");
+        let mut made = Vec::new();
+        for round in 0..5 {
+            store
+                .append(&s, &[Message::user(format!("round {round}"), round)])
+                .await
+                .unwrap();
+            made.push(store.clear(&s).await.unwrap().expect("a backup").id);
+            assert!(store.load(&s).await.unwrap().is_empty());
+        }
+        let kept: Vec<String> = store
+            .list_backups(&s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| b.id)
+            .collect();
+        assert_eq!(kept, made[2..], "the newest three, oldest first");
+        assert_eq!(store.stats(&s).await.unwrap().backups, 3);
+
+        store
+            .append(&s, &[Message::user("current", 9)])
+            .await
+            .unwrap();
+        store.restore_backup(&s, &made[3]).await.unwrap();
+        assert_eq!(store.load(&s).await.unwrap()[0].text, "round 3");
+        // The state before the restore was backed up first (and the oldest pruned).
+        let newest = store.list_backups(&s).await.unwrap().pop().unwrap();
+        let saved = std::fs::read_to_string(
+            dir.path()
+                .join(".chat-history/talk/backups")
+                .join(&newest.id)
+                .join("messages.json"),
+        )
+        .unwrap();
+        assert!(saved.contains("current"));
+
+        for bad in ["../talk", "nope", "", ".", "backups"] {
+            assert!(
+                matches!(
+                    store.restore_backup(&s, bad).await,
+                    Err(StoreError::NoSuchBackup(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn folders_that_are_not_dialog_names_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".chat-history/.hidden")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".chat-history/has space")).unwrap();
+        std::fs::write(
+            dir.path().join(".chat-history/has space/messages.json"),
+            "[]",
+        )
+        .unwrap();
+        let store = open(dir.path());
+        assert!(store.list().await.unwrap().is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! Conversations in memory: for development and tests; lost on restart.
 
-use super::{newest_first, ConversationInfo, ConversationStore, StoreError};
+use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
+use super::{Stats, StoreError};
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
@@ -8,6 +9,7 @@ use std::sync::Mutex;
 
 #[derive(Default)]
 pub struct MemoryStore {
+    max_turns: MaxTurns,
     inner: Mutex<Inner>,
 }
 
@@ -18,8 +20,11 @@ struct Inner {
 }
 
 impl MemoryStore {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(max_turns: MaxTurns) -> Self {
+        MemoryStore {
+            max_turns,
+            inner: Mutex::default(),
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
@@ -32,23 +37,53 @@ impl MemoryStore {
 
 #[async_trait]
 impl ConversationStore for MemoryStore {
+    fn describe(&self) -> String {
+        "memory (lost when Parlor stops)".into()
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         Ok(self.with(|i| i.messages.get(id).cloned().unwrap_or_default()))
     }
 
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         self.with(|i| {
-            i.messages
-                .entry(id.clone())
-                .or_default()
-                .extend_from_slice(messages)
+            let stored = i.messages.entry(id.clone()).or_default();
+            stored.extend_from_slice(messages);
+            cap(stored, self.max_turns);
         });
         Ok(())
     }
 
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
-        self.with(|i| i.messages.insert(id.clone(), messages.to_vec()));
+        let mut messages = messages.to_vec();
+        cap(&mut messages, self.max_turns);
+        self.with(|i| i.messages.insert(id.clone(), messages));
         Ok(())
+    }
+
+    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        self.with(|i| i.messages.remove(id));
+        Ok(None)
+    }
+
+    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        Ok(self.with(|i| i.messages.keys().cloned().collect()))
+    }
+
+    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+        Ok(self.with(|i| {
+            let messages = i.messages.get(id).map(Vec::as_slice).unwrap_or_default();
+            Stats {
+                messages: messages.len(),
+                approx_bytes: messages.iter().map(|m| m.text.len() as u64).sum(),
+                last_ts: messages.last().map(|m| m.ts),
+                backups: 0,
+            }
+        }))
     }
 
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
@@ -73,8 +108,11 @@ impl ConversationStore for MemoryStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract;
+
     #[tokio::test]
     async fn passes_the_store_contract() {
-        super::super::contract::run(&super::MemoryStore::new()).await;
+        let max = std::num::NonZeroUsize::new(contract::MAX_TURNS);
+        contract::run(&super::MemoryStore::new(max)).await;
     }
 }

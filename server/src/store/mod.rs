@@ -1,21 +1,29 @@
 //! Where conversations are kept: one trait, one file per backend.
+//!
+//! A store holds the conversations of one named history (see [`crate::histories`]). Every
+//! backend keeps, per conversation, its messages (oldest first) and a [`ConversationInfo`];
+//! `max_turns` (a message count) is enforced by the backend on every write.
 
 mod file;
 mod memory;
+mod redis;
 
+pub use self::redis::{RedisOptions, RedisStore};
 pub use file::FileStore;
 pub use memory::MemoryStore;
 
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId, TurnReport};
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroUsize;
 
 /// What Parlor knows about a conversation besides its messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationInfo {
     pub session_id: SessionId,
     pub agent_id: String,
-    /// The browser session that started it; `None` for conversations started by API clients.
+    /// A hash of the browser session that started it (see [`owner_key`]); `None` for
+    /// conversations started by API clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// A title taken from the first user message.
@@ -27,26 +35,108 @@ pub struct ConversationInfo {
     pub last_turn: Option<TurnReport>,
 }
 
+/// The last messages of a conversation and how many it holds in all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub messages: Vec<Message>,
+    pub total: usize,
+}
+
+impl Tail {
+    /// Whether the tail is the whole conversation.
+    pub fn is_whole(&self) -> bool {
+        self.messages.len() == self.total
+    }
+}
+
+/// The numbers an operator looks at for one conversation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub messages: usize,
+    /// Size of the stored messages as the backend keeps them.
+    pub approx_bytes: u64,
+    pub last_ts: Option<i64>,
+    pub backups: usize,
+}
+
+/// A copy of a conversation taken before it was cleared or restored over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackupInfo {
+    /// The backup's folder name: `<UTC timestamp>_<6 hex>`; sorts oldest first.
+    pub id: String,
+    pub files: Vec<String>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("history store I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("history store data is not valid: {0}")]
     Corrupt(String),
+    #[error("Redis: {0}")]
+    Redis(String),
+    #[error("no backup {0:?} for this conversation")]
+    NoSuchBackup(String),
+    #[error("the {0} backend keeps no backups")]
+    NoBackups(&'static str),
+}
+
+/// How many messages a history keeps per conversation (`max_turns`; `None` keeps all).
+pub type MaxTurns = Option<NonZeroUsize>;
+
+/// Keeps the last `max_turns` messages.
+pub(crate) fn cap(messages: &mut Vec<Message>, max_turns: MaxTurns) {
+    if let Some(max) = max_turns {
+        let excess = messages.len().saturating_sub(max.get());
+        messages.drain(..excess);
+    }
 }
 
 #[async_trait]
 pub trait ConversationStore: Send + Sync + 'static {
+    /// The backend's name and where it keeps data, for startup logs and the CLI.
+    fn describe(&self) -> String;
     /// The conversation's messages, oldest first (empty when it does not exist).
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError>;
-    /// Adds messages at the end.
+    /// The last `count` messages and the total; backends that can read a tail cheaply do.
+    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        let mut messages = self.load(id).await?;
+        let total = messages.len();
+        messages.drain(..total.saturating_sub(count));
+        Ok(Tail { messages, total })
+    }
+    /// Adds messages at the end (then keeps the last `max_turns`).
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
+    /// Removes all messages, first backing them up where the backend keeps backups.
+    /// The conversation's details stay.
+    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
+    /// The conversations with stored messages, in no particular order.
+    async fn list(&self) -> Result<Vec<SessionId>, StoreError>;
+    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError>;
+    /// The conversation's backups, oldest first.
+    async fn list_backups(&self, _id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Puts a backup back, first backing up the current state.
+    async fn restore_backup(&self, _id: &SessionId, _backup: &str) -> Result<(), StoreError> {
+        Err(StoreError::NoBackups(self.kind()))
+    }
+    fn kind(&self) -> &'static str;
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
-    /// The conversations a browser session started, newest first.
+    /// The conversations a browser session started (by [`owner_key`]), newest first.
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;
+}
+
+/// What a store records as a conversation's owner: a SHA-256 of the browser's session cookie,
+/// so the stored data (and Redis keys) never hold a value that would let someone act as
+/// that browser.
+pub fn owner_key(browser_session: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(browser_session.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -64,7 +154,8 @@ fn newest_first(mut list: Vec<ConversationInfo>) -> Vec<ConversationInfo> {
 
 #[cfg(test)]
 pub(crate) mod contract {
-    //! The behaviour every backend must share.
+    //! The behaviour every backend must share. Each backend's tests run it on a store
+    //! opened with `max_turns = 4`.
     use super::*;
 
     fn id(s: &str) -> SessionId {
@@ -83,9 +174,23 @@ pub(crate) mod contract {
         }
     }
 
+    async fn texts(store: &dyn ConversationStore, s: &SessionId) -> Vec<String> {
+        store
+            .load(s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect()
+    }
+
+    pub const MAX_TURNS: usize = 4;
+
     pub async fn run(store: &dyn ConversationStore) {
         let s = id("s1");
         assert!(store.load(&s).await.unwrap().is_empty());
+        assert_eq!(store.load_tail(&s, 3).await.unwrap(), Tail::default());
+        assert_eq!(store.stats(&s).await.unwrap().messages, 0);
         store.append(&s, &[Message::user("one", 1)]).await.unwrap();
         store
             .append(
@@ -94,24 +199,65 @@ pub(crate) mod contract {
             )
             .await
             .unwrap();
-        let texts: Vec<String> = store
-            .load(&s)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|m| m.text)
-            .collect();
-        assert_eq!(texts, ["one", "two", "three"]);
+        assert_eq!(texts(store, &s).await, ["one", "two", "three"]);
+        let meta = Message {
+            meta: Some(parlor_domain::MessageMeta {
+                status: Some(parlor_domain::ReplyStatus::Incomplete),
+                model: Some("m".into()),
+            }),
+            ..Message::assistant("four", 4)
+        };
+        store.append(&s, std::slice::from_ref(&meta)).await.unwrap();
+        assert_eq!(
+            store.load(&s).await.unwrap()[3],
+            meta,
+            "messages round-trip"
+        );
+
+        // The tail and the total.
+        let tail = store.load_tail(&s, 2).await.unwrap();
+        assert_eq!(tail.total, 4);
+        assert_eq!(
+            tail.messages
+                .iter()
+                .map(|m| &m.text[..])
+                .collect::<Vec<_>>(),
+            ["three", "four"]
+        );
+        assert!(store.load_tail(&s, 10).await.unwrap().is_whole());
+
+        // max_turns counts messages: the oldest go first.
         store
-            .replace(&s, &[Message::user("only", 4)])
+            .append(
+                &s,
+                &[Message::user("five", 5), Message::assistant("six", 6)],
+            )
             .await
             .unwrap();
-        assert_eq!(store.load(&s).await.unwrap().len(), 1);
+        assert_eq!(texts(store, &s).await, ["three", "four", "five", "six"]);
+        let stats = store.stats(&s).await.unwrap();
+        assert_eq!(stats.messages, MAX_TURNS);
+        assert_eq!(stats.last_ts, Some(6));
+        assert!(stats.approx_bytes > 0);
+
+        store
+            .replace(&s, &[Message::user("only", 7)])
+            .await
+            .unwrap();
+        assert_eq!(texts(store, &s).await, ["only"]);
         assert!(
             store.load(&id("other")).await.unwrap().is_empty(),
             "sessions are separate"
         );
+        store
+            .append(&id("s2"), &[Message::user("x", 1)])
+            .await
+            .unwrap();
+        let mut listed = store.list().await.unwrap();
+        listed.sort();
+        assert_eq!(listed, [id("s1"), id("s2")]);
 
+        // Details and owners.
         assert!(store.info(&s).await.unwrap().is_none());
         store.put_info(&info("s1", Some("b1"), 10)).await.unwrap();
         store.put_info(&info("s2", Some("b1"), 30)).await.unwrap();
@@ -130,5 +276,11 @@ pub(crate) mod contract {
         store.put_info(&updated).await.unwrap();
         assert_eq!(store.info(&s).await.unwrap().unwrap().title, "renamed");
         assert_eq!(store.list_owned("b1").await.unwrap()[0].session_id, s);
+
+        // Clearing empties the messages and keeps the details.
+        store.clear(&s).await.unwrap();
+        assert!(store.load(&s).await.unwrap().is_empty());
+        assert_eq!(store.info(&s).await.unwrap().unwrap().title, "renamed");
+        assert_eq!(texts(store, &id("s2")).await, ["x"], "others untouched");
     }
 }

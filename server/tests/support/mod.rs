@@ -5,10 +5,8 @@ use parlor_domain::event::SseDecoder;
 use parlor_domain::{ChatEvent, Message};
 use parlor_server::agents::AgentCatalog;
 use parlor_server::config::Config;
-use parlor_server::store::FileStore;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use tempfile::TempDir;
 
 pub struct TestServer {
@@ -44,8 +42,10 @@ impl TestServer {
         let config = Config::from_vars(env).expect("valid test config");
         let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir).expect("agents");
         assert!(problems.is_empty(), "{problems:?}");
-        let store = FileStore::open(&config.data_dir).expect("store");
-        let services = parlor_server::services(config, agents, Arc::new(store));
+        let histories = parlor_server::open_histories(&config, &agents)
+            .await
+            .expect("histories");
+        let services = parlor_server::services(config, agents, histories);
         let options = leptos::config::LeptosOptions::builder()
             .output_name("parlor")
             .build();

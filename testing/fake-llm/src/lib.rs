@@ -1,4 +1,5 @@
-//! A scriptable OpenAI-compatible Chat Completions server for Parlor's tests.
+//! Test fixtures for Parlor: a scriptable OpenAI-compatible Chat Completions server, and a
+//! throwaway `redis-server` ([`redis_server::RedisServer`]).
 //!
 //! It is a real HTTP server on loopback. What it does is chosen by directives in the last
 //! user message, so a test (or a person in the browser) can provoke every upstream fault:
@@ -16,6 +17,8 @@
 //! | `[stall]`       | streams one chunk, then goes silent                              |
 //!
 //! Every request body is recorded; `GET /_requests` returns them as a JSON array.
+
+pub mod redis_server;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;

@@ -1,0 +1,88 @@
+//! `parlor.toml`: what an operator declares beyond the environment (named histories).
+//!
+//! The file is optional: without it Parlor runs one file-backed history called `default`.
+//! `PARLOR_CONFIG` names another file (which must then exist). Unknown keys and invalid
+//! values stop the server with a message naming the entry and the field.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub histories: Vec<HistoryEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    pub id: String,
+    pub backend: BackendEntry,
+    /// Sent first on every model call of the agents using this history; never stored.
+    pub system_message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendEntry {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub url: Option<String>,
+    pub key_prefix: Option<String>,
+    /// Messages kept per conversation (the reference's name: 20 keeps 10 exchanges).
+    pub max_turns: Option<i64>,
+    /// Seconds a Redis conversation lives after its last write.
+    pub ttl: Option<i64>,
+    /// Folder of a file history (default: the data folder for `default`, else
+    /// `<data folder>/histories/<id>`).
+    pub path: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {entry}: {field}: {message}")]
+    Field {
+        path: PathBuf,
+        /// e.g. `histories[1] (id "cache")`.
+        entry: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// Where the configuration comes from: the explicit path, else `parlor.toml` if present.
+pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+    match explicit {
+        Some(path) => Some(path.to_owned()),
+        None => {
+            let default = PathBuf::from("parlor.toml");
+            default.exists().then_some(default)
+        }
+    }
+}
+
+impl ConfigFile {
+    pub fn read(path: &Path) -> Result<ConfigFile, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigFileError> {
+        toml::from_str(text).map_err(|e| ConfigFileError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })
+    }
+}

@@ -1,0 +1,434 @@
+//! Conversations in Redis: for production and for several Parlor processes behind one
+//! load balancer.
+//!
+//! Keys (`<prefix>` and `<history>` from the configuration; session ids cannot contain `:`
+//! or `@`, so the three kinds never collide, nor do two histories):
+//! - `<prefix><history>:<session>`: a list, oldest first, each element a JSON message;
+//! - `<prefix><history>:<session>:info`: the conversation's details as JSON;
+//! - `<prefix><history>:@owner:<owner hash>`: a sorted set of the owner's sessions by time.
+//!
+//! Appends push, trim to `max_turns` and refresh the TTL in one MULTI/EXEC; tail reads use
+//! LRANGE with negative indexes, so a turn's cost does not grow with the conversation.
+//! The connection manager reconnects by itself when Redis comes back.
+
+use super::{newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Stats};
+use super::{StoreError, Tail};
+use async_trait::async_trait;
+use parlor_domain::{Message, SessionId};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    pub url: String,
+    pub key_prefix: String,
+    pub history_id: String,
+    pub max_turns: MaxTurns,
+    /// Expiry of a conversation's keys, refreshed on every write.
+    pub ttl: Option<Duration>,
+}
+
+pub struct RedisStore {
+    options: RedisOptions,
+    connection: ConnectionManager,
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(e: redis::RedisError) -> Self {
+        StoreError::Redis(e.to_string())
+    }
+}
+
+impl RedisStore {
+    /// Connects (failing when Redis cannot be reached now).
+    pub async fn connect(options: RedisOptions) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(options.url.as_str())?;
+        // Short timeouts and few retries: a chat turn should fail fast with a clear error
+        // rather than hang while Redis is away; the manager keeps reconnecting in between.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_with_config(client, config).await?;
+        let store = RedisStore {
+            options,
+            connection,
+        };
+        let _: String = redis::cmd("PING")
+            .query_async(&mut store.connection.clone())
+            .await?;
+        Ok(store)
+    }
+
+    fn base(&self) -> String {
+        format!("{}{}:", self.options.key_prefix, self.options.history_id)
+    }
+
+    fn messages_key(&self, id: &SessionId) -> String {
+        format!("{}{}", self.base(), id.as_str())
+    }
+
+    fn info_key(&self, id: &SessionId) -> String {
+        format!("{}{}:info", self.base(), id.as_str())
+    }
+
+    fn owner_key(&self, owner: &str) -> String {
+        format!("{}@owner:{owner}", self.base())
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
+    /// Adds the trim and TTL steps of a write to `pipe`.
+    fn finish_write(&self, pipe: &mut redis::Pipeline, id: &SessionId) {
+        let key = self.messages_key(id);
+        if let Some(max) = self.options.max_turns {
+            pipe.cmd("LTRIM")
+                .arg(&key)
+                .arg(-(max.get() as i64))
+                .arg(-1)
+                .ignore();
+        }
+        if let Some(ttl) = self.options.ttl {
+            pipe.cmd("EXPIRE").arg(&key).arg(ttl.as_secs()).ignore();
+            pipe.cmd("EXPIRE")
+                .arg(self.info_key(id))
+                .arg(ttl.as_secs())
+                .ignore();
+        }
+    }
+}
+
+fn encode(messages: &[Message]) -> Result<Vec<String>, StoreError> {
+    messages
+        .iter()
+        .map(|m| serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .collect()
+}
+
+fn decode(items: Vec<String>, key: &str) -> Result<Vec<Message>, StoreError> {
+    items
+        .iter()
+        .map(|item| {
+            serde_json::from_str(item)
+                .map_err(|e| StoreError::Corrupt(format!("a message in {key}: {e}")))
+        })
+        .collect()
+}
+
+/// Escapes the glob characters of a SCAN pattern.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[async_trait]
+impl ConversationStore for RedisStore {
+    fn describe(&self) -> String {
+        let ttl = match self.options.ttl {
+            Some(ttl) => format!(", ttl {} s", ttl.as_secs()),
+            None => String::new(),
+        };
+        format!("redis (keys {}*{ttl})", self.base())
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+        let key = self.messages_key(id);
+        let items: Vec<String> = redis::cmd("LRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await?;
+        decode(items, &key)
+    }
+
+    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        if count == 0 {
+            let total: usize = redis::cmd("LLEN")
+                .arg(self.messages_key(id))
+                .query_async(&mut self.conn())
+                .await?;
+            return Ok(Tail {
+                messages: Vec::new(),
+                total,
+            });
+        }
+        let key = self.messages_key(id);
+        let (total, items): (usize, Vec<String>) = redis::pipe()
+            .atomic()
+            .cmd("LLEN")
+            .arg(&key)
+            .cmd("LRANGE")
+            .arg(&key)
+            .arg(-(count.min(i64::MAX as usize) as i64))
+            .arg(-1)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(Tail {
+            messages: decode(items, &key)?,
+            total,
+        })
+    }
+
+    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("RPUSH")
+            .arg(self.messages_key(id))
+            .arg(encode(messages)?)
+            .ignore();
+        self.finish_write(&mut pipe, id);
+        let () = pipe.query_async(&mut self.conn()).await?;
+        Ok(())
+    }
+
+    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        let key = self.messages_key(id);
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("DEL").arg(&key).ignore();
+        if !messages.is_empty() {
+            pipe.cmd("RPUSH").arg(&key).arg(encode(messages)?).ignore();
+            self.finish_write(&mut pipe, id);
+        }
+        let () = pipe.query_async(&mut self.conn()).await?;
+        Ok(())
+    }
+
+    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        let () = redis::cmd("DEL")
+            .arg(self.messages_key(id))
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(None)
+    }
+
+    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        let base = self.base();
+        let pattern = format!("{}*", glob_escape(&base));
+        let mut conn = self.conn();
+        let mut cursor: u64 = 0;
+        let mut ids = Vec::new();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            ids.extend(
+                keys.iter()
+                    .filter_map(|k| k.strip_prefix(&base))
+                    .filter_map(|rest| SessionId::parse(rest).ok()),
+            );
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+        let key = self.messages_key(id);
+        let (messages, last, bytes): (usize, Option<String>, Option<u64>) = redis::pipe()
+            .cmd("LLEN")
+            .arg(&key)
+            .cmd("LINDEX")
+            .arg(&key)
+            .arg(-1)
+            .cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .query_async(&mut self.conn())
+            .await?;
+        let last_ts = match last {
+            Some(item) => decode(vec![item], &key)?.pop().map(|m| m.ts),
+            None => None,
+        };
+        Ok(Stats {
+            messages,
+            approx_bytes: bytes.unwrap_or(0),
+            last_ts,
+            backups: 0,
+        })
+    }
+
+    async fn restore_backup(&self, _id: &SessionId, _backup: &str) -> Result<(), StoreError> {
+        Err(StoreError::NoBackups("redis"))
+    }
+
+    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+        let key = self.info_key(id);
+        let raw: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut self.conn())
+            .await?;
+        raw.map(|raw| {
+            serde_json::from_str(&raw).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))
+        })
+        .transpose()
+    }
+
+    async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
+        let json = serde_json::to_string(info).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let key = self.info_key(&info.session_id);
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        match self.options.ttl {
+            Some(ttl) => pipe
+                .cmd("SET")
+                .arg(&key)
+                .arg(json)
+                .arg("EX")
+                .arg(ttl.as_secs()),
+            None => pipe.cmd("SET").arg(&key).arg(json),
+        }
+        .ignore();
+        if let Some(owner) = &info.owner {
+            let owned = self.owner_key(owner);
+            pipe.cmd("ZADD")
+                .arg(&owned)
+                .arg(info.updated_ms)
+                .arg(info.session_id.as_str())
+                .ignore();
+            if let Some(ttl) = self.options.ttl {
+                pipe.cmd("EXPIRE").arg(&owned).arg(ttl.as_secs()).ignore();
+            }
+        }
+        let () = pipe.query_async(&mut self.conn()).await?;
+        Ok(())
+    }
+
+    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+        let owned = self.owner_key(owner);
+        let mut conn = self.conn();
+        let sessions: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&owned)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        let ids: Vec<SessionId> = sessions
+            .iter()
+            .filter_map(|s| SessionId::parse(s).ok())
+            .collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| self.info_key(id)).collect();
+        let raws: Vec<Option<String>> =
+            redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
+        let mut list = Vec::new();
+        let mut expired = Vec::new();
+        for (id, raw) in ids.iter().zip(raws) {
+            match raw.map(|raw| serde_json::from_str::<ConversationInfo>(&raw)) {
+                Some(Ok(info)) => list.push(info),
+                Some(Err(e)) => tracing::error!("skipping unreadable {}: {e}", self.info_key(id)),
+                None => expired.push(id.as_str().to_owned()),
+            }
+        }
+        if !expired.is_empty() {
+            // Their keys expired: forget them in the index too.
+            let _: Result<(), _> = redis::cmd("ZREM")
+                .arg(&owned)
+                .arg(expired)
+                .query_async(&mut conn)
+                .await;
+        }
+        Ok(newest_first(list))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::contract;
+    use super::*;
+    use fake_llm::redis_server::RedisServer;
+
+    fn options(redis: &RedisServer, history_id: &str) -> RedisOptions {
+        RedisOptions {
+            url: redis.url(),
+            key_prefix: "test:".into(),
+            history_id: history_id.into(),
+            max_turns: std::num::NonZeroUsize::new(contract::MAX_TURNS),
+            ttl: Some(Duration::from_secs(600)),
+        }
+    }
+
+    #[tokio::test]
+    async fn passes_the_store_contract_on_a_real_redis() {
+        let redis = RedisServer::start().unwrap();
+        let store = RedisStore::connect(options(&redis, "main")).await.unwrap();
+        contract::run(&store).await;
+    }
+
+    #[tokio::test]
+    async fn histories_never_share_keys_and_writes_refresh_the_ttl() {
+        let redis = RedisServer::start().unwrap();
+        let a = RedisStore::connect(options(&redis, "a")).await.unwrap();
+        let b = RedisStore::connect(options(&redis, "b")).await.unwrap();
+        let s = SessionId::parse("same").unwrap();
+        a.append(&s, &[Message::user("for a", 1)]).await.unwrap();
+        assert!(b.load(&s).await.unwrap().is_empty());
+        let mut conn = a.conn();
+        let ttl: i64 = redis::cmd("TTL")
+            .arg("test:a:same")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!((590..=600).contains(&ttl), "ttl {ttl}");
+        let element: String = redis::cmd("LINDEX")
+            .arg("test:a:same")
+            .arg(0)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&element).unwrap();
+        assert_eq!(json["text"], "for a", "one JSON message per list element");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_is_an_error_not_a_hang() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let options = RedisOptions {
+            url: format!("redis://127.0.0.1:{port}"),
+            key_prefix: String::new(),
+            history_id: "x".into(),
+            max_turns: None,
+            ttl: None,
+        };
+        assert!(matches!(
+            RedisStore::connect(options).await,
+            Err(StoreError::Redis(_))
+        ));
+    }
+
+    #[test]
+    fn scan_patterns_escape_glob_characters() {
+        assert_eq!(super::glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}
