@@ -55,6 +55,7 @@ impl FileStore {
             let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
                 continue;
             };
+            remove_leftovers(&entry.path());
             if let Some(info) = read_info(&entry.path().join(INFO), &id) {
                 infos.insert(id, info);
             }
@@ -229,6 +230,31 @@ impl Dialog {
                 Ok(BackupInfo { id, files })
             })
             .collect()
+    }
+}
+
+/// Removes the temporary files and half-made backups a crash may have left in a dialog.
+fn remove_leftovers(dialog: &Path) {
+    let is_leftover = |name: &str| name.starts_with('.') && name.contains(".tmp");
+    for dir in [dialog.to_owned(), dialog.join(BACKUPS)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            if !is_leftover(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match removed {
+                Ok(()) => tracing::info!("removed {} left by an interrupted write", path.display()),
+                Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
+            }
+        }
     }
 }
 

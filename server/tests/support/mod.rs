@@ -1,6 +1,8 @@
 //! A real Parlor server on a loopback port, with its own data folder, for HTTP tests.
 #![allow(dead_code)]
 
+pub mod process;
+
 use parlor_domain::event::SseDecoder;
 use parlor_domain::{ChatEvent, Message};
 use parlor_server::agents::AgentCatalog;
@@ -38,7 +40,10 @@ impl TestServer {
             ("PARLOR_DATA_DIR".into(), data.path().display().to_string()),
             ("PARLOR_MIRROR_DELAY_MS".into(), "0".into()),
         ];
-        env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        for (key, value) in vars {
+            env.retain(|(k, _)| k != key);
+            env.push((key.to_string(), value.to_string()));
+        }
         let config = Config::from_vars(env).expect("valid test config");
         let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir).expect("agents");
         assert!(problems.is_empty(), "{problems:?}");

@@ -1,0 +1,272 @@
+//! Parlor as separate processes: configuration-file errors stop it, two processes share one
+//! Redis, and a process killed mid-write (SIGKILL) loses nothing it acknowledged.
+
+mod support;
+
+use fake_llm::redis_server::RedisServer;
+use std::io::Read;
+use support::process::{refuses, start, Running};
+
+const BROWSER: &str = "parlor_session=00112233445566778899aabbccddeeff";
+
+fn write_config(dir: &std::path::Path, text: &str) -> String {
+    let path = dir.join("parlor.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_invalid_configuration_file_stops_the_server_naming_the_entry_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = format!(
+        "[[histories]]\nid = \"shared\"\nbackend = {{ type = \"redis\", url = \"redis://127.0.0.1:{closed_port}\" }}\n"
+    );
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "[[histories]]\nid = \"x\"\nbackend = { type = \"sqlite\" }\n",
+            &["histories[0] (id \"x\")", "backend.type", "sqlite"],
+        ),
+        (
+            "[[histories]]\nid = \"x\"\nbackend = { type = \"memory\" }\n[[histories]]\nid = \"x\"\nbackend = { type = \"file\" }\n",
+            &["histories[1] (id \"x\")", "id: duplicate id"],
+        ),
+        (
+            "[[histories]]\nid = \"x\"\nbackend = { type = \"file\", max_turns = 0 }\n",
+            &["histories[0] (id \"x\")", "backend.max_turns", "at least 1"],
+        ),
+        (
+            "[[histories]]\nid = \"r\"\nbackend = { type = \"redis\", url = \"redis://127.0.0.1:1\", ttl = 0 }\n",
+            &["histories[0] (id \"r\")", "backend.ttl"],
+        ),
+        (
+            unreachable.as_str(),
+            &["history \"shared\"", "backend.url", "cannot reach Redis"],
+        ),
+    ];
+    for (text, words) in cases {
+        let config = write_config(dir.path(), text);
+        let stderr = refuses(&[("PARLOR_CONFIG", &config)], dir.path());
+        for word in words {
+            assert!(
+                stderr.contains(word),
+                "{text}\n{stderr}\nshould contain {word}"
+            );
+        }
+    }
+
+    let missing = dir.path().join("nope.toml").display().to_string();
+    let stderr = refuses(&[("PARLOR_CONFIG", &missing)], dir.path());
+    assert!(stderr.contains("nope.toml"), "{stderr}");
+
+    // An agent naming a history that is not declared.
+    let agents = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(agents.path().join("a")).unwrap();
+    std::fs::write(
+        agents.path().join("a/template.json"),
+        r#"{"agentId":"a","name":"A","chatSettings":{"historyId":"missing"}}"#,
+    )
+    .unwrap();
+    let agents_dir = agents.path().display().to_string();
+    let stderr = refuses(&[("PARLOR_AGENTS_DIR", &agents_dir)], dir.path());
+    assert!(
+        stderr.contains("agent \"a\": chatSettings.historyId \"missing\" names no history"),
+        "{stderr}"
+    );
+}
+
+/// Posts a turn; the whole event stream as text.
+fn chat(server: &Running, body: serde_json::Value) -> String {
+    reqwest::blocking::Client::new()
+        .post(server.url("/api/chat/general"))
+        .header("cookie", BROWSER)
+        .json(&body)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap()
+}
+
+fn field<'a>(events: &'a str, name: &str) -> &'a str {
+    let marker = format!("\"{name}\":");
+    let rest = events
+        .split(&marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{name} in {events}"));
+    rest.split([',', '}']).next().unwrap().trim_matches('"')
+}
+
+#[test]
+fn a_conversation_started_on_one_process_continues_on_another() {
+    let redis = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
+            redis.url()
+        ),
+    );
+    let vars = [
+        ("PARLOR_CONFIG", config.as_str()),
+        ("PARLOR_MIRROR_DELAY_MS", "0"),
+    ];
+    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(&vars, data_a.path());
+    let b = start(&vars, data_b.path());
+
+    let first = chat(&a, serde_json::json!({"message": "started on A"}));
+    let session = field(&first, "session_id").to_owned();
+    let second = chat(
+        &b,
+        serde_json::json!({"session_id": session, "message": "continued on B"}),
+    );
+    assert_eq!(field(&second, "session_id"), session);
+    assert_eq!(field(&second, "messages_stored"), "3", "{second}");
+    let third = chat(
+        &a,
+        serde_json::json!({"session_id": session, "message": "back on A"}),
+    );
+    assert_eq!(field(&third, "messages_stored"), "5", "{third}");
+
+    // B's page shows the whole conversation in this browser's sidebar and transcript.
+    let page = reqwest::blocking::Client::new()
+        .get(b.url(&format!("/chat?agent=general&session={session}")))
+        .header("cookie", BROWSER)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    for text in ["started on A", "continued on B", "back on A"] {
+        assert!(page.contains(text), "{text} missing from B's page");
+    }
+}
+
+/// Sends user messages one after another until the server goes away. Returns, per message
+/// sent, whether its user message was acknowledged (the `meta` event arrived) and whether
+/// its reply was (the `done` event arrived).
+fn append_until_killed(port: u16, session: &str, next: &mut usize) -> Vec<(String, bool, bool)> {
+    let client = reqwest::blocking::Client::new();
+    let mut sent = Vec::new();
+    loop {
+        let text = format!("message {}", *next);
+        *next += 1;
+        let response = client
+            .post(format!("http://127.0.0.1:{port}/api/chat/general"))
+            .json(&serde_json::json!({"session_id": session, "message": text}))
+            .send();
+        let mut body = String::new();
+        let finished = match response {
+            Ok(mut response) => response.read_to_string(&mut body).is_ok(),
+            Err(_) => false,
+        };
+        let acked = body.contains("event: meta");
+        let replied = body.contains("event: done");
+        sent.push((text, acked, replied));
+        if !finished || !replied {
+            return sent;
+        }
+    }
+}
+
+/// One more turn on a live server: whether it completed.
+fn one_more_turn(server: &Running, session: &str, next: &mut usize) -> bool {
+    let body = reqwest::blocking::Client::new()
+        .post(server.url("/api/chat/general"))
+        .json(&serde_json::json!({"session_id": session, "message": format!("message {next}")}))
+        .send()
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    *next += 1;
+    body.contains("event: done")
+}
+
+#[test]
+fn killing_the_server_mid_write_never_loses_or_corrupts_what_it_acknowledged() {
+    let data = tempfile::tempdir().unwrap();
+    let session = "crash-test";
+    let vars = [("PARLOR_MIRROR_DELAY_MS", "0")];
+    let mut sent = Vec::new();
+    let mut next = 0;
+    // A varying but reproducible pause before each kill.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _round in 0..20 {
+        let server = start(&vars, data.path());
+        let port = server.port;
+        let client = std::thread::spawn({
+            let mut from = next;
+            move || {
+                let sent = append_until_killed(port, session, &mut from);
+                (sent, from)
+            }
+        });
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        std::thread::sleep(std::time::Duration::from_millis(40 + (seed >> 33) % 160));
+        drop(server); // SIGKILL
+        let (round_sent, upto) = client.join().unwrap();
+        next = upto;
+        sent.extend(round_sent);
+    }
+    let acked = sent.iter().filter(|(_, acked, _)| *acked).count();
+    eprintln!("{} sent, {acked} acknowledged", sent.len());
+    assert!(acked > 20, "too few turns to mean anything");
+
+    // Every JSON file the store wrote is whole.
+    let root = data.path().join(".chat-history");
+    for dialog in std::fs::read_dir(&root).unwrap() {
+        for file in std::fs::read_dir(dialog.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let bytes = std::fs::read(&path).unwrap();
+                serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
+            }
+        }
+    }
+    let bytes = std::fs::read(root.join(session).join("messages.json")).unwrap();
+    let stored: Vec<parlor_domain::Message> = serde_json::from_slice(&bytes).unwrap();
+    let users: Vec<(usize, &str)> = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == parlor_domain::Role::User)
+        .map(|(i, m)| (i, m.text.as_str()))
+        .collect();
+
+    // The stored user messages are the sent ones, in order, each once, and include every
+    // acknowledged one; every acknowledged reply follows its message.
+    let mut position = 0;
+    for (text, acked, replied) in &sent {
+        match users.get(position) {
+            Some((index, stored_text)) if stored_text == text => {
+                position += 1;
+                if *replied {
+                    let reply = stored.get(index + 1).expect("reply stored");
+                    assert_eq!(reply.role, parlor_domain::Role::Assistant, "after {text}");
+                }
+            }
+            _ => assert!(!acked, "acknowledged {text:?} is missing"),
+        }
+    }
+    assert_eq!(
+        position,
+        users.len(),
+        "stored messages nobody sent: {:?}",
+        &users[position..]
+    );
+
+    // A restart cleans up what interrupted writes left behind, and the conversation goes on.
+    let server = start(&vars, data.path());
+    let leftovers: Vec<String> = std::fs::read_dir(root.join(session))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let mut from = next;
+    let after = one_more_turn(&server, session, &mut from);
+    assert!(after, "the conversation continues after the crashes");
+}

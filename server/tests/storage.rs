@@ -1,0 +1,288 @@
+//! Where conversations live: session-id resolution, safe dialog names, named histories from
+//! `parlor.toml`, and a Redis that goes away and comes back, over real HTTP.
+
+mod support;
+
+use fake_llm::redis_server::RedisServer;
+use serde_json::{json, Value};
+use support::{parse_events, Reply, TestServer};
+
+const BROWSER: &str = "parlor_session=0123456789abcdef0123456789abcdef";
+
+/// Writes `templates` (id → template JSON) as an agents folder.
+fn agents(templates: &[(&str, Value)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (id, template) in templates {
+        std::fs::create_dir_all(dir.path().join(id)).unwrap();
+        std::fs::write(
+            dir.path().join(id).join("template.json"),
+            template.to_string(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn agent<'a>(id: &'a str, history: Option<&str>) -> (&'a str, Value) {
+    let mut template = json!({
+        "agentId": id,
+        "name": id,
+        "personality": format!("You are agent {id}."),
+        "nodes": ["llm.openai"],
+        "nodeConfigurations": {"llm.openai": {"model": "m"}},
+    });
+    if let Some(history) = history {
+        template["chatSettings"] = json!({ "historyId": history });
+    }
+    (id, template)
+}
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+/// Posts a turn with the given cookies; returns the reply and the `parlor_chat` cookie set.
+async fn post(
+    server: &TestServer,
+    agent: &str,
+    body: Value,
+    cookies: &[&str],
+) -> (Reply, Option<String>) {
+    let mut request = server
+        .http
+        .post(server.url(&format!("/api/chat/{agent}")))
+        .json(&body);
+    if !cookies.is_empty() {
+        request = request.header("cookie", cookies.join("; "));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let chat_cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("parlor_chat="))
+        .map(|v| v.split(';').next().unwrap_or_default().to_owned());
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response.text().await.unwrap();
+    let events = if content_type.starts_with("text/event-stream") {
+        parse_events(body.as_bytes())
+    } else {
+        Vec::new()
+    };
+    let reply = Reply {
+        status,
+        content_type,
+        body,
+        events,
+    };
+    (reply, chat_cookie)
+}
+
+#[tokio::test]
+async fn session_ids_resolve_from_the_body_then_the_cookie_then_a_new_one() {
+    let server = TestServer::start(&[]).await;
+    let (first, cookie) = post(&server, "general", json!({"message": "one"}), &[]).await;
+    let a = first.session_id();
+    assert_eq!(cookie.as_deref(), Some(a.as_str()), "the cookie names it");
+    let chat_cookie = format!("parlor_chat={a}");
+
+    // No session_id (absent or empty): the cookie's conversation continues.
+    for body in [
+        json!({"message": "two"}),
+        json!({"session_id": "", "message": "three"}),
+    ] {
+        let (reply, _) = post(&server, "general", body, &[&chat_cookie]).await;
+        assert_eq!(reply.session_id(), a);
+    }
+    assert_eq!(server.stored(&a).len(), 6);
+
+    // The body wins over the cookie, and an API client may name its own session.
+    let (reply, cookie) = post(
+        &server,
+        "general",
+        json!({"session_id": "user_123", "message": "hi"}),
+        &[&chat_cookie],
+    )
+    .await;
+    assert_eq!(reply.session_id(), "user_123");
+    assert_eq!(cookie.as_deref(), Some("user_123"));
+
+    // "New chat" starts over even with the cookie.
+    let (reply, _) = post(
+        &server,
+        "general",
+        json!({"message": "fresh", "new_conversation": true}),
+        &[&chat_cookie],
+    )
+    .await;
+    assert_ne!(reply.session_id(), a);
+    assert_eq!(reply.session_id().len(), 32, "a new unguessable id");
+
+    // A cookie naming another agent's conversation, or another browser's, is not followed.
+    let (reply, _) = post(&server, "concise", json!({"message": "x"}), &[&chat_cookie]).await;
+    assert_eq!(reply.status, 200);
+    assert_ne!(reply.session_id(), a);
+    let (owned, _) = post(&server, "general", json!({"message": "mine"}), &[BROWSER]).await;
+    let owned_cookie = format!("parlor_chat={}", owned.session_id());
+    let (reply, _) = post(
+        &server,
+        "general",
+        json!({"message": "x"}),
+        &[&owned_cookie],
+    )
+    .await;
+    assert_ne!(reply.session_id(), owned.session_id());
+    assert_eq!(server.stored(&owned.session_id()).len(), 2, "untouched");
+}
+
+#[tokio::test]
+async fn dialog_names_can_never_leave_the_store_folder() {
+    let server = TestServer::start(&[]).await;
+    let long = "a".repeat(129);
+    for bad in [
+        "..",
+        "../escape",
+        "a/b",
+        "a\\b",
+        "/etc/passwd",
+        ".hidden",
+        "x\u{0}y",
+        "tab\there",
+        "%2e%2e%2fx",
+        "dialog:1",
+        long.as_str(),
+    ] {
+        let (reply, _) = post(
+            &server,
+            "general",
+            json!({"session_id": bad, "message": "hi"}),
+            &[],
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{bad:?}: {}", reply.body);
+        if !bad.chars().any(char::is_control) {
+            let cookie = format!("parlor_chat={bad}");
+            let (reply, _) = post(&server, "general", json!({"message": "hi"}), &[&cookie]).await;
+            assert_eq!(reply.status, 200, "a bad cookie is ignored: {bad:?}");
+        }
+    }
+    let made: Vec<String> = std::fs::read_dir(server.data.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(made, [".chat-history"], "nothing written beside the store");
+    for entry in std::fs::read_dir(server.data.path().join(".chat-history")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert_eq!(name.len(), 32, "only server-made ids: {name}");
+    }
+}
+
+#[tokio::test]
+async fn agents_use_the_history_their_template_names() {
+    let config = config_file(
+        r#"
+        [[histories]]
+        id = "support"
+        system_message = "You are the support desk."
+        backend = { type = "memory", max_turns = 2 }
+        "#,
+    );
+    let agents = agents(&[
+        agent("desk", Some("support")),
+        agent("desk2", Some("support")),
+        agent("plain", None),
+    ]);
+    let agents_dir = agents.path().display().to_string();
+    let config_path = config.path().display().to_string();
+    let (fake, server) = TestServer::with_upstream(&[
+        ("PARLOR_AGENTS_DIR", &agents_dir),
+        ("PARLOR_CONFIG", &config_path),
+    ])
+    .await;
+
+    let first = server.chat("desk", json!({"message": "one"})).await;
+    let session = first.session_id();
+    let second = server
+        .chat("desk", json!({"session_id": session, "message": "two"}))
+        .await;
+    assert_eq!(
+        second.meta().history.messages_stored,
+        3,
+        "max_turns = 2 messages kept, plus the new one"
+    );
+    let sent = &fake.requests()[1]["messages"];
+    assert_eq!(sent[0]["role"], "system");
+    assert_eq!(sent[0]["content"], "You are the support desk.");
+    assert_eq!(sent[1]["content"], "You are agent desk.");
+    assert_eq!(
+        sent.as_array().unwrap().len(),
+        5,
+        "2 system + 3 stored: {sent}"
+    );
+    assert_eq!(
+        server.dialog_count(),
+        0,
+        "the memory history writes no files"
+    );
+
+    server.chat("desk2", json!({"message": "hello"})).await;
+    let plain = server.chat("plain", json!({"message": "on disk"})).await;
+    assert_eq!(server.stored(&plain.session_id()).len(), 2);
+    let sent = &fake.requests()[3]["messages"];
+    assert_eq!(
+        sent[0]["content"], "You are agent plain.",
+        "no history system message"
+    );
+
+    // A conversation belongs to its agent even when the history is shared.
+    let other = server
+        .chat("desk2", json!({"session_id": session, "message": "x"}))
+        .await;
+    assert_eq!(other.status, 400);
+}
+
+#[tokio::test]
+async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_returns() {
+    let mut redis = RedisServer::start().unwrap();
+    let config = config_file(&format!(
+        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"t:\" }}\n",
+        redis.url()
+    ));
+    let config_path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &config_path)]).await;
+    let reply = server.chat("general", json!({"message": "before"})).await;
+    assert!(reply.done().is_some(), "{}", reply.body);
+    assert_eq!(server.dialog_count(), 0, "nothing in files");
+
+    redis.stop();
+    let reply = server
+        .chat("general", json!({"message": "while down"}))
+        .await;
+    assert_eq!(reply.status, 200);
+    let error = reply.error().expect("an error event");
+    assert!(
+        error.starts_with("history store unavailable, your message was not saved"),
+        "{error}"
+    );
+
+    redis.restart().unwrap();
+    let mut last = String::new();
+    for _ in 0..50 {
+        let reply = server.chat("general", json!({"message": "after"})).await;
+        if reply.done().is_some() {
+            return;
+        }
+        last = reply.body;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("Redis came back but chats still fail: {last}");
+}
