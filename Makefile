@@ -8,7 +8,7 @@ help:
 	@echo "make test   install what is missing, run every test (unit, HTTP, browser)"
 	@echo "make dev    cargo leptos watch: rebuild and reload on every change"
 	@echo "make lint   rustfmt and clippy, as CI runs them"
-	@echo "make bench  the performance benchmarks (results in docs/performance.md)"
+	@echo "make bench  the performance benchmarks (results in docs/performance.md, docs/storage.md)"
 
 run:
 	scripts/setup.sh
@@ -41,3 +41,4 @@ lint:
 bench:
 	scripts/setup.sh test
 	scripts/bench.sh
+	cargo bench -p parlor-server --bench stores

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod chat;
+pub mod cli;
 pub mod config;
 pub mod config_file;
 pub mod histories;

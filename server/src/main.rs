@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use parlor_server::agents::AgentCatalog;
+use parlor_server::cli::Command;
 use parlor_server::config::Config;
 use tracing_subscriber::EnvFilter;
 
@@ -17,6 +18,26 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
+    use clap::Parser;
+    let cli = parlor_server::cli::Cli::parse();
+    if let Some(Command::Store(command)) = cli.command {
+        tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+            .with_writer(std::io::stderr)
+            .init();
+        let config = Config::from_env()?;
+        let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
+        let histories = parlor_server::open_histories(&config, &agents).await?;
+        let output = parlor_server::cli::run_store(command, &histories)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        print!("{output}");
+        return Ok(());
+    }
+    serve().await
+}
+
+async fn serve() -> anyhow::Result<()> {
     // Leptos.toml (in the working directory) is the run-time configuration when started
     // without cargo-leptos; LEPTOS_* variables (which cargo-leptos sets) take precedence, and
     // without the file they are all there is.

@@ -270,3 +270,76 @@ fn killing_the_server_mid_write_never_loses_or_corrupts_what_it_acknowledged() {
     let after = one_more_turn(&server, session, &mut from);
     assert!(after, "the conversation continues after the crashes");
 }
+
+/// Runs `parlor <args>` with `data` as the data folder: success, stdout, stderr.
+fn parlor_cli(args: &[&str], data: &std::path::Path) -> (bool, String, String) {
+    let output = support::process::command(&[], data)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn operators_list_clear_and_restore_conversations_from_the_command_line() {
+    let data = tempfile::tempdir().unwrap();
+    let dialog = data.path().join(".chat-history/talk");
+    std::fs::create_dir_all(&dialog).unwrap();
+    std::fs::write(
+        dialog.join("messages.json"),
+        r#"[{"role":"user","text":"keep me","ts":5},{"role":"assistant","text":"ok","ts":6}]"#,
+    )
+    .unwrap();
+
+    let (ok, out, err) = parlor_cli(&["store", "list"], data.path());
+    assert!(ok, "{err}");
+    assert!(out.contains("default: file ("), "{out}");
+    assert!(out.contains("talk  2 message(s)"), "{out}");
+
+    let (ok, out, _) = parlor_cli(&["store", "stats", "talk"], data.path());
+    assert!(ok);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (stats["messages"].as_u64(), stats["last_ts"].as_i64()),
+        (Some(2), Some(6))
+    );
+
+    let (ok, out, _) = parlor_cli(&["store", "clear", "talk"], data.path());
+    assert!(ok);
+    let backup = out.trim().rsplit("backup ").next().unwrap().to_owned();
+    assert_eq!(
+        std::fs::read_to_string(dialog.join("messages.json"))
+            .unwrap()
+            .trim(),
+        "[]"
+    );
+
+    let (ok, out, _) = parlor_cli(&["store", "backups", "talk"], data.path());
+    assert!(ok && out.starts_with(&backup), "{out}");
+    let (ok, _, err) = parlor_cli(&["store", "restore", "talk", &backup], data.path());
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(dialog.join("messages.json"))
+        .unwrap()
+        .contains("keep me"));
+
+    for (args, expected) in [
+        (
+            vec!["store", "restore", "talk", "../../etc"],
+            "no backup \"../../etc\"",
+        ),
+        (vec!["store", "stats", "../x"], "is not a session id"),
+        (
+            vec!["store", "clear", "talk", "--history", "nope"],
+            "no history \"nope\" (declared: default)",
+        ),
+        (vec!["store", "frobnicate"], "unrecognized subcommand"),
+    ] {
+        let (ok, _, err) = parlor_cli(&args, data.path());
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}

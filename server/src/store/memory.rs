@@ -1,7 +1,7 @@
 //! Conversations in memory: for development and tests; lost on restart.
 
 use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
-use super::{Stats, StoreError};
+use super::{Stats, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
@@ -47,6 +47,16 @@ impl ConversationStore for MemoryStore {
 
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         Ok(self.with(|i| i.messages.get(id).cloned().unwrap_or_default()))
+    }
+
+    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        Ok(self.with(|i| {
+            let all = i.messages.get(id).map(Vec::as_slice).unwrap_or_default();
+            Tail {
+                messages: all[all.len().saturating_sub(count)..].to_vec(),
+                total: all.len(),
+            }
+        }))
     }
 
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
