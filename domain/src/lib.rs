@@ -5,6 +5,8 @@
 //! Parlor depends on it; it depends on nothing of Parlor's.
 
 pub mod agent;
+pub mod chain;
+pub mod command;
 pub mod event;
 pub mod history;
 #[cfg(feature = "markdown")]
@@ -12,6 +14,7 @@ pub mod markdown;
 pub mod message;
 pub mod mirror;
 pub mod session;
+pub mod sessions;
 pub mod settings;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};

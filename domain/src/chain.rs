@@ -1,0 +1,742 @@
+//! The history processor chain: after the policy has trimmed a conversation, an ordered list
+//! of processors transforms what is sent to the model.
+//!
+//! The policy step is always first and is not a processor here: it cannot be removed or
+//! moved. Processors are pure: they get the messages and the turn's context and return new
+//! messages, never changing their input. Built in:
+//!
+//! - [`SlidingWindow`] keeps the last `effective_ctx` messages, starting on a user message;
+//! - [`TokenBudget`] drops the oldest whole turns until the model's token budget is met;
+//! - [`RoleAlternation`] makes the messages start with a user message and alternate, merging
+//!   neighbours of the same role.
+
+use crate::message::{Message, Role};
+use serde::{Deserialize, Serialize};
+
+/// The agent-wide window ceiling when nothing else is configured, and the window of a model
+/// without `max_context`.
+pub const DEFAULT_MAX_CTX: usize = 200;
+/// The name under which the policy step appears in the chain.
+pub const POLICY_STEP: &str = "policy";
+
+/// What the chain needs to know about a model.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelLimits {
+    pub name: String,
+    /// The model's preferred window, in messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context: Option<usize>,
+    /// Tokens the messages of one request may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+}
+
+/// `min(agent_max_ctx, model.max_context)`, a model without `max_context` counting as
+/// [`DEFAULT_MAX_CTX`]; at least 1.
+pub fn effective_ctx(agent_max_ctx: usize, model: &ModelLimits) -> usize {
+    agent_max_ctx
+        .min(model.max_context.unwrap_or(DEFAULT_MAX_CTX))
+        .max(1)
+}
+
+/// Counts the tokens a message costs in a request (its text and the per-message framing).
+pub trait TokenCounter: Send + Sync {
+    fn count(&self, message: &Message) -> u64;
+    /// `true` when the count comes from the model's own tokenizer.
+    fn is_exact(&self) -> bool;
+}
+
+/// The documented estimate for models without a known tokenizer: one token per 4 characters
+/// of text, plus 4 for the message's framing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EstimatedTokens;
+
+impl TokenCounter for EstimatedTokens {
+    fn count(&self, message: &Message) -> u64 {
+        message.text.chars().count() as u64 / 4 + 4
+    }
+    fn is_exact(&self) -> bool {
+        false
+    }
+}
+
+/// Everything a processor may consult on a turn.
+pub struct ChainContext<'a> {
+    pub model: &'a ModelLimits,
+    pub effective_ctx: usize,
+    pub tokens: &'a dyn TokenCounter,
+}
+
+/// A switch of the session's model, for [`HistoryProcessor::on_model_switch`].
+pub struct ModelSwitch<'a> {
+    pub from: &'a ModelLimits,
+    pub to: &'a ModelLimits,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    #[error(
+        "your message is too long for {model}: with the system prompt it needs about {tokens} \
+         tokens and the model's budget is {budget}; shorten it or switch model"
+    )]
+    OverBudget {
+        model: String,
+        tokens: u64,
+        budget: u64,
+    },
+}
+
+pub trait HistoryProcessor: Send + Sync {
+    /// The name used in configuration, reports and logs.
+    fn name(&self) -> &'static str;
+    /// One line for `parlor history list`.
+    fn describe(&self) -> &'static str;
+    /// The messages to send instead of `messages`.
+    fn process(
+        &self,
+        messages: &[Message],
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Message>, ChainError>;
+    /// Runs when the session switches model, with the new model's context, so the new
+    /// window applies at once. By default the same as [`Self::process`].
+    fn on_model_switch(
+        &self,
+        messages: &[Message],
+        _switch: &ModelSwitch<'_>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Message>, ChainError> {
+        self.process(messages, ctx)
+    }
+}
+
+/// System messages stay first, untouched by the window and the turn logic.
+fn split_system(messages: &[Message]) -> (Vec<Message>, &[Message]) {
+    let systems = messages
+        .iter()
+        .take_while(|m| m.role == Role::System)
+        .count();
+    (messages[..systems].to_vec(), &messages[systems..])
+}
+
+/// Index (in `rest`) of the first user message at or after `from`; the last user message
+/// when there is none after `from`, so the latest user message is never dropped.
+fn user_at_or_after(rest: &[Message], from: usize) -> usize {
+    rest[from.min(rest.len())..]
+        .iter()
+        .position(|m| m.role == Role::User)
+        .map(|i| from + i)
+        .or_else(|| rest.iter().rposition(|m| m.role == Role::User))
+        .unwrap_or(rest.len())
+}
+
+/// Keeps the last `effective_ctx` messages (system messages aside), moving the cut forward
+/// to the next user message so that no request starts with an orphaned reply.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlidingWindow;
+
+impl HistoryProcessor for SlidingWindow {
+    fn name(&self) -> &'static str {
+        "sliding_window"
+    }
+    fn describe(&self) -> &'static str {
+        "keeps the last effective_ctx = min(agent max_ctx, model max_context) messages, starting on a user message"
+    }
+    fn process(
+        &self,
+        messages: &[Message],
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Message>, ChainError> {
+        let (mut out, rest) = split_system(messages);
+        let cut = rest.len().saturating_sub(ctx.effective_ctx);
+        let start = if cut == 0 {
+            0
+        } else {
+            user_at_or_after(rest, cut)
+        };
+        out.extend_from_slice(&rest[start..]);
+        Ok(out)
+    }
+}
+
+/// Drops the oldest whole turns (a user message and what follows it) until the messages fit
+/// the model's token budget. The latest turn is never dropped; if it alone does not fit, the
+/// turn fails with [`ChainError::OverBudget`]. A model without a budget is not limited.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokenBudget;
+
+impl HistoryProcessor for TokenBudget {
+    fn name(&self) -> &'static str {
+        "token_budget"
+    }
+    fn describe(&self) -> &'static str {
+        "drops the oldest whole turns until the request fits the model's token budget"
+    }
+    fn process(
+        &self,
+        messages: &[Message],
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Message>, ChainError> {
+        let Some(budget) = ctx.model.token_budget else {
+            return Ok(messages.to_vec());
+        };
+        let (mut out, rest) = split_system(messages);
+        let counts: Vec<u64> = rest.iter().map(|m| ctx.tokens.count(m)).collect();
+        let mut total: u64 =
+            out.iter().map(|m| ctx.tokens.count(m)).sum::<u64>() + counts.iter().sum::<u64>();
+        let last_turn = rest
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .unwrap_or(rest.len());
+        let mut start = 0;
+        while total > budget && start < last_turn {
+            // Drop up to the next user message: a whole turn (or the messages before the
+            // first user message).
+            let next = rest[start + 1..]
+                .iter()
+                .position(|m| m.role == Role::User)
+                .map_or(last_turn, |i| start + 1 + i)
+                .min(last_turn);
+            total -= counts[start..next].iter().sum::<u64>();
+            start = next;
+        }
+        if total > budget {
+            return Err(ChainError::OverBudget {
+                model: ctx.model.name.clone(),
+                tokens: total,
+                budget,
+            });
+        }
+        out.extend_from_slice(&rest[start..]);
+        Ok(out)
+    }
+}
+
+/// For providers that require strict alternation: the result (after the system messages)
+/// starts with a user message and alternates; neighbours of the same role are merged (their
+/// texts joined by a blank line), never dropped. Replies before the first user message
+/// cannot be placed and are left out. Tool messages count as the assistant's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoleAlternation;
+
+impl HistoryProcessor for RoleAlternation {
+    fn name(&self) -> &'static str {
+        "role_alternation"
+    }
+    fn describe(&self) -> &'static str {
+        "starts with a user message and alternates user/assistant, merging same-role neighbours"
+    }
+    fn process(
+        &self,
+        messages: &[Message],
+        _ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Message>, ChainError> {
+        let (mut out, rest) = split_system(messages);
+        let systems = out.len();
+        let first_user = rest
+            .iter()
+            .position(|m| m.role == Role::User)
+            .unwrap_or(rest.len());
+        for message in &rest[first_user..] {
+            // A system message in the middle (rare: only when stored by another tool) joins
+            // the others at the front, where providers expect it.
+            if message.role == Role::System {
+                out.insert(systems, message.clone());
+                continue;
+            }
+            let role = if message.role == Role::User {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let has_body = out.len() > systems;
+            match out.last_mut() {
+                Some(previous) if has_body && previous.role == role => {
+                    previous.text.push_str("\n\n");
+                    previous.text.push_str(&message.text);
+                }
+                _ => out.push(Message {
+                    role,
+                    ..message.clone()
+                }),
+            }
+        }
+        Ok(out)
+    }
+}
+
+static SLIDING_WINDOW: SlidingWindow = SlidingWindow;
+static TOKEN_BUDGET: TokenBudget = TokenBudget;
+static ROLE_ALTERNATION: RoleAlternation = RoleAlternation;
+
+/// Every built-in processor, in the order `parlor history list` shows them.
+pub fn builtins() -> [&'static dyn HistoryProcessor; 3] {
+    [&SLIDING_WINDOW, &TOKEN_BUDGET, &ROLE_ALTERNATION]
+}
+
+pub fn builtin(name: &str) -> Option<&'static dyn HistoryProcessor> {
+    builtins().into_iter().find(|p| p.name() == name)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainConfigError {
+    #[error("unknown history processor {0:?} (available: {available})", available = available())]
+    Unknown(String),
+    #[error("{0:?} is already in the chain")]
+    Duplicate(String),
+    #[error("the policy step is always first; it cannot be added, removed or moved")]
+    PolicyIsFixed,
+    #[error("{0:?} is not in the chain")]
+    NotInChain(String),
+    #[error("position {position} is out of range: the processors take positions 1 to {last} (0 is the policy step)")]
+    BadPosition { position: i64, last: usize },
+}
+
+fn available() -> String {
+    builtins()
+        .iter()
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The processors after the policy step, in order.
+#[derive(Clone)]
+pub struct Chain {
+    steps: Vec<&'static dyn HistoryProcessor>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl Default for Chain {
+    /// The default chain: the sliding window.
+    fn default() -> Self {
+        Chain {
+            steps: vec![&SLIDING_WINDOW],
+        }
+    }
+}
+
+/// One step of a turn's chain, for the debug panel and the `meta` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepReport {
+    pub name: String,
+    /// Messages this step removed (merged ones count: their text is kept in a neighbour).
+    pub removed: usize,
+    /// Messages after this step.
+    pub kept: usize,
+}
+
+/// What a chain run produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainOutcome {
+    pub messages: Vec<Message>,
+    pub steps: Vec<StepReport>,
+}
+
+impl Chain {
+    /// The chain named by `names` (the policy step is implicit and may not be listed).
+    pub fn from_names<S: AsRef<str>>(names: &[S]) -> Result<Chain, ChainConfigError> {
+        let mut steps: Vec<&'static dyn HistoryProcessor> = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            if name == POLICY_STEP {
+                return Err(ChainConfigError::PolicyIsFixed);
+            }
+            let processor =
+                builtin(name).ok_or_else(|| ChainConfigError::Unknown(name.to_owned()))?;
+            if steps.iter().any(|p| p.name() == name) {
+                return Err(ChainConfigError::Duplicate(name.to_owned()));
+            }
+            steps.push(processor);
+        }
+        Ok(Chain { steps })
+    }
+
+    /// The processors' names, without the policy step.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.steps.iter().map(|p| p.name()).collect()
+    }
+
+    pub fn run(
+        &self,
+        messages: Vec<Message>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<ChainOutcome, ChainError> {
+        self.run_with(messages, |p, m| p.process(m, ctx))
+    }
+
+    /// Runs every processor's `on_model_switch` in chain order, each on the previous one's
+    /// output, with the new model's context.
+    pub fn run_model_switch(
+        &self,
+        messages: Vec<Message>,
+        switch: &ModelSwitch<'_>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<ChainOutcome, ChainError> {
+        self.run_with(messages, |p, m| p.on_model_switch(m, switch, ctx))
+    }
+
+    fn run_with(
+        &self,
+        mut messages: Vec<Message>,
+        step: impl Fn(&dyn HistoryProcessor, &[Message]) -> Result<Vec<Message>, ChainError>,
+    ) -> Result<ChainOutcome, ChainError> {
+        let mut steps = Vec::with_capacity(self.steps.len());
+        for processor in &self.steps {
+            let before = messages.len();
+            messages = step(*processor, &messages)?;
+            steps.push(StepReport {
+                name: processor.name().to_owned(),
+                removed: before.saturating_sub(messages.len()),
+                kept: messages.len(),
+            });
+        }
+        Ok(ChainOutcome { messages, steps })
+    }
+}
+
+/// A change to a configured chain (names after the policy step), as the admin CLI makes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainEdit {
+    Add(String),
+    Remove(String),
+    /// Move to a position: 1 is right after the policy step.
+    Move(String, i64),
+}
+
+/// Applies `edit` to `chain`, refusing anything that would not make a valid chain.
+pub fn edit_chain(chain: &[String], edit: &ChainEdit) -> Result<Vec<String>, ChainConfigError> {
+    let mut names = chain.to_vec();
+    match edit {
+        ChainEdit::Add(name) | ChainEdit::Remove(name) | ChainEdit::Move(name, _)
+            if name == POLICY_STEP =>
+        {
+            return Err(ChainConfigError::PolicyIsFixed)
+        }
+        ChainEdit::Add(name) => {
+            builtin(name).ok_or_else(|| ChainConfigError::Unknown(name.clone()))?;
+            if names.contains(name) {
+                return Err(ChainConfigError::Duplicate(name.clone()));
+            }
+            names.push(name.clone());
+        }
+        ChainEdit::Remove(name) => {
+            let at = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| ChainConfigError::NotInChain(name.clone()))?;
+            names.remove(at);
+        }
+        ChainEdit::Move(name, position) => {
+            let at = names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| ChainConfigError::NotInChain(name.clone()))?;
+            let last = names.len();
+            if *position < 1 || *position > last as i64 {
+                return Err(ChainConfigError::BadPosition {
+                    position: *position,
+                    last,
+                });
+            }
+            let moved = names.remove(at);
+            names.insert(*position as usize - 1, moved);
+        }
+    }
+    Chain::from_names(&names)?;
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// s = system, u = user, a = assistant, t = tool; text is the position.
+    fn msgs(roles: &str) -> Vec<Message> {
+        roles
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                let role = match c {
+                    's' => Role::System,
+                    'u' => Role::User,
+                    'a' => Role::Assistant,
+                    't' => Role::Tool,
+                    _ => unreachable!("test alphabet"),
+                };
+                Message::new(role, i.to_string(), i as i64)
+            })
+            .collect()
+    }
+
+    fn texts(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    fn model(max_context: Option<usize>, token_budget: Option<u64>) -> ModelLimits {
+        ModelLimits {
+            name: "m".into(),
+            max_context,
+            token_budget,
+        }
+    }
+
+    /// One token per message, to make budgets easy to reason about.
+    struct OnePerMessage;
+    impl TokenCounter for OnePerMessage {
+        fn count(&self, _: &Message) -> u64 {
+            1
+        }
+        fn is_exact(&self) -> bool {
+            true
+        }
+    }
+
+    fn ctx(model: &ModelLimits, window: usize) -> ChainContext<'_> {
+        ChainContext {
+            model,
+            effective_ctx: window,
+            tokens: &OnePerMessage,
+        }
+    }
+
+    #[test]
+    fn effective_ctx_is_the_smaller_of_agent_and_model() {
+        assert_eq!(effective_ctx(200, &model(Some(50), None)), 50);
+        assert_eq!(effective_ctx(30, &model(Some(50), None)), 30);
+        assert_eq!(
+            effective_ctx(500, &model(None, None)),
+            200,
+            "no max_context counts as 200"
+        );
+        assert_eq!(effective_ctx(0, &model(None, None)), 1);
+    }
+
+    #[test]
+    fn sliding_window_keeps_the_last_messages_and_starts_on_a_user_message() {
+        let m = model(None, None);
+        let input = msgs("suaauau");
+        let out = SlidingWindow.process(&input, &ctx(&m, 4)).unwrap();
+        // The last 4 are [3, 4, 5, 6]: 3 is an assistant reply, so the cut moves forward to
+        // the user message at 4.
+        assert_eq!(texts(&out), ["0", "4", "5", "6"]);
+        let out = SlidingWindow.process(&input, &ctx(&m, 10)).unwrap();
+        assert_eq!(
+            out, input,
+            "a window larger than the conversation keeps everything"
+        );
+        // Only replies after the cut: the window starts at the latest user message.
+        let out = SlidingWindow.process(&msgs("uaaaa"), &ctx(&m, 2)).unwrap();
+        assert_eq!(texts(&out), ["0", "1", "2", "3", "4"]);
+    }
+
+    #[test]
+    fn token_budget_drops_whole_old_turns_and_never_the_latest_user_message() {
+        let m = model(None, Some(5));
+        let out = TokenBudget
+            .process(&msgs("suauaua"), &ctx(&m, 200))
+            .unwrap();
+        // 7 tokens > 5: drop the first turn (u a), leaving s + 4 = 5.
+        assert_eq!(texts(&out), ["0", "3", "4", "5", "6"]);
+        let out = TokenBudget.process(&msgs("auau"), &ctx(&m, 200)).unwrap();
+        assert_eq!(texts(&out), ["0", "1", "2", "3"], "fits: unchanged");
+        let tight = model(None, Some(2));
+        let out = TokenBudget
+            .process(&msgs("auatau"), &ctx(&tight, 200))
+            .unwrap();
+        assert_eq!(texts(&out), ["5"]);
+        let too_small = model(None, Some(1));
+        assert_eq!(
+            TokenBudget.process(&msgs("su"), &ctx(&too_small, 200)),
+            Err(ChainError::OverBudget {
+                model: "m".into(),
+                tokens: 2,
+                budget: 1
+            })
+        );
+        let unlimited = model(None, None);
+        assert_eq!(
+            TokenBudget
+                .process(&msgs("uauau"), &ctx(&unlimited, 200))
+                .unwrap()
+                .len(),
+            5
+        );
+    }
+
+    #[test]
+    fn role_alternation_merges_neighbours_and_starts_with_the_user() {
+        let m = model(None, None);
+        let out = RoleAlternation
+            .process(&msgs("sauuataau"), &ctx(&m, 200))
+            .unwrap();
+        let shape: Vec<(Role, &str)> = out.iter().map(|m| (m.role, m.text.as_str())).collect();
+        assert_eq!(
+            shape,
+            [
+                (Role::System, "0"),
+                (Role::User, "2\n\n3"),
+                (Role::Assistant, "4\n\n5\n\n6\n\n7"),
+                (Role::User, "8"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_chain_reports_each_step_and_model_switches_chain_in_order() {
+        let chain = Chain::from_names(&["sliding_window", "token_budget"]).unwrap();
+        let m = model(Some(4), Some(3));
+        let outcome = chain.run(msgs("suauaua"), &ctx(&m, 4)).unwrap();
+        assert_eq!(texts(&outcome.messages), ["0", "5", "6"]);
+        assert_eq!(
+            outcome.steps,
+            [
+                StepReport {
+                    name: "sliding_window".into(),
+                    removed: 2,
+                    kept: 5
+                },
+                StepReport {
+                    name: "token_budget".into(),
+                    removed: 2,
+                    kept: 3
+                },
+            ]
+        );
+        let (from, to) = (model(Some(200), None), model(Some(2), None));
+        let switched = chain
+            .run_model_switch(
+                msgs("uauaua"),
+                &ModelSwitch {
+                    from: &from,
+                    to: &to,
+                },
+                &ctx(&to, effective_ctx(200, &to)),
+            )
+            .unwrap();
+        assert_eq!(texts(&switched.messages), ["4", "5"]);
+    }
+
+    #[test]
+    fn chain_configuration_keeps_the_policy_first_and_names_valid() {
+        assert_eq!(
+            Chain::from_names(&["policy"]).unwrap_err(),
+            ChainConfigError::PolicyIsFixed
+        );
+        assert!(matches!(
+            Chain::from_names(&["summarize"]),
+            Err(ChainConfigError::Unknown(_))
+        ));
+        assert!(matches!(
+            Chain::from_names(&["token_budget", "token_budget"]),
+            Err(ChainConfigError::Duplicate(_))
+        ));
+        let chain = vec!["sliding_window".to_owned()];
+        let added = edit_chain(&chain, &ChainEdit::Add("token_budget".into())).unwrap();
+        assert_eq!(added, ["sliding_window", "token_budget"]);
+        let moved = edit_chain(&added, &ChainEdit::Move("token_budget".into(), 1)).unwrap();
+        assert_eq!(moved, ["token_budget", "sliding_window"]);
+        let removed = edit_chain(&moved, &ChainEdit::Remove("sliding_window".into())).unwrap();
+        assert_eq!(removed, ["token_budget"]);
+        for (edit, error) in [
+            (ChainEdit::Move("token_budget".into(), 0), "position 0 is out of range"),
+            (ChainEdit::Move("token_budget".into(), -1), "position -1 is out of range"),
+            (ChainEdit::Move("token_budget".into(), 3), "positions 1 to 2"),
+            (ChainEdit::Move("role_alternation".into(), 1), "not in the chain"),
+            (ChainEdit::Remove("policy".into()), "always first"),
+            (ChainEdit::Add("sliding_window".into()), "already in the chain"),
+            (ChainEdit::Add("nope".into()), "unknown history processor \"nope\" (available: sliding_window, token_budget, role_alternation)"),
+        ] {
+            let message = edit_chain(&added, &edit).unwrap_err().to_string();
+            assert!(message.contains(error), "{edit:?}: {message}");
+        }
+    }
+
+    fn conversation() -> impl Strategy<Value = Vec<Message>> {
+        let role = prop_oneof![
+            3 => Just(Role::User),
+            3 => Just(Role::Assistant),
+            1 => Just(Role::Tool),
+        ];
+        (0usize..3, prop::collection::vec((role, 0usize..40), 0..40)).prop_map(|(systems, body)| {
+            let mut out: Vec<Message> = (0..systems)
+                .map(|i| Message::system(format!("sys{i}"), 0))
+                .collect();
+            out.extend(
+                body.into_iter()
+                    .enumerate()
+                    .map(|(i, (role, len))| Message::new(role, "x".repeat(len), i as i64 + 1)),
+            );
+            // Before a model call the latest message is the user's.
+            out.push(Message::user("latest question", 1000));
+            out
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn processors_never_mutate_and_always_keep_the_latest_user_message(
+            input in conversation(),
+            window in 1usize..30,
+            budget in 20u64..400,
+        ) {
+            let m = model(Some(window), Some(budget));
+            let c = ChainContext { model: &m, effective_ctx: window, tokens: &EstimatedTokens };
+            for processor in builtins() {
+                let before = input.clone();
+                let out = processor.process(&input, &c);
+                prop_assert_eq!(&input, &before, "{} changed its input", processor.name());
+                let out = match out {
+                    Ok(out) => out,
+                    // Only the budget may refuse, and only when the last turn alone is over.
+                    Err(ChainError::OverBudget { tokens, .. }) => {
+                        prop_assert_eq!(processor.name(), "token_budget");
+                        prop_assert!(tokens > budget);
+                        continue;
+                    }
+                };
+                let last = out.last().expect("never empty");
+                prop_assert_eq!(last.role, Role::User);
+                prop_assert!(last.text.ends_with("latest question"), "{}", processor.name());
+                // A processor that cut the conversation starts it on a user message.
+                if out.len() < input.len() || processor.name() == "role_alternation" {
+                    let first = out.iter().find(|m| m.role != Role::System);
+                    prop_assert_eq!(first.map(|m| m.role), Some(Role::User),
+                        "{} starts on a user message", processor.name());
+                }
+            }
+        }
+
+        #[test]
+        fn role_alternation_output_alternates(input in conversation()) {
+            let m = model(None, None);
+            let out = RoleAlternation.process(&input, &ctx(&m, 200)).unwrap();
+            let body: Vec<Role> = out.iter().map(|m| m.role).filter(|r| *r != Role::System).collect();
+            prop_assert_eq!(body.first(), Some(&Role::User));
+            for pair in body.windows(2) {
+                prop_assert_ne!(pair[0], pair[1]);
+            }
+            // Nothing from the first user message on is lost: the texts are all there.
+            let first_user = input.iter().position(|m| m.role == Role::User).unwrap();
+            let kept: usize = input[first_user..].iter().filter(|m| m.role != Role::System).map(|m| m.text.len()).sum();
+            let out_len: usize = out.iter().filter(|m| m.role != Role::System).map(|m| m.text.len()).sum();
+            prop_assert!(out_len >= kept);
+        }
+
+        #[test]
+        fn sliding_window_never_exceeds_the_window_unless_keeping_the_latest_turn(
+            input in conversation(), window in 1usize..30,
+        ) {
+            let m = model(None, None);
+            let out = SlidingWindow.process(&input, &ctx(&m, window)).unwrap();
+            let body = out.iter().filter(|m| m.role != Role::System).count();
+            let latest_turn = input.len() - input.iter().rposition(|m| m.role == Role::User).unwrap();
+            prop_assert!(body <= window.max(latest_turn));
+        }
+    }
+}
