@@ -20,6 +20,8 @@ pub struct UiMessage {
     pub rendered_len: RwSignal<usize>,
     pub status: RwSignal<Option<ReplyStatus>>,
     pub streaming: RwSignal<bool>,
+    /// Parlor's answer to a `!` command, shown as a notice (not stored).
+    pub notice: RwSignal<bool>,
 }
 
 #[derive(Clone, Copy)]
@@ -97,6 +99,7 @@ impl ChatState {
             rendered_len: RwSignal::new(0),
             status: RwSignal::new(status),
             streaming: RwSignal::new(false),
+            notice: RwSignal::new(false),
         })
     }
 
@@ -229,6 +232,18 @@ impl ChatState {
                     reply
                         .rendered_len
                         .set(reply.text.with_untracked(String::len));
+                }
+            }
+            ChatEvent::Notice { text } => {
+                // A command: neither it nor the answer is stored.
+                reply.notice.set(true);
+                reply.text.set(text);
+                if let Some(key) = user_key {
+                    self.messages.with_untracked(|list| {
+                        if let Some(user) = list.iter().find(|m| m.key == key) {
+                            user.notice.set(true);
+                        }
+                    });
                 }
             }
             ChatEvent::Error { message } => {

@@ -72,6 +72,13 @@ pub struct RawChatSettings {
     /// Keep system messages (the system prompt) under `lastN` and `none`; default true.
     #[serde(default)]
     pub preserve_system_messages: Option<Value>,
+    /// Parlor extension: this agent's history processors (after the policy step), instead of
+    /// the configured chain.
+    #[serde(default)]
+    pub history_processors: Option<Value>,
+    /// Parlor extension: this agent's window ceiling (`agent_max_ctx`), in messages.
+    #[serde(default)]
+    pub max_context: Option<Value>,
 }
 
 /// The LLM an agent's template asks for.
@@ -111,6 +118,10 @@ pub struct Agent {
     pub chat_prompts: Vec<String>,
     pub history_id: Option<String>,
     pub preserve_system_messages: bool,
+    /// Validated processor names, when the template sets its own chain.
+    pub history_processors: Option<Vec<String>>,
+    /// The agent's own `agent_max_ctx`, when set.
+    pub max_context: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +185,41 @@ impl Agent {
                 true
             }
         };
+        let history_processors = match &settings.history_processors {
+            None => None,
+            Some(value) => match serde_json::from_value::<Vec<String>>(value.clone()) {
+                Ok(names) => match crate::chain::Chain::from_names(&names) {
+                    Ok(_) => Some(names),
+                    Err(e) => {
+                        warnings.push(TemplateWarning {
+                            field: "chatSettings.historyProcessors",
+                            reason: e.to_string(),
+                        });
+                        None
+                    }
+                },
+                Err(_) => {
+                    warnings.push(TemplateWarning {
+                        field: "chatSettings.historyProcessors",
+                        reason: format!("{value} is not a list of processor names"),
+                    });
+                    None
+                }
+            },
+        };
+        let max_context = match &settings.max_context {
+            None => None,
+            Some(value) => match value.as_u64() {
+                Some(n) if n >= 1 => Some(n as usize),
+                _ => {
+                    warnings.push(TemplateWarning {
+                        field: "chatSettings.maxContext",
+                        reason: format!("{value} is not a whole number of at least 1"),
+                    });
+                    None
+                }
+            },
+        };
         let llm = pick_llm_node(&template.nodes, &template.node_configurations);
         Ok((
             Agent {
@@ -188,6 +234,8 @@ impl Agent {
                 chat_prompts: settings.chat_prompts.clone(),
                 history_id: settings.history_id.clone(),
                 preserve_system_messages,
+                history_processors,
+                max_context,
             },
             warnings,
         ))
@@ -307,6 +355,30 @@ mod tests {
         assert_eq!(warnings.len(), 2);
         assert_eq!(warnings[0].field, "chatSettings.historyPolicy");
         assert_eq!(warnings[1].field, "chatSettings.historyLength");
+    }
+
+    #[test]
+    fn templates_may_set_their_own_chain_and_window() {
+        let (agent, warnings) = Agent::from_json(
+            r#"{"agentId":"a","name":"A","chatSettings":{"historyProcessors":["token_budget","role_alternation"],"maxContext":12}}"#,
+        )
+        .unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(
+            agent.history_processors.as_deref(),
+            Some(&["token_budget".to_owned(), "role_alternation".to_owned()][..])
+        );
+        assert_eq!(agent.max_context, Some(12));
+        let (agent, warnings) = Agent::from_json(
+            r#"{"agentId":"a","name":"A","chatSettings":{"historyProcessors":["policy"],"maxContext":0}}"#,
+        )
+        .unwrap();
+        assert_eq!((agent.history_processors, agent.max_context), (None, None));
+        let fields: Vec<&str> = warnings.iter().map(|w| w.field).collect();
+        assert_eq!(
+            fields,
+            ["chatSettings.historyProcessors", "chatSettings.maxContext"]
+        );
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub enum ChatEvent {
     Error {
         message: String,
     },
+    /// Parlor's answer to a `!` command (not the model's, and not stored).
+    Notice {
+        text: String,
+    },
 }
 
 /// The body of `POST /api/chat/{agent_id}`: a new message, or `regenerate` to reply again
@@ -53,6 +57,7 @@ impl ChatEvent {
             ChatEvent::Delta { .. } => "delta",
             ChatEvent::Done(_) => "done",
             ChatEvent::Error { .. } => "error",
+            ChatEvent::Notice { .. } => "notice",
         }
     }
 }
@@ -120,8 +125,18 @@ pub struct HistoryReport {
     pub messages_trimmed: usize,
     /// Stored messages before this index were not sent on this turn.
     pub first_sent_index: usize,
-    /// A rough count of the tokens sent (about four characters a token).
+    /// The tokens sent, counted by the model's tokenizer where Parlor has it, else estimated
+    /// (about four characters a token).
     pub estimated_tokens: u64,
+    /// Each step that chose what was sent: the policy, then the configured processors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<crate::chain::StepReport>,
+    /// The window of the sliding window step: min(agent max_ctx, model max_context).
+    #[serde(default)]
+    pub effective_ctx: usize,
+    /// The model's token budget, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what

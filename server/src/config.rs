@@ -48,6 +48,8 @@ struct ParlorEnv {
     debug_panel: bool,
     /// The configuration file; `parlor.toml` in the working directory when unset.
     config: Option<PathBuf>,
+    /// Allows the chat's admin commands to requests that carry it.
+    admin_token: Option<ApiKey>,
 }
 
 mod defaults {
@@ -104,6 +106,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// `HISTORY_BACKUP_RETENTION`: backups kept per conversation by the file backend.
     pub backup_retention: usize,
+    /// `PARLOR_ADMIN_TOKEN`: without it, admin commands are refused to everyone.
+    pub admin_token: Option<ApiKey>,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -263,6 +267,7 @@ impl Config {
             debug_panel: parlor.debug_panel,
             config_file: parlor.config,
             backup_retention,
+            admin_token: parlor.admin_token,
         })
     }
 

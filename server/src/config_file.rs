@@ -11,8 +11,40 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
+    /// Live sessions allowed (0: no limit).
+    pub max_users: Option<i64>,
+    /// Idle minutes before a session is reaped (0: never).
+    pub session_idle_timeout_minutes: Option<i64>,
+    pub history: Option<HistorySection>,
+    #[serde(default)]
+    pub models: Vec<ModelEntry>,
     #[serde(default)]
     pub histories: Vec<HistoryEntry>,
+}
+
+/// `[history]`: the processor chain and the window ceiling.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySection {
+    /// Processors after the policy step, in order.
+    pub chain: Option<Vec<String>>,
+    /// The agent-wide window ceiling, in messages.
+    pub agent_max_ctx: Option<i64>,
+}
+
+/// `[[models]]`: a model users can switch to with `!model <name>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub name: String,
+    /// `openai` (the OpenAI-compatible upstream) or `mirror` (the built-in offline model).
+    pub provider: Option<String>,
+    /// The model id sent upstream (default: `name`).
+    pub model: Option<String>,
+    /// The model's preferred window, in messages.
+    pub max_context: Option<i64>,
+    /// Tokens one request may take.
+    pub token_budget: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,4 +117,151 @@ impl ConfigFile {
             message: e.to_string().trim_end().to_owned(),
         })
     }
+}
+
+/// The server-wide settings of the file, validated, with their defaults.
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// Processors after the policy step.
+    pub chain: Vec<String>,
+    pub agent_max_ctx: usize,
+    pub max_users: usize,
+    pub idle_timeout_minutes: u64,
+    pub models: Vec<crate::models::ModelSpec>,
+}
+
+pub const DEFAULT_MAX_USERS: usize = 50;
+pub const DEFAULT_IDLE_TIMEOUT_MINUTES: u64 = 60;
+
+impl ServerSettings {
+    pub fn from_file(
+        file: Option<(&Path, &ConfigFile)>,
+    ) -> Result<ServerSettings, ConfigFileError> {
+        let default_path = PathBuf::from("parlor.toml");
+        let empty = ConfigFile::default();
+        let (path, file) = file.unwrap_or((default_path.as_path(), &empty));
+        let fail = |entry: &str, field: &'static str, message: String| ConfigFileError::Field {
+            path: path.to_owned(),
+            entry: entry.to_owned(),
+            field,
+            message,
+        };
+        let history = file.history.as_ref();
+        let chain = match history.and_then(|h| h.chain.clone()) {
+            Some(names) => {
+                parlor_domain::chain::Chain::from_names(&names)
+                    .map_err(|e| fail("[history]", "chain", e.to_string()))?;
+                names
+            }
+            None => parlor_domain::chain::Chain::default()
+                .names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        };
+        let agent_max_ctx = match history.and_then(|h| h.agent_max_ctx) {
+            None => parlor_domain::chain::DEFAULT_MAX_CTX,
+            Some(n) if n >= 1 => n as usize,
+            Some(n) => {
+                return Err(fail(
+                    "[history]",
+                    "agent_max_ctx",
+                    format!("must be at least 1 (got {n})"),
+                ))
+            }
+        };
+        let max_users = match file.max_users {
+            None => DEFAULT_MAX_USERS,
+            Some(n) if n >= 0 => n as usize,
+            Some(n) => {
+                return Err(fail(
+                    "top level",
+                    "max_users",
+                    format!("must be 0 (no limit) or more (got {n})"),
+                ))
+            }
+        };
+        let idle_timeout_minutes = match file.session_idle_timeout_minutes {
+            None => DEFAULT_IDLE_TIMEOUT_MINUTES,
+            Some(n) if n >= 0 => n as u64,
+            Some(n) => {
+                return Err(fail(
+                    "top level",
+                    "session_idle_timeout_minutes",
+                    format!("must be 0 (never) or more (got {n})"),
+                ))
+            }
+        };
+        Ok(ServerSettings {
+            chain,
+            agent_max_ctx,
+            max_users,
+            idle_timeout_minutes,
+            models: crate::models::specs(&file.models, path)?,
+        })
+    }
+}
+
+/// Validates the whole file as the server would read it.
+pub fn validate(text: &str, path: &Path, data_dir: &Path) -> Result<ConfigFile, ConfigFileError> {
+    let file = ConfigFile::parse(text, path)?;
+    ServerSettings::from_file(Some((path, &file)))?;
+    crate::histories::specs(Some((path, &file)), data_dir)?;
+    Ok(file)
+}
+
+/// A change an administrator makes to the configuration file.
+#[derive(Clone, Debug)]
+pub enum Edit {
+    Chain(Vec<String>),
+    AgentMaxCtx(usize),
+    MaxUsers(usize),
+    IdleTimeoutMinutes(u64),
+}
+
+/// Applies `edit` to the file at `path` (created when missing), keeping its comments and
+/// layout, validating the result, and replacing the file atomically.
+pub fn apply_edit(path: &Path, edit: &Edit, data_dir: &Path) -> Result<(), String> {
+    use toml_edit::{value, Array, DocumentMut};
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
+    match edit {
+        Edit::Chain(names) => {
+            doc["history"]["chain"] = value(names.iter().map(String::as_str).collect::<Array>())
+        }
+        Edit::AgentMaxCtx(n) => doc["history"]["agent_max_ctx"] = value(*n as i64),
+        Edit::MaxUsers(n) => doc["max_users"] = value(*n as i64),
+        Edit::IdleTimeoutMinutes(n) => doc["session_idle_timeout_minutes"] = value(*n as i64),
+    }
+    let new_text = doc.to_string();
+    validate(&new_text, path, data_dir).map_err(|e| e.to_string())?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("parlor.toml"),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(new_text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
 }

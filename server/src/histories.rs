@@ -199,6 +199,8 @@ pub struct History {
     pub id: String,
     pub store: Arc<dyn ConversationStore>,
     pub system_message: Option<String>,
+    /// The Redis connection and key prefix of a Redis history.
+    pub redis: Option<(redis::aio::ConnectionManager, String)>,
 }
 
 /// All histories, by id.
@@ -233,6 +235,7 @@ impl Histories {
                 field,
                 message,
             };
+            let mut redis = None;
             let store: Arc<dyn ConversationStore> = match &spec.backend {
                 BackendSpec::Memory => {
                     tracing::warn!(
@@ -249,8 +252,8 @@ impl Histories {
                         )
                     })?,
                 ),
-                BackendSpec::Redis { url, key_prefix } => Arc::new(
-                    RedisStore::connect(RedisOptions {
+                BackendSpec::Redis { url, key_prefix } => {
+                    let store = RedisStore::connect(RedisOptions {
                         url: url.clone(),
                         key_prefix: key_prefix.clone(),
                         history_id: spec.id.clone(),
@@ -260,8 +263,10 @@ impl Histories {
                     .await
                     .map_err(|e| {
                         fail("backend.url", format!("cannot reach Redis at {url}: {e}"))
-                    })?,
-                ),
+                    })?;
+                    redis = Some(store.shared());
+                    Arc::new(store)
+                }
             };
             tracing::info!("history {:?}: {}", spec.id, store.describe());
             by_id.insert(
@@ -270,6 +275,7 @@ impl Histories {
                     id: spec.id.clone(),
                     store,
                     system_message: spec.system_message.clone(),
+                    redis,
                 }),
             );
         }
@@ -292,6 +298,7 @@ impl Histories {
             id: DEFAULT_HISTORY.into(),
             store,
             system_message: None,
+            redis: None,
         };
         Histories {
             by_id: HashMap::from([(DEFAULT_HISTORY.to_owned(), Arc::new(history))]),
@@ -343,6 +350,21 @@ impl Histories {
         }
         all.sort_by_key(|info| std::cmp::Reverse(info.updated_ms));
         Ok(all)
+    }
+
+    /// Where live sessions are counted: in the default history's Redis when it has one (so
+    /// all processes share the count), else in this process.
+    pub fn live_sessions(&self) -> Arc<dyn crate::live::LiveSessions> {
+        match self
+            .by_id
+            .get(DEFAULT_HISTORY)
+            .and_then(|h| h.redis.clone())
+        {
+            Some((connection, prefix)) => {
+                Arc::new(crate::live::RedisSessions::new(connection, &prefix))
+            }
+            None => Arc::new(crate::live::LocalSessions::default()),
+        }
     }
 
     /// Ids, sorted.

@@ -7,7 +7,9 @@ pub mod cli;
 pub mod config;
 pub mod config_file;
 pub mod histories;
+pub mod live;
 pub mod llm;
+pub mod models;
 pub mod pages;
 pub mod routes;
 pub mod session;
@@ -44,10 +46,18 @@ pub fn llm_client(config: &Config) -> LlmClient {
     }
 }
 
+/// What the configuration file sets up: the histories and the server-wide settings.
+pub struct Setup {
+    pub histories: Histories,
+    pub settings: crate::config_file::ServerSettings,
+    /// The configuration file (where admin changes are saved; created when first needed).
+    pub config_path: std::path::PathBuf,
+}
+
 /// Reads the configuration file (if any), opens every history and checks that each agent's
 /// `historyId` names one. Errors name the file, entry and field.
-pub async fn open_histories(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Histories> {
-    use crate::config_file::{locate, ConfigFile};
+pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Setup> {
+    use crate::config_file::{locate, ConfigFile, ServerSettings};
     let file = match locate(config.config_file.as_deref()) {
         Some(path) => {
             let file = ConfigFile::read(&path)?;
@@ -56,26 +66,73 @@ pub async fn open_histories(config: &Config, agents: &AgentCatalog) -> anyhow::R
         }
         None => None,
     };
-    let specs = histories::specs(
-        file.as_ref().map(|(path, file)| (path.as_path(), file)),
-        &config.data_dir,
-    )?;
+    let file_ref = file.as_ref().map(|(path, file)| (path.as_path(), file));
+    let settings = ServerSettings::from_file(file_ref)?;
+    let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories
         .check_agents(agents.list().iter().map(|a| a.as_ref()))
         .map_err(anyhow::Error::msg)?;
-    Ok(histories)
+    let config_path = file
+        .map(|(path, _)| path)
+        .unwrap_or_else(|| "parlor.toml".into());
+    Ok(Setup {
+        histories,
+        settings,
+        config_path,
+    })
 }
 
-pub fn services(config: Config, agents: AgentCatalog, histories: Histories) -> Arc<Services> {
+pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Services> {
     let llm = llm_client(&config);
-    Arc::new(Services {
+    let settings = setup.settings;
+    let live = setup.histories.live_sessions();
+    let services = Arc::new(Services {
         config,
         agents,
-        histories,
+        histories: setup.histories,
         llm,
         busy: Default::default(),
-    })
+        chain: parlor_domain::chain::Chain::from_names(&settings.chain)
+            .expect("validated with the configuration"),
+        limits: state::Limits::new(
+            settings.agent_max_ctx,
+            settings.max_users,
+            settings.idle_timeout_minutes,
+        ),
+        models: settings.models,
+        live,
+        config_path: setup.config_path,
+    });
+    spawn_reaper(&services);
+    services
+}
+
+/// Frees idle sessions every 15 seconds (when inside a Tokio runtime). The timeout is read
+/// each time, so `!sessiontimeout` applies at once.
+fn spawn_reaper(services: &Arc<Services>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let weak = Arc::downgrade(services);
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(15));
+        loop {
+            tick.tick().await;
+            let Some(services) = weak.upgrade() else {
+                return;
+            };
+            let timeout_ms = services
+                .limits
+                .idle_timeout_minutes()
+                .saturating_mul(60_000);
+            match services.live.reap(store::now_ms(), timeout_ms).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("freed {n} idle session(s)"),
+                Err(e) => tracing::warn!("could not reap idle sessions: {e}"),
+            }
+        }
+    });
 }
 
 /// The whole HTTP application: the chat API, server functions, pages and static files.

@@ -27,8 +27,8 @@ async fn run() -> anyhow::Result<()> {
             .init();
         let config = Config::from_env()?;
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
-        let histories = parlor_server::open_histories(&config, &agents).await?;
-        let output = parlor_server::cli::run_store(command, &histories)
+        let setup = parlor_server::setup(&config, &agents).await?;
+        let output = parlor_server::cli::run_store(command, &setup.histories)
             .await
             .map_err(anyhow::Error::msg)?;
         print!("{output}");
@@ -74,7 +74,7 @@ async fn serve() -> anyhow::Result<()> {
     if agents.is_empty() {
         tracing::warn!("no agents loaded from {}", config.agents_dir.display());
     }
-    let histories = parlor_server::open_histories(&config, &agents).await?;
+    let setup = parlor_server::setup(&config, &agents).await?;
     match &config.llm {
         parlor_server::config::LlmConfig::Mirror => {
             tracing::info!("no LLM configured: replies come from the built-in mirror model")
@@ -84,7 +84,7 @@ async fn serve() -> anyhow::Result<()> {
         }
     }
     let addr = leptos.site_addr;
-    let services = parlor_server::services(config, agents, histories);
+    let services = parlor_server::services(config, agents, setup);
     let app = parlor_server::router(leptos, services);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -92,10 +92,13 @@ fn Message(
     last_assistant: Memo<Option<u64>>,
 ) -> impl IntoView {
     let role = message.role;
+    // The position among stored messages: commands and their notices are not stored.
     let index = move || {
-        state
-            .messages
-            .with(|list| list.iter().position(|m| m.key == message.key))
+        state.messages.with(|list| {
+            list.iter()
+                .filter(|m| !m.notice.get())
+                .position(|m| m.key == message.key)
+        })
     };
     // With the debug panel open: messages the last model call did not receive.
     let not_sent = move || {
@@ -117,6 +120,9 @@ fn Message(
         })
     };
     let body = move || match role {
+        Role::Assistant if message.notice.get() => {
+            view! { <div class="bubble notice-text">{move || message.text.get()}</div> }.into_any()
+        }
         Role::Assistant => view! {
             <div class="bubble markdown">
                 <div class="rendered" inner_html=move || message.html.get()></div>
@@ -131,6 +137,7 @@ fn Message(
             class=format!("message {}", role.as_str())
             class:not-sent=not_sent
             class:streaming=move || message.streaming.get()
+            class:notice=move || role == Role::Assistant && message.notice.get()
             data-role=role.as_str()
         >
             <Show when=not_sent>
@@ -144,7 +151,9 @@ fn Message(
                 Some(ReplyStatus::Incomplete) => Some(view! { <span class="tag incomplete-tag">"incomplete"</span> }),
                 None => None,
             }}
-            <Show when=move || role == Role::Assistant && !message.streaming.get()>
+            <Show when=move || {
+                role == Role::Assistant && !message.streaming.get() && !message.notice.get()
+            }>
                 <div class="actions">
                     <button
                         class="copy"

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
 
+#[derive(Clone)]
 pub struct OpenAiClient {
     http: reqwest::Client,
     base_url: String,

@@ -25,6 +25,7 @@ pub async fn post_chat(
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let services = app.services.clone();
@@ -100,6 +101,10 @@ pub async fn post_chat(
         message,
         url_policy: first("historyPolicy"),
         url_length: first("historyLength"),
+        admin_token: headers
+            .get("x-parlor-admin-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     match chat::start(&services, input).await {
         Ok(turn) => {
@@ -135,6 +140,10 @@ pub async fn post_chat(
             json_error(StatusCode::NOT_FOUND, e.to_string())
         }
         Err(e @ TurnError::Busy) => json_error(StatusCode::CONFLICT, e.to_string()),
+        Err(e @ TurnError::LimitReached(_)) => {
+            json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(e @ TurnError::NotAllowed) => json_error(StatusCode::FORBIDDEN, e.to_string()),
         Err(e @ (TurnError::WrongAgent(_) | TurnError::NothingToRegenerate)) => {
             json_error(StatusCode::BAD_REQUEST, e.to_string())
         }

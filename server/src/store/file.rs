@@ -515,6 +515,7 @@ mod tests {
                     created_ms: 7,
                     updated_ms: 7,
                     last_turn: None,
+                    model: None,
                 })
                 .await
                 .unwrap();

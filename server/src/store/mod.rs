@@ -33,6 +33,9 @@ pub struct ConversationInfo {
     /// What the last model call was sent, for the debug panel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn: Option<TurnReport>,
+    /// The model chosen with `!model`; `None` uses the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The last messages of a conversation and how many it holds in all.
@@ -171,6 +174,7 @@ pub(crate) mod contract {
             created_ms: 1,
             updated_ms,
             last_turn: None,
+            model: None,
         }
     }
 

@@ -77,6 +77,11 @@ impl RedisStore {
         format!("{}@owner:{owner}", self.base())
     }
 
+    /// The connection and key prefix, for other shared state (live sessions).
+    pub fn shared(&self) -> (ConnectionManager, String) {
+        (self.connection.clone(), self.options.key_prefix.clone())
+    }
+
     fn conn(&self) -> ConnectionManager {
         self.connection.clone()
     }

@@ -47,10 +47,10 @@ impl TestServer {
         let config = Config::from_vars(env).expect("valid test config");
         let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir).expect("agents");
         assert!(problems.is_empty(), "{problems:?}");
-        let histories = parlor_server::open_histories(&config, &agents)
+        let setup = parlor_server::setup(&config, &agents)
             .await
             .expect("histories");
-        let services = parlor_server::services(config, agents, histories);
+        let services = parlor_server::services(config, agents, setup);
         let options = leptos::config::LeptosOptions::builder()
             .output_name("parlor")
             .build();

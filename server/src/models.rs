@@ -1,0 +1,231 @@
+//! The models users can chat with and switch between, and how their tokens are counted.
+//!
+//! Models come from `[[models]]` in `parlor.toml`; an agent's own model (or
+//! `PARLOR_MODEL`) is always available too, with no `max_context` (so the default window)
+//! and no token budget.
+
+use crate::config_file::{ConfigFileError, ModelEntry};
+use parlor_domain::chain::{ModelLimits, TokenCounter};
+use parlor_domain::Message;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// The OpenAI-compatible upstream (`OPENAI_BASE_URL`).
+    OpenAi,
+    /// The built-in offline model.
+    Mirror,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Mirror => "mirror",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelSpec {
+    pub limits: ModelLimits,
+    pub provider: Provider,
+    /// The id sent upstream.
+    pub upstream: String,
+}
+
+impl ModelSpec {
+    /// A model nobody declared (an agent's own): default window, no budget.
+    pub fn implicit(name: &str, provider: Provider) -> ModelSpec {
+        ModelSpec {
+            limits: ModelLimits {
+                name: name.to_owned(),
+                max_context: None,
+                token_budget: None,
+            },
+            provider,
+            upstream: name.to_owned(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.limits.name
+    }
+}
+
+/// Validates `[[models]]`.
+pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, ConfigFileError> {
+    let mut specs: Vec<ModelSpec> = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let fail = |field: &'static str, message: String| ConfigFileError::Field {
+            path: path.to_owned(),
+            entry: format!("models[{index}] (name {:?})", entry.name),
+            field,
+            message,
+        };
+        if entry.name.trim().is_empty() || entry.name.chars().any(char::is_whitespace) {
+            return Err(fail(
+                "name",
+                "must be a non-empty word (it is typed after !model)".into(),
+            ));
+        }
+        if specs.iter().any(|s| s.name() == entry.name) {
+            return Err(fail("name", "duplicate name".into()));
+        }
+        let provider = match entry.provider.as_deref() {
+            None | Some("openai") => Provider::OpenAi,
+            Some("mirror") => Provider::Mirror,
+            Some(other) => {
+                return Err(fail(
+                    "provider",
+                    format!("unknown provider {other:?} (allowed: openai, mirror)"),
+                ))
+            }
+        };
+        let positive = |field: &'static str, value: Option<i64>| match value {
+            None => Ok(None),
+            Some(n) if n >= 1 => Ok(Some(n as u64)),
+            Some(n) => Err(fail(field, format!("must be at least 1 (got {n})"))),
+        };
+        specs.push(ModelSpec {
+            limits: ModelLimits {
+                name: entry.name.clone(),
+                max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
+                token_budget: positive("token_budget", entry.token_budget)?,
+            },
+            provider,
+            upstream: entry.model.clone().unwrap_or_else(|| entry.name.clone()),
+        });
+    }
+    Ok(specs)
+}
+
+/// A tokenizer's counts, cached by message text: a turn re-counts only its new messages.
+struct Tiktoken {
+    bpe: &'static tiktoken_rs::CoreBPE,
+    cache: Mutex<HashMap<u64, u32>>,
+}
+
+/// Tokens of framing per message in a Chat Completions request.
+const PER_MESSAGE: u64 = 4;
+const CACHE_ENTRIES: usize = 100_000;
+
+impl TokenCounter for Tiktoken {
+    fn count(&self, message: &Message) -> u64 {
+        use std::hash::BuildHasher;
+        static HASHER: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+        let key = HASHER.get_or_init(Default::default).hash_one(&message.text);
+        if let Some(&n) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return u64::from(n) + PER_MESSAGE;
+        }
+        let n = self.bpe.encode_ordinary(&message.text).len() as u32;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, n);
+        u64::from(n) + PER_MESSAGE
+    }
+
+    fn is_exact(&self) -> bool {
+        true
+    }
+}
+
+/// The token counter for an upstream model id: its tiktoken encoding for OpenAI-family
+/// models (tables built once per process), else the documented estimate.
+pub fn token_counter(upstream_model: &str) -> Arc<dyn TokenCounter> {
+    use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer};
+    static COUNTERS: OnceLock<Mutex<HashMap<&'static str, Arc<dyn TokenCounter>>>> =
+        OnceLock::new();
+    type Table = fn() -> &'static tiktoken_rs::CoreBPE;
+    let encoding: Option<(&'static str, Table)> = match get_tokenizer(upstream_model) {
+        Some(Tokenizer::O200kBase) => Some(("o200k_base", tiktoken_rs::o200k_base_singleton)),
+        Some(Tokenizer::Cl100kBase) => Some(("cl100k_base", tiktoken_rs::cl100k_base_singleton)),
+        _ => None,
+    };
+    let Some((name, table)) = encoding else {
+        return Arc::new(parlor_domain::chain::EstimatedTokens);
+    };
+    let mut counters = COUNTERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    counters
+        .entry(name)
+        .or_insert_with(|| {
+            Arc::new(Tiktoken {
+                bpe: table(),
+                cache: Mutex::default(),
+            })
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_models_are_counted_with_their_tokenizer_others_estimated() {
+        let exact = token_counter("gpt-4o-mini");
+        assert!(exact.is_exact());
+        // "hello world" is two tokens in o200k_base.
+        assert_eq!(
+            exact.count(&Message::user("hello world", 0)),
+            2 + PER_MESSAGE
+        );
+        assert_eq!(
+            exact.count(&Message::user("hello world", 1)),
+            2 + PER_MESSAGE,
+            "cached"
+        );
+        assert!(token_counter("gpt-4").is_exact());
+        let estimate = token_counter("llama-3-70b");
+        assert!(!estimate.is_exact());
+        assert_eq!(estimate.count(&Message::user("x".repeat(40), 0)), 14);
+    }
+
+    #[test]
+    fn model_entries_are_validated_naming_the_field() {
+        let entry = |name: &str, provider: Option<&str>, max_context: Option<i64>| ModelEntry {
+            name: name.into(),
+            provider: provider.map(str::to_owned),
+            model: None,
+            max_context,
+            token_budget: None,
+        };
+        let path = Path::new("parlor.toml");
+        let ok = specs(&[entry("small", None, Some(10))], path).unwrap();
+        assert_eq!(ok[0].upstream, "small");
+        assert_eq!(ok[0].limits.max_context, Some(10));
+        for (entries, expected) in [
+            (
+                vec![entry("a", Some("claude"), None)],
+                "models[0] (name \"a\"): provider: unknown provider",
+            ),
+            (
+                vec![entry("a", None, Some(0))],
+                "max_context: must be at least 1 (got 0)",
+            ),
+            (
+                vec![entry("a", None, None), entry("a", None, None)],
+                "models[1] (name \"a\"): name: duplicate",
+            ),
+            (
+                vec![entry("two words", None, None)],
+                "name: must be a non-empty word",
+            ),
+        ] {
+            let error = specs(&entries, path).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+}
