@@ -24,6 +24,128 @@ pub enum Command {
     /// Look after stored conversations (uses the same configuration as the server).
     #[command(subcommand)]
     Store(StoreCommand),
+    /// The history processor chain and window (edits the configuration file).
+    #[command(subcommand)]
+    History(HistoryCommand),
+    /// Set how many live sessions are allowed (0: no limit); saved in the configuration file.
+    MaxUsers {
+        #[arg(allow_negative_numbers = true)]
+        n: i64,
+    },
+    /// Set the idle minutes before a session is reaped (0: never); saved in the configuration file.
+    SessionTimeout {
+        #[arg(allow_negative_numbers = true)]
+        minutes: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// The available processors, the chain and the window settings.
+    List,
+    /// Change the chain (the policy step is always first).
+    #[command(subcommand)]
+    Chain(ChainCommand),
+    /// Set the agent-wide window ceiling (agent_max_ctx), in messages.
+    MaxCtx {
+        #[arg(allow_negative_numbers = true)]
+        n: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChainCommand {
+    /// Append a processor.
+    Add { name: String },
+    /// Remove a processor.
+    Remove { name: String },
+    /// Move a processor to a position (1 is right after the policy step).
+    Move {
+        name: String,
+        #[arg(allow_negative_numbers = true)]
+        position: i64,
+    },
+}
+
+/// Runs a configuration command on the file at `path`; its output or what was wrong.
+pub fn run_config(
+    command: Command,
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> Result<String, String> {
+    use crate::config_file::{apply_edit, ConfigFile, Edit, ServerSettings};
+    use parlor_domain::chain::{builtins, edit_chain, ChainEdit, POLICY_STEP};
+    let current = || -> Result<ServerSettings, String> {
+        let file = if path.exists() {
+            Some(ConfigFile::read(path).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        ServerSettings::from_file(file.as_ref().map(|f| (path, f))).map_err(|e| e.to_string())
+    };
+    let saved = |what: String| {
+        format!(
+            "{what} (saved to {}; restart Parlor to apply)\n",
+            path.display()
+        )
+    };
+    match command {
+        Command::History(HistoryCommand::List) => {
+            let settings = current()?;
+            let mut out = String::from("Available processors:\n");
+            for p in builtins() {
+                let _ = writeln!(out, "  {:<17} {}", p.name(), p.describe());
+            }
+            let _ = writeln!(out, "Chain:");
+            let _ = writeln!(out, "  0. {POLICY_STEP} (always first)");
+            for (i, name) in settings.chain.iter().enumerate() {
+                let _ = writeln!(out, "  {}. {name}", i + 1);
+            }
+            let _ = writeln!(out, "agent_max_ctx: {}", settings.agent_max_ctx);
+            let _ = writeln!(out, "max_users: {}", settings.max_users);
+            let _ = writeln!(
+                out,
+                "session_idle_timeout_minutes: {}",
+                settings.idle_timeout_minutes
+            );
+            Ok(out)
+        }
+        Command::History(HistoryCommand::Chain(edit)) => {
+            let settings = current()?;
+            let edit = match edit {
+                ChainCommand::Add { name } => ChainEdit::Add(name),
+                ChainCommand::Remove { name } => ChainEdit::Remove(name),
+                ChainCommand::Move { name, position } => ChainEdit::Move(name, position),
+            };
+            let chain = edit_chain(&settings.chain, &edit).map_err(|e| e.to_string())?;
+            apply_edit(path, &Edit::Chain(chain.clone()), data_dir)?;
+            Ok(saved(format!("chain: {POLICY_STEP}, {}", chain.join(", "))))
+        }
+        Command::History(HistoryCommand::MaxCtx { n }) => {
+            if n < 1 {
+                return Err(format!("agent_max_ctx must be at least 1 (got {n})"));
+            }
+            apply_edit(path, &Edit::AgentMaxCtx(n as usize), data_dir)?;
+            Ok(saved(format!("agent_max_ctx: {n}")))
+        }
+        Command::MaxUsers { n } => {
+            if n < 0 {
+                return Err(format!("max_users must be 0 (no limit) or more (got {n})"));
+            }
+            apply_edit(path, &Edit::MaxUsers(n as usize), data_dir)?;
+            Ok(saved(format!("max_users: {n}")))
+        }
+        Command::SessionTimeout { minutes } => {
+            if minutes < 0 {
+                return Err(format!(
+                    "session_idle_timeout_minutes must be 0 (never) or more (got {minutes})"
+                ));
+            }
+            apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
+            Ok(saved(format!("session_idle_timeout_minutes: {minutes}")))
+        }
+        Command::Serve | Command::Store(_) => Err("not a configuration command".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]

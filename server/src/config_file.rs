@@ -231,6 +231,9 @@ pub fn apply_edit(path: &Path, edit: &Edit, data_dir: &Path) -> Result<(), Strin
     let mut doc: DocumentMut = text
         .parse()
         .map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
+    if matches!(edit, Edit::Chain(_) | Edit::AgentMaxCtx(_)) && !doc.contains_key("history") {
+        doc.insert("history", toml_edit::Item::Table(toml_edit::Table::new()));
+    }
     match edit {
         Edit::Chain(names) => {
             doc["history"]["chain"] = value(names.iter().map(String::as_str).collect::<Array>())

@@ -20,6 +20,18 @@ async fn main() -> std::process::ExitCode {
 async fn run() -> anyhow::Result<()> {
     use clap::Parser;
     let cli = parlor_server::cli::Cli::parse();
+    if let Some(
+        command @ (Command::History(_) | Command::MaxUsers { .. } | Command::SessionTimeout { .. }),
+    ) = cli.command
+    {
+        let config = Config::from_env()?;
+        let path = parlor_server::config_file::locate(config.config_file.as_deref())
+            .unwrap_or_else(|| "parlor.toml".into());
+        let output = parlor_server::cli::run_config(command, &path, &config.data_dir)
+            .map_err(anyhow::Error::msg)?;
+        print!("{output}");
+        return Ok(());
+    }
     if let Some(Command::Store(command)) = cli.command {
         tracing_subscriber::fmt()
             .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))

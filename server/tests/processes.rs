@@ -343,3 +343,109 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_admin_command_line_edits_the_configuration_file_and_refuses_bad_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        "# our settings\n[[histories]]\nid = \"default\"\nbackend = { type = \"file\" }\n",
+    );
+    let run = |args: &[&str]| {
+        let output = support::process::command(&[("PARLOR_CONFIG", &config)], dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (ok, out, _) = run(&["history", "list"]);
+    assert!(ok);
+    for line in [
+        "token_budget",
+        "0. policy (always first)",
+        "1. sliding_window",
+        "agent_max_ctx: 200",
+        "max_users: 50",
+        "session_idle_timeout_minutes: 60",
+    ] {
+        assert!(out.contains(line), "{line} missing from\n{out}");
+    }
+    for args in [
+        vec!["history", "chain", "add", "token_budget"],
+        vec!["history", "chain", "add", "role_alternation"],
+        vec!["history", "chain", "move", "role_alternation", "1"],
+        vec!["history", "chain", "remove", "sliding_window"],
+        vec!["history", "max-ctx", "40"],
+        vec!["max-users", "0"],
+        vec!["session-timeout", "15"],
+    ] {
+        let (ok, _, err) = run(&args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains("# our settings\n[[histories]]"),
+        "comments kept:\n{text}"
+    );
+    assert!(
+        text.contains("[history]\nchain = ["),
+        "a [history] table:\n{text}"
+    );
+    let (_, out, _) = run(&["history", "list"]);
+    for line in [
+        "1. role_alternation",
+        "2. token_budget",
+        "agent_max_ctx: 40",
+        "max_users: 0",
+        "session_idle_timeout_minutes: 15",
+    ] {
+        assert!(out.contains(line), "{line} missing from\n{out}");
+    }
+    assert!(!out.contains(". sliding_window"), "{out}");
+
+    for (args, expected) in [
+        (vec!["history", "chain", "add", "policy"], "always first"),
+        (vec!["history", "chain", "remove", "policy"], "always first"),
+        (
+            vec!["history", "chain", "move", "policy", "2"],
+            "always first",
+        ),
+        (
+            vec!["history", "chain", "move", "token_budget", "-1"],
+            "position -1 is out of range",
+        ),
+        (
+            vec!["history", "chain", "move", "token_budget", "0"],
+            "position 0 is out of range",
+        ),
+        (
+            vec!["history", "chain", "move", "token_budget", "9"],
+            "positions 1 to 2",
+        ),
+        (
+            vec!["history", "chain", "add", "summarize"],
+            "unknown history processor \"summarize\"",
+        ),
+        (
+            vec!["history", "chain", "add", "token_budget"],
+            "already in the chain",
+        ),
+        (vec!["history", "max-ctx", "0"], "at least 1"),
+        (vec!["max-users", "-1"], "0 (no limit) or more"),
+        (vec!["session-timeout", "-5"], "0 (never) or more"),
+    ] {
+        let before = std::fs::read_to_string(&config).unwrap();
+        let (ok, _, err) = run(&args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            before,
+            "{args:?} changed the file"
+        );
+    }
+}

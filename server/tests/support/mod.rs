@@ -107,10 +107,25 @@ impl TestServer {
         body: serde_json::Value,
         cookie: Option<&str>,
     ) -> Reply {
+        self.chat_request(agent, query, body, cookie, &[]).await
+    }
+
+    /// A chat turn with extra headers.
+    pub async fn chat_request(
+        &self,
+        agent: &str,
+        query: &str,
+        body: serde_json::Value,
+        cookie: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut request = self
             .http
             .post(self.url(&format!("/api/chat/{agent}{query}")))
             .json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(cookie) = cookie {
             request = request.header("cookie", cookie);
         }
@@ -216,6 +231,13 @@ impl Reply {
     pub fn error(&self) -> Option<&str> {
         self.events.iter().find_map(|e| match e {
             ChatEvent::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+    }
+
+    pub fn notice(&self) -> Option<&str> {
+        self.events.iter().find_map(|e| match e {
+            ChatEvent::Notice { text } => Some(text.as_str()),
             _ => None,
         })
     }

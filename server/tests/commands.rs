@@ -1,0 +1,376 @@
+//! The processor chain, `!` commands, model switching, admin commands and session limits,
+//! over real HTTP with a real (fake) upstream.
+
+mod support;
+
+use serde_json::json;
+use support::TestServer;
+
+const MODELS: &str = r#"
+[[models]]
+name = "big"
+model = "big-upstream"
+max_context = 100
+
+[[models]]
+name = "small"
+model = "small-upstream"
+max_context = 2
+"#;
+
+fn config(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+async fn server_with(
+    config_text: &str,
+    extra: &[(&str, &str)],
+) -> (fake_llm::FakeLlm, TestServer, tempfile::NamedTempFile) {
+    let file = config(config_text);
+    let path = file.path().display().to_string();
+    let mut vars = vec![("PARLOR_CONFIG", path.as_str())];
+    vars.extend_from_slice(extra);
+    let (fake, server) = TestServer::with_upstream(&vars).await;
+    (fake, server, file)
+}
+
+#[tokio::test]
+async fn switching_model_applies_the_new_window_at_once_and_says_what_was_trimmed() {
+    let (fake, server, _config) = server_with(MODELS, &[]).await;
+    let first = server.chat("general", json!({"message": "one"})).await;
+    let session = first.session_id();
+    let say = |text: &str| json!({"session_id": session, "message": text});
+    for text in ["two", "three"] {
+        server.chat("general", say(text)).await;
+    }
+    assert_eq!(fake.requests().len(), 3);
+
+    let switched = server.chat("general", say("!model small")).await;
+    assert_eq!(
+        switched.notice(),
+        Some("Model set to 'small'.\nHistory trimmed: 4 message(s) removed (2 kept).")
+    );
+    assert!(switched.done().is_some());
+    assert_eq!(switched.meta().model, "small");
+    let window = &switched.meta().history;
+    assert_eq!(window.effective_ctx, 2);
+    let step = window
+        .chain
+        .iter()
+        .find(|s| s.name == "sliding_window")
+        .unwrap();
+    assert_eq!(step.removed, 4, "{:?}", window.chain);
+    assert_eq!(
+        window.first_sent_index, 4,
+        "the debug panel dims the first four"
+    );
+    assert_eq!(fake.requests().len(), 3, "commands never reach the model");
+    assert_eq!(
+        server.stored(&session).len(),
+        6,
+        "nor the stored conversation"
+    );
+
+    let next = server.chat("general", say("four")).await;
+    let request = fake.requests().pop().unwrap();
+    assert_eq!(request["model"], "small-upstream");
+    let sent: Vec<&str> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    // The system prompt, then the window of 2 moved forward to start on a user message.
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[1], "four");
+    assert_eq!(next.meta().history.messages_trimmed, 6);
+
+    let unknown = server.chat("general", say("!model gpt-9")).await;
+    assert_eq!(
+        unknown.notice(),
+        Some("Unknown model 'gpt-9'; nothing changed. Available: gpt-4o-mini, big, small.")
+    );
+    let current = server.chat("general", say("!model")).await;
+    assert!(current
+        .notice()
+        .unwrap()
+        .starts_with("Current model: 'small'."));
+    let help = server.chat("general", say("!help")).await;
+    assert!(help.notice().unwrap().contains("!model <name>"));
+
+    // Not a command: it goes to the model as text.
+    server.chat("general", say("!important: keep this")).await;
+    let request = fake.requests().pop().unwrap();
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"], "!important: keep this");
+
+    // The choice belongs to the conversation and survives in the debug facts.
+    let (_, debug) = server
+        .get(
+            &format!("/api/chat/general/debug?session_id={session}"),
+            None,
+        )
+        .await;
+    let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
+    assert_eq!(debug["model"], "small");
+}
+
+#[tokio::test]
+async fn reset_clears_the_conversation_with_a_backup() {
+    let (_fake, server, _config) = server_with("", &[]).await;
+    let first = server
+        .chat("general", json!({"message": "remember me"}))
+        .await;
+    let session = first.session_id();
+    let reset = server
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "!reset"}),
+        )
+        .await;
+    let notice = reset.notice().unwrap();
+    assert!(
+        notice.starts_with("Conversation cleared. A backup was kept ("),
+        "{notice}"
+    );
+    assert!(server.stored(&session).is_empty());
+    let backups = server
+        .data
+        .path()
+        .join(".chat-history")
+        .join(&session)
+        .join("backups");
+    let backup = std::fs::read_dir(backups).unwrap().next().unwrap().unwrap();
+    let saved = std::fs::read_to_string(backup.path().join("messages.json")).unwrap();
+    assert!(saved.contains("remember me"));
+}
+
+#[tokio::test]
+async fn a_message_over_the_token_budget_is_refused_clearly_and_kept() {
+    let (fake, server, _config) = server_with(
+        r#"
+        [history]
+        chain = ["token_budget"]
+        [[models]]
+        name = "gpt-4o-mini"
+        token_budget = 60
+        "#,
+        &[],
+    )
+    .await;
+    let ok = server.chat("general", json!({"message": "short"})).await;
+    assert!(ok.done().is_some(), "{}", ok.body);
+    // Counted with gpt-4o-mini's tokenizer: the report says so.
+    assert!(ok.meta().history.estimated_tokens > 0);
+    let long = "word ".repeat(200);
+    let refused = server
+        .chat(
+            "general",
+            json!({"session_id": ok.session_id(), "message": long}),
+        )
+        .await;
+    let error = refused.error().unwrap();
+    assert!(
+        error.starts_with("your message is too long for gpt-4o-mini"),
+        "{error}"
+    );
+    assert_eq!(fake.requests().len(), 1, "nothing was sent");
+    assert_eq!(
+        server.stored(&ok.session_id()).len(),
+        3,
+        "the message is kept"
+    );
+}
+
+#[tokio::test]
+async fn older_turns_give_way_to_the_token_budget() {
+    let (fake, server, _config) = server_with(
+        r#"
+        [history]
+        chain = ["sliding_window", "token_budget"]
+        [[models]]
+        name = "gpt-4o-mini"
+        token_budget = 100
+        "#,
+        &[],
+    )
+    .await;
+    let first = server
+        .chat("general", json!({"message": "alpha ".repeat(60)}))
+        .await;
+    let session = first.session_id();
+    let second = server
+        .chat("general", json!({"session_id": session, "message": "beta"}))
+        .await;
+    let step = second
+        .meta()
+        .history
+        .chain
+        .iter()
+        .find(|s| s.name == "token_budget")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        step.removed,
+        2,
+        "the first exchange went: {:?}",
+        second.meta().history.chain
+    );
+    let sent = fake.requests().pop().unwrap();
+    assert!(!sent.to_string().contains("alpha"));
+}
+
+#[tokio::test]
+async fn admin_commands_need_the_operators_token() {
+    let (_fake, open_server, _c) = server_with("", &[]).await;
+    let refused = open_server
+        .chat("general", json!({"message": "!maxusers 5"}))
+        .await;
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("not allowed"), "{}", refused.body);
+
+    let (_fake, server, config) = server_with(MODELS, &[("PARLOR_ADMIN_TOKEN", "s3cret")]).await;
+    let admin = |text: &str, token: &str| {
+        let body = json!({"message": text});
+        let headers = [("x-parlor-admin-token", token.to_owned())];
+        let server = &server;
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            server
+                .chat_request("general", "", body, None, &headers)
+                .await
+        }
+    };
+    let wrong = admin("!maxusers 5", "guess").await;
+    assert_eq!(wrong.status, 403);
+    let set = admin("!maxusers 5", "s3cret").await;
+    let notice = set.notice().unwrap();
+    assert!(
+        notice.starts_with("max_users set to 5 (saved to "),
+        "{notice}"
+    );
+    let saved = std::fs::read_to_string(config.path()).unwrap();
+    assert!(saved.contains("max_users = 5"), "{saved}");
+    assert!(
+        saved.contains("name = \"small\""),
+        "the rest of the file is kept"
+    );
+
+    let temporary = admin("!maxctx 3 temp", "s3cret").await;
+    assert_eq!(
+        temporary.notice(),
+        Some("agent_max_ctx set to 3 (until Parlor restarts).")
+    );
+    assert!(!std::fs::read_to_string(config.path())
+        .unwrap()
+        .contains("agent_max_ctx"));
+    // It applies to every conversation at once.
+    let turn = server.chat("general", json!({"message": "hi"})).await;
+    assert_eq!(turn.meta().history.effective_ctx, 3);
+
+    let timeout = admin("!sessiontimeout 0", "s3cret").await;
+    assert!(timeout.notice().unwrap().contains("never"));
+    let usage = admin("!maxusers many", "s3cret").await;
+    assert!(usage.notice().unwrap().starts_with("Usage: !maxusers"));
+}
+
+#[tokio::test]
+async fn the_session_limit_refuses_new_sessions_only() {
+    let (_fake, server, _config) =
+        server_with("max_users = 2\n", &[("PARLOR_ADMIN_TOKEN", "t")]).await;
+    let a = server
+        .chat("general", json!({"message": "a"}))
+        .await
+        .session_id();
+    let b = server
+        .chat("general", json!({"message": "b"}))
+        .await
+        .session_id();
+    let refused = server.chat("general", json!({"message": "c"})).await;
+    assert_eq!(refused.status, 503);
+    assert!(
+        refused
+            .body
+            .contains("Session limit reached (2 active sessions). Try again later."),
+        "{}",
+        refused.body
+    );
+    // A client-chosen new session id is a new session too.
+    let named = server
+        .chat("general", json!({"session_id": "mine", "message": "c"}))
+        .await;
+    assert_eq!(named.status, 503);
+    assert!(
+        server.stored("mine").is_empty(),
+        "nothing stored for a refused session"
+    );
+
+    // Lowering the limit evicts no one.
+    let headers = [("x-parlor-admin-token", "t")];
+    let lowered = server
+        .chat_request(
+            "general",
+            "",
+            json!({"message": "!maxusers 1"}),
+            None,
+            &headers,
+        )
+        .await;
+    assert!(
+        lowered.notice().is_some(),
+        "admins get in even at the limit"
+    );
+    for session in [&a, &b] {
+        let turn = server
+            .chat(
+                "general",
+                json!({"session_id": session, "message": "still here"}),
+            )
+            .await;
+        assert!(turn.done().is_some(), "{}", turn.body);
+    }
+    // 0 means no limit.
+    server
+        .chat_request(
+            "general",
+            "",
+            json!({"message": "!maxusers 0"}),
+            None,
+            &headers,
+        )
+        .await;
+    let fresh = server.chat("general", json!({"message": "d"})).await;
+    assert!(fresh.done().is_some());
+}
+
+#[tokio::test]
+async fn with_redis_every_process_counts_the_same_sessions() {
+    let redis = fake_llm::redis_server::RedisServer::start().unwrap();
+    let text = format!(
+        "max_users = 1\n[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
+        redis.url()
+    );
+    let file = config(&text);
+    let path = file.path().display().to_string();
+    let one = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let two = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let first = one.chat("general", json!({"message": "hi"})).await;
+    assert!(first.done().is_some());
+    let refused = two.chat("general", json!({"message": "me too"})).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let continued = two
+        .chat(
+            "general",
+            json!({"session_id": first.session_id(), "message": "same session"}),
+        )
+        .await;
+    assert!(continued.done().is_some(), "{}", continued.body);
+}
