@@ -41,4 +41,4 @@ lint:
 bench:
 	scripts/setup.sh test
 	scripts/bench.sh
-	cargo bench -p parlor-server --bench stores
+	cargo bench -p parlor-server --bench stores --bench chain

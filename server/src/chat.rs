@@ -293,7 +293,7 @@ fn client_for(services: &Services, model: &ModelSpec) -> LlmClient {
     }
 }
 
-fn provider_label(services: &Services, model: Option<&ModelSpec>) -> &'static str {
+pub fn provider_label(services: &Services, model: Option<&ModelSpec>) -> &'static str {
     match model {
         Some(model) => client_for(services, model).provider(),
         None => services.llm.provider(),

@@ -268,3 +268,35 @@ pub fn apply_edit(path: &Path, edit: &Edit, data_dir: &Path) -> Result<(), Strin
         format!("cannot write {}: {e}", path.display())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../parlor.example.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file = validate(&text, &path, Path::new("data")).unwrap();
+        let settings = ServerSettings::from_file(Some((&path, &file))).unwrap();
+        assert_eq!(settings.chain, ["sliding_window", "token_budget"]);
+        assert_eq!(settings.models.len(), 3);
+    }
+
+    #[test]
+    fn server_settings_are_validated_naming_the_field() {
+        for (text, expected) in [
+            ("max_users = -1", "top level: max_users: must be 0 (no limit) or more"),
+            ("session_idle_timeout_minutes = -2", "session_idle_timeout_minutes"),
+            ("[history]\nagent_max_ctx = 0", "[history]: agent_max_ctx: must be at least 1"),
+            ("[history]\nchain = [\"policy\"]", "[history]: chain: the policy step is always first"),
+            ("[history]\nchain = [\"nope\"]", "unknown history processor \"nope\""),
+            ("maxusers = 3", "unknown field `maxusers`"),
+        ] {
+            let error = validate(text, Path::new("parlor.toml"), Path::new("data"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}

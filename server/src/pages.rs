@@ -1,6 +1,6 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
-use crate::chat::{debug_info, model_name};
+use crate::chat::{debug_info, provider_label, session_model};
 use crate::state::Services;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
@@ -83,6 +83,11 @@ impl Backend for PageBackend {
                 .collect(),
             None => Vec::new(),
         };
+        let current_model = session_model(
+            services,
+            &agent,
+            conversation.as_ref().and_then(|c| c.model.as_deref()),
+        );
         Ok(ChatPageData::Ready(Box::new(ChatData {
             agent: AgentInfo {
                 id: agent.id.clone(),
@@ -95,8 +100,11 @@ impl Backend for PageBackend {
                     .collect(),
                 chat_prompts: agent.chat_prompts.clone(),
             },
-            model: model_name(services, &agent).unwrap_or_else(|| "no model configured".into()),
-            provider: services.llm.provider().to_owned(),
+            model: current_model
+                .as_ref()
+                .map(|m| m.name().to_owned())
+                .unwrap_or_else(|| "no model configured".into()),
+            provider: provider_label(services, current_model.as_ref()).to_owned(),
             mirror: services.config.uses_mirror(),
             session_id,
             messages: messages

@@ -56,6 +56,28 @@ fn DebugFacts(info: DebugInfo) -> impl IntoView {
                         <dd data-fact="sent">{h.messages_sent}" messages (with the system prompt)"</dd>
                         <dt>"Trimmed"</dt>
                         <dd data-fact="trimmed">{h.messages_trimmed}" messages"</dd>
+                        <dt>"Window"</dt>
+                        <dd data-fact="window">
+                            {h.effective_ctx}" messages"
+                            {h.token_budget.map(|b| format!(", budget {b} tokens"))}
+                        </dd>
+                        <dt>"Chain"</dt>
+                        <dd data-fact="chain">
+                            <ol class="chain">
+                                {h.chain.iter().map(|step| {
+                                    let removed = step.removed;
+                                    view! {
+                                        <li data-step=step.name.clone()>
+                                            {step.name.clone()}
+                                            {(removed > 0).then(|| view! {
+                                                <span class="removed">{format!(" −{removed}")}</span>
+                                            })}
+                                            {format!(" → {}", step.kept)}
+                                        </li>
+                                    }
+                                }).collect_view()}
+                            </ol>
+                        </dd>
                         <dt>"Tokens sent"</dt>
                         <dd data-fact="tokens">{tokens}</dd>
                     }
