@@ -12,7 +12,10 @@ use parlor_server::models::token_counter;
 use std::time::Duration;
 
 fn conversation(turn: usize) -> Vec<Message> {
-    let mut messages = vec![Message::system("You are a helpful assistant. Be precise.", 0)];
+    let mut messages = vec![Message::system(
+        "You are a helpful assistant. Be precise.",
+        0,
+    )];
     for i in 0..200 {
         let text = format!(
             "turn {turn} message {i}: {}",
@@ -24,7 +27,10 @@ fn conversation(turn: usize) -> Vec<Message> {
             Message::assistant(text, i)
         });
     }
-    messages.push(Message::user(format!("turn {turn}: the latest question"), 999));
+    messages.push(Message::user(
+        format!("turn {turn}: the latest question"),
+        999,
+    ));
     messages
 }
 

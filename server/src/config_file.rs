@@ -286,11 +286,26 @@ mod tests {
     #[test]
     fn server_settings_are_validated_naming_the_field() {
         for (text, expected) in [
-            ("max_users = -1", "top level: max_users: must be 0 (no limit) or more"),
-            ("session_idle_timeout_minutes = -2", "session_idle_timeout_minutes"),
-            ("[history]\nagent_max_ctx = 0", "[history]: agent_max_ctx: must be at least 1"),
-            ("[history]\nchain = [\"policy\"]", "[history]: chain: the policy step is always first"),
-            ("[history]\nchain = [\"nope\"]", "unknown history processor \"nope\""),
+            (
+                "max_users = -1",
+                "top level: max_users: must be 0 (no limit) or more",
+            ),
+            (
+                "session_idle_timeout_minutes = -2",
+                "session_idle_timeout_minutes",
+            ),
+            (
+                "[history]\nagent_max_ctx = 0",
+                "[history]: agent_max_ctx: must be at least 1",
+            ),
+            (
+                "[history]\nchain = [\"policy\"]",
+                "[history]: chain: the policy step is always first",
+            ),
+            (
+                "[history]\nchain = [\"nope\"]",
+                "unknown history processor \"nope\"",
+            ),
             ("maxusers = 3", "unknown field `maxusers`"),
         ] {
             let error = validate(text, Path::new("parlor.toml"), Path::new("data"))
