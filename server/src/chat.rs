@@ -114,9 +114,13 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     } else {
         services.limits.max_users()
     };
+    let live_key = match &input.browser {
+        Some(browser) => session::live_key(browser),
+        None => format!("api:{}:{session_id}", history.id),
+    };
     services
         .live
-        .touch(&format!("{}:{session_id}", history.id), now, max_users)
+        .touch(&live_key, now, max_users, true)
         .await??;
 
     let settings = resolve_settings(

@@ -141,7 +141,9 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         leptos_options: leptos_options.clone(),
         services: services.clone(),
     };
-    let backend = BackendHandle(Arc::new(pages::PageBackend { services }));
+    let backend = BackendHandle(Arc::new(pages::PageBackend {
+        services: services.clone(),
+    }));
     let context = move || provide_context(backend.clone());
     let routes = generate_route_list(App);
 
@@ -156,7 +158,10 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
             move || shell(options.clone())
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(middleware::from_fn(session::ensure_browser_session));
+        .layer(middleware::from_fn_with_state(
+            services.clone(),
+            session::ensure_browser_session,
+        ));
 
     Router::new()
         .merge(routes::api().layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))

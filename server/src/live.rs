@@ -1,9 +1,11 @@
 //! Live sessions, for `max_users` and the idle reaper: in this process, or in Redis so that
 //! every Parlor process sharing it counts the same sessions.
 //!
-//! A session is a conversation being chatted in (`<history id>:<session id>`); it becomes
-//! live when a chat request touches it and stops being live when the reaper frees it. Its
-//! stored conversation is not affected.
+//! A session is a browser (`browser:<owner hash>`, however many conversations it has) or,
+//! for API clients without the browser cookie, one conversation (`api:<history>:<session>`).
+//! It becomes live when it first opens a page or chats, its last activity is set on every
+//! chat message, and it stops being live when the reaper frees it. Stored conversations are
+//! not affected.
 
 use crate::store::StoreError;
 use async_trait::async_trait;
@@ -13,13 +15,14 @@ use std::sync::Mutex;
 
 #[async_trait]
 pub trait LiveSessions: Send + Sync + 'static {
-    /// Marks `key` active at `now`; a session that is not live is admitted only while fewer
-    /// than `max_users` are (0: no limit).
+    /// Marks `key` active at `now` (for a live session only when `refresh`); a session that
+    /// is not live is admitted only while fewer than `max_users` are (0: no limit).
     async fn touch(
         &self,
         key: &str,
         now: i64,
         max_users: usize,
+        refresh: bool,
     ) -> Result<Result<(), LimitReached>, StoreError>;
     /// Frees sessions idle strictly longer than `timeout_ms` (0: none); how many.
     async fn reap(&self, now: i64, timeout_ms: u64) -> Result<usize, StoreError>;
@@ -37,12 +40,13 @@ impl LiveSessions for LocalSessions {
         key: &str,
         now: i64,
         max_users: usize,
+        refresh: bool,
     ) -> Result<Result<(), LimitReached>, StoreError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .touch(key, now, max_users))
+        let mut table = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !refresh && table.contains(key) {
+            return Ok(Ok(()));
+        }
+        Ok(table.touch(key, now, max_users))
     }
 
     async fn reap(&self, now: i64, timeout_ms: u64) -> Result<usize, StoreError> {
@@ -73,7 +77,9 @@ pub struct RedisSessions {
 const TOUCH: &str = r#"
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score then
-  if tonumber(ARGV[2]) > tonumber(score) then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+  if ARGV[4] == '1' and tonumber(ARGV[2]) > tonumber(score) then
+    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+  end
   return -1
 end
 local active = redis.call('ZCARD', KEYS[1])
@@ -99,6 +105,7 @@ impl LiveSessions for RedisSessions {
         key: &str,
         now: i64,
         max_users: usize,
+        refresh: bool,
     ) -> Result<Result<(), LimitReached>, StoreError> {
         let active: i64 = redis::cmd("EVAL")
             .arg(TOUCH)
@@ -107,6 +114,7 @@ impl LiveSessions for RedisSessions {
             .arg(key)
             .arg(now)
             .arg(max_users)
+            .arg(if refresh { "1" } else { "0" })
             .query_async(&mut self.connection.clone())
             .await?;
         Ok(if active < 0 {
@@ -151,13 +159,15 @@ mod tests {
     use fake_llm::redis_server::RedisServer;
 
     async fn contract(live: &dyn LiveSessions) {
-        live.touch("a", 0, 2).await.unwrap().unwrap();
-        live.touch("b", 10, 2).await.unwrap().unwrap();
+        live.touch("a", 0, 2, true).await.unwrap().unwrap();
+        live.touch("b", 10, 2, true).await.unwrap().unwrap();
         assert_eq!(
-            live.touch("c", 10, 2).await.unwrap(),
+            live.touch("c", 10, 2, true).await.unwrap(),
             Err(LimitReached { active: 2 })
         );
-        live.touch("a", 20, 1).await.unwrap().unwrap();
+        live.touch("a", 20, 1, true).await.unwrap().unwrap();
+        // Without refresh (a page view) a live session is let through but not made younger.
+        live.touch("b", 5_000, 1, false).await.unwrap().unwrap();
         assert_eq!(live.count().await.unwrap(), 2, "lowering never evicts");
         assert_eq!(
             live.reap(1_010, 1_000).await.unwrap(),
@@ -166,8 +176,8 @@ mod tests {
         );
         assert_eq!(live.reap(1_011, 1_000).await.unwrap(), 1);
         assert_eq!(live.count().await.unwrap(), 1);
-        live.touch("c", 1_011, 2).await.unwrap().unwrap();
-        live.touch("d", 1_011, 0).await.unwrap().unwrap();
+        live.touch("c", 1_011, 2, true).await.unwrap().unwrap();
+        live.touch("d", 1_011, 0, true).await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -2,12 +2,16 @@
 //! SameSite=Lax). It owns the conversations started in that browser; no other browser can
 //! read them.
 
-use axum::extract::Request;
+use crate::state::Services;
+use axum::extract::{Request, State};
 use axum::http::header::{HeaderValue, SET_COOKIE};
+use axum::http::StatusCode;
 use axum::middleware::Next;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum_extra::extract::cookie::CookieJar;
 use parlor_app::ssr::BrowserSession;
+use std::sync::Arc;
 
 pub const COOKIE: &str = "parlor_session";
 
@@ -27,13 +31,40 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// The key of a browser's live session (see [`crate::live`]).
+pub fn live_key(browser: &BrowserSession) -> String {
+    format!("browser:{}", owner(browser))
+}
+
 /// Gives every page visitor a browser session: reuses the cookie's, or issues a new one and
-/// sets the cookie on the response. The session is put in the request's extensions.
-pub async fn ensure_browser_session(jar: CookieJar, mut request: Request, next: Next) -> Response {
+/// sets the cookie on the response. The session is put in the request's extensions. A
+/// browser that is not a live session is admitted only within `max_users`; beyond it the
+/// visitor gets a 503 page saying so.
+pub async fn ensure_browser_session(
+    State(services): State<Arc<Services>>,
+    jar: CookieJar,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let (session, fresh) = match from_jar(&jar) {
         Some(session) => (session, false),
         None => (BrowserSession(new_id()), true),
     };
+    let admitted = services
+        .live
+        .touch(
+            &live_key(&session),
+            crate::store::now_ms(),
+            services.limits.max_users(),
+            false,
+        )
+        .await;
+    match admitted {
+        Ok(Ok(())) => {}
+        Ok(Err(limit)) => return limit_page(&limit.to_string()),
+        // The store being away must not hide the pages; chatting reports it.
+        Err(e) => tracing::warn!("could not count live sessions: {e}"),
+    }
     request.extensions_mut().insert(session.clone());
     let mut response = next.run(request).await;
     if fresh {
@@ -71,4 +102,20 @@ pub fn chat_cookie(id: &parlor_domain::SessionId) -> Option<HeaderValue> {
         "{CHAT_COOKIE}={id}; Path=/api/chat; Max-Age=2592000; HttpOnly; SameSite=Lax"
     ))
     .ok()
+}
+
+/// The page a visitor gets when the session limit is reached.
+fn limit_page(message: &str) -> Response {
+    let body = format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Parlor is full</title>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>\
+         <body style=\"font-family: system-ui, sans-serif; max-width: 32rem; margin: 4rem auto; padding: 0 1rem\">\
+         <h1>Parlor is full</h1><p role=\"alert\">{message}</p></body></html>"
+    );
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
 }

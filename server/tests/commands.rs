@@ -374,3 +374,38 @@ async fn with_redis_every_process_counts_the_same_sessions() {
         .await;
     assert!(continued.done().is_some(), "{}", continued.body);
 }
+
+#[tokio::test]
+async fn a_browser_is_one_session_however_many_conversations_it_starts() {
+    let (_fake, server, _config) = server_with("max_users = 1\n", &[]).await;
+    let a = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let b = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let (status, _) = server.get("/chat?agent=general", Some(a)).await;
+    assert_eq!(status, 200);
+    for text in ["first chat", "second chat", "third chat"] {
+        let turn = server
+            .chat_with(
+                "general",
+                "",
+                json!({"message": text, "new_conversation": true}),
+                Some(a),
+            )
+            .await;
+        assert!(turn.done().is_some(), "{}", turn.body);
+    }
+    // Another browser, on the page or in the chat, is told the limit is reached.
+    let (status, page) = server.get("/chat?agent=general", Some(b)).await;
+    assert_eq!(status, 503);
+    assert!(
+        page.contains("Session limit reached (1 active sessions). Try again later."),
+        "{page}"
+    );
+    let (status, _) = server.get("/", None).await;
+    assert_eq!(status, 503, "a first visit creates a session too");
+    let refused = server
+        .chat_with("general", "", json!({"message": "hi"}), Some(b))
+        .await;
+    assert_eq!(refused.status, 503);
+    let (status, _) = server.get("/chat?agent=general", Some(a)).await;
+    assert_eq!(status, 200, "the live browser keeps working");
+}
