@@ -64,6 +64,8 @@ pub struct ChatData {
     pub agent: AgentInfo,
     pub model: String,
     pub provider: String,
+    /// The models this conversation can switch to (`!model`), the current one included.
+    pub models: Vec<String>,
     pub mirror: bool,
     pub session_id: Option<String>,
     pub messages: Vec<StoredMessage>,

@@ -38,6 +38,9 @@ pub struct ChatState {
     /// The debug panel's facts; `None` unless the page was opened with `?debug=true` (and
     /// the operator allows it). Updated live by every turn.
     pub debug: RwSignal<Option<DebugInfo>>,
+    /// The conversation's model and provider, as the last turn reported them.
+    pub model: RwSignal<String>,
+    pub provider: RwSignal<String>,
     next_key: StoredValue<u64>,
     abort: StoredValue<AbortHandle>,
     /// The chat view's reactive owner. Signals made during a turn belong to it, not to the
@@ -58,6 +61,8 @@ impl ChatState {
             draft: RwSignal::new(String::new()),
             conversations: RwSignal::new(data.conversations.clone()),
             debug: RwSignal::new(data.debug.clone()),
+            model: RwSignal::new(data.model.clone()),
+            provider: RwSignal::new(data.provider.clone()),
             next_key: StoredValue::new(0),
             abort: StoredValue::new(AbortHandle::default()),
             owner: StoredValue::new(Owner::current()),
@@ -203,6 +208,8 @@ impl ChatState {
         let on_event = move |event: ChatEvent| match event {
             ChatEvent::Meta(meta) => {
                 self.adopt_session(&meta.session_id, user_text.as_deref());
+                self.model.set(meta.model.clone());
+                self.provider.set(meta.provider.clone());
                 self.debug.update(|d| {
                     if let Some(d) = d {
                         d.session_id = Some(meta.session_id.clone());

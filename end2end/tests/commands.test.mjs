@@ -51,6 +51,13 @@ describe('chat commands', () => {
     await page.waitForSelector('body[data-hydrated]');
     assert.match(await fact(page, 'model'), /^small/, 'the choice survives a reload');
     assert.equal(await page.locator('.message.notice').count(), 0);
+
+    // The model picker sends the same command.
+    assert.equal(await page.locator('.model-picker').inputValue(), 'small');
+    await page.selectOption('.model-picker', 'gpt-4o-mini');
+    await page.locator('.message.notice').waitFor();
+    assert.match(await page.locator('.message.notice').innerText(), /^Model set to 'gpt-4o-mini'\./);
+    await page.waitForFunction(() => document.querySelector('[data-fact="model"]')?.innerText.startsWith('gpt-4o-mini'));
     assert.deepEqual(errors, []);
     await context.close();
   });

@@ -273,7 +273,7 @@ fn find_model(services: &Services, name: &str) -> Option<ModelSpec> {
 }
 
 /// The models `!model` offers: the declared ones and the agent's own.
-fn available_models(services: &Services, agent: &Agent) -> Vec<String> {
+pub fn available_models(services: &Services, agent: &Agent) -> Vec<String> {
     let mut names: Vec<String> = services
         .models
         .iter()

@@ -1,6 +1,6 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
-use crate::chat::{debug_info, provider_label, session_model};
+use crate::chat::{available_models, debug_info, provider_label, session_model};
 use crate::state::Services;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
@@ -105,6 +105,7 @@ impl Backend for PageBackend {
                 .map(|m| m.name().to_owned())
                 .unwrap_or_else(|| "no model configured".into()),
             provider: provider_label(services, current_model.as_ref()).to_owned(),
+            models: available_models(services, &agent),
             mirror: services.config.uses_mirror(),
             session_id,
             messages: messages

@@ -72,7 +72,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
     });
     let sidebar_open = RwSignal::new(false);
     let agent = data.agent;
-    let model_label = format!("{} · {}", data.model, data.provider);
+    let models = data.models.clone();
     view! {
         <div class="layout">
             <Sidebar state open=sidebar_open/>
@@ -87,7 +87,47 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                     </button>
                     <div class="title">
                         <h1>{agent.name.clone()}</h1>
-                        <span class="model" title="Model and provider">{model_label}</span>
+                        <span class="model" title="Model and provider">
+                            {move || {
+                                if models.len() > 1 {
+                                    // Choosing a model sends the `!model` command, so the
+                                    // notice and the new window show as for a typed one.
+                                    view! {
+                                        <select
+                                            class="model-picker"
+                                            aria-label="Model"
+                                            prop:value=move || state.model.get()
+                                            prop:disabled=move || state.streaming.get()
+                                            on:change=move |ev| {
+                                                let name = event_target_value(&ev);
+                                                if name != state.model.get_untracked() {
+                                                    state.send(format!("!model {name}"));
+                                                }
+                                            }
+                                        >
+                                            {models
+                                                .iter()
+                                                .map(|m| {
+                                                    // Server-rendered pages show the current
+                                                    // model before the island hydrates.
+                                                    let current = *m == state.model.get_untracked();
+                                                    view! {
+                                                        <option value=m.clone() selected=current>
+                                                            {m.clone()}
+                                                        </option>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </select>
+                                    }
+                                        .into_any()
+                                } else {
+                                    view! { <span>{move || state.model.get()}</span> }.into_any()
+                                }
+                            }}
+                            " · "
+                            {move || state.provider.get()}
+                        </span>
                     </div>
                     <button class="new-chat" on:click=move |_| state.new_chat()>"New chat"</button>
                 </header>
