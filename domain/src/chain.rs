@@ -456,23 +456,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// s = system, u = user, a = assistant, t = tool; text is the position.
-    fn msgs(roles: &str) -> Vec<Message> {
-        roles
-            .chars()
-            .enumerate()
-            .map(|(i, c)| {
-                let role = match c {
-                    's' => Role::System,
-                    'u' => Role::User,
-                    'a' => Role::Assistant,
-                    't' => Role::Tool,
-                    _ => unreachable!("test alphabet"),
-                };
-                Message::new(role, i.to_string(), i as i64)
-            })
-            .collect()
-    }
+    use crate::message::from_roles as msgs;
 
     fn texts(messages: &[Message]) -> Vec<&str> {
         messages.iter().map(|m| m.text.as_str()).collect()

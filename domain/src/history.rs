@@ -285,21 +285,7 @@ mod tests {
     use super::*;
 
     fn conv(roles: &str) -> Conversation {
-        // s = system, u = user, a = assistant, t = tool; text is the position.
-        roles
-            .chars()
-            .enumerate()
-            .map(|(i, c)| {
-                let role = match c {
-                    's' => Role::System,
-                    'u' => Role::User,
-                    'a' => Role::Assistant,
-                    't' => Role::Tool,
-                    _ => unreachable!("test alphabet"),
-                };
-                Message::new(role, i.to_string(), i as i64)
-            })
-            .collect()
+        crate::message::from_roles(roles).into()
     }
 
     fn picked(t: &Trimmed<'_>) -> Vec<usize> {

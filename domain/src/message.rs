@@ -116,3 +116,23 @@ mod tests {
         assert_eq!(m.status(), Some(ReplyStatus::Stopped));
     }
 }
+
+/// Test conversations written as role letters: `s` system, `u` user, `a` assistant, `t`
+/// tool; each message's text is its position and `ts` its index.
+#[cfg(test)]
+pub(crate) fn from_roles(roles: &str) -> Vec<Message> {
+    roles
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            let role = match c {
+                's' => Role::System,
+                'u' => Role::User,
+                'a' => Role::Assistant,
+                't' => Role::Tool,
+                _ => unreachable!("test alphabet"),
+            };
+            Message::new(role, i.to_string(), i as i64)
+        })
+        .collect()
+}

@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::json;
-use support::TestServer;
+use support::{config_file, TestServer};
 
 const MODELS: &str = r#"
 [[models]]
@@ -18,17 +18,11 @@ model = "small-upstream"
 max_context = 2
 "#;
 
-fn config(text: &str) -> tempfile::NamedTempFile {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
-}
-
 async fn server_with(
     config_text: &str,
     extra: &[(&str, &str)],
 ) -> (fake_llm::FakeLlm, TestServer, tempfile::NamedTempFile) {
-    let file = config(config_text);
+    let file = config_file(config_text);
     let path = file.path().display().to_string();
     let mut vars = vec![("PARLOR_CONFIG", path.as_str())];
     vars.extend_from_slice(extra);
@@ -358,7 +352,7 @@ async fn with_redis_every_process_counts_the_same_sessions() {
         "max_users = 1\n[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
         redis.url()
     );
-    let file = config(&text);
+    let file = config_file(&text);
     let path = file.path().display().to_string();
     let one = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
     let two = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;

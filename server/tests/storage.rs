@@ -5,7 +5,7 @@ mod support;
 
 use fake_llm::redis_server::RedisServer;
 use serde_json::{json, Value};
-use support::{parse_events, Reply, TestServer};
+use support::{config_file, Reply, TestServer};
 
 const BROWSER: &str = "parlor_session=0123456789abcdef0123456789abcdef";
 
@@ -37,12 +37,6 @@ fn agent<'a>(id: &'a str, history: Option<&str>) -> (&'a str, Value) {
     (id, template)
 }
 
-fn config_file(text: &str) -> tempfile::NamedTempFile {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file
-}
-
 /// Posts a turn with the given cookies; returns the reply and the `parlor_chat` cookie set.
 async fn post(
     server: &TestServer,
@@ -50,40 +44,11 @@ async fn post(
     body: Value,
     cookies: &[&str],
 ) -> (Reply, Option<String>) {
-    let mut request = server
-        .http
-        .post(server.url(&format!("/api/chat/{agent}")))
-        .json(&body);
-    if !cookies.is_empty() {
-        request = request.header("cookie", cookies.join("; "));
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let chat_cookie = response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|v| v.strip_prefix("parlor_chat="))
-        .map(|v| v.split(';').next().unwrap_or_default().to_owned());
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = response.text().await.unwrap();
-    let events = if content_type.starts_with("text/event-stream") {
-        parse_events(body.as_bytes())
-    } else {
-        Vec::new()
-    };
-    let reply = Reply {
-        status,
-        content_type,
-        body,
-        events,
-    };
+    let cookie = (!cookies.is_empty()).then(|| cookies.join("; "));
+    let reply = server
+        .chat_request(agent, "", body, cookie.as_deref(), &[])
+        .await;
+    let chat_cookie = reply.chat_cookie();
     (reply, chat_cookie)
 }
 

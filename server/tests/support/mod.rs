@@ -137,6 +137,13 @@ impl TestServer {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
+        let set_cookies = response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect();
         let body = response.text().await.expect("body");
         let events = if content_type.starts_with("text/event-stream") {
             parse_events(body.as_bytes())
@@ -148,6 +155,7 @@ impl TestServer {
             content_type,
             body,
             events,
+            set_cookies,
         }
     }
 
@@ -204,9 +212,25 @@ pub struct Reply {
     pub content_type: String,
     pub body: String,
     pub events: Vec<ChatEvent>,
+    pub set_cookies: Vec<String>,
+}
+
+/// A configuration file with `text`, removed when dropped.
+pub fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), text).expect("write config");
+    file
 }
 
 impl Reply {
+    /// The value of the `parlor_chat` cookie the response set.
+    pub fn chat_cookie(&self) -> Option<String> {
+        self.set_cookies.iter().find_map(|v| {
+            v.strip_prefix("parlor_chat=")
+                .map(|v| v.split(';').next().unwrap_or_default().to_owned())
+        })
+    }
+
     pub fn meta(&self) -> &parlor_domain::MetaEvent {
         match self.events.first() {
             Some(ChatEvent::Meta(meta)) => meta,
