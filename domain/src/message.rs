@@ -97,26 +97,6 @@ impl Message {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn serializes_in_the_history_store_layout() {
-        let json = serde_json::to_string(&Message::user("hi", 1_700_000_000_000)).unwrap();
-        assert_eq!(json, r#"{"role":"user","text":"hi","ts":1700000000000}"#);
-    }
-
-    #[test]
-    fn reads_messages_with_meta_and_unknown_fields() {
-        let m: Message = serde_json::from_str(
-            r#"{"role":"assistant","text":"part","ts":5,"meta":{"status":"stopped","agent":"x"}}"#,
-        )
-        .unwrap();
-        assert_eq!(m.status(), Some(ReplyStatus::Stopped));
-    }
-}
-
 /// Test conversations written as role letters: `s` system, `u` user, `a` assistant, `t`
 /// tool; each message's text is its position and `ts` its index.
 #[cfg(test)]
@@ -135,4 +115,24 @@ pub(crate) fn from_roles(roles: &str) -> Vec<Message> {
             Message::new(role, i.to_string(), i as i64)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_in_the_history_store_layout() {
+        let json = serde_json::to_string(&Message::user("hi", 1_700_000_000_000)).unwrap();
+        assert_eq!(json, r#"{"role":"user","text":"hi","ts":1700000000000}"#);
+    }
+
+    #[test]
+    fn reads_messages_with_meta_and_unknown_fields() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","text":"part","ts":5,"meta":{"status":"stopped","agent":"x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.status(), Some(ReplyStatus::Stopped));
+    }
 }
