@@ -204,12 +204,15 @@ impl ChatState {
         let user_text = user.map(|(_, text)| text);
         let restore_text = user_text.clone();
         let finished = self.owned(|| StoredValue::new(false));
+        // How many messages the conversation holds after this turn (from `meta`).
+        let stored_after = self.owned(|| StoredValue::new(usize::MAX));
 
         let on_event = move |event: ChatEvent| match event {
             ChatEvent::Meta(meta) => {
                 self.adopt_session(&meta.session_id, user_text.as_deref());
                 self.model.set(meta.model.clone());
                 self.provider.set(meta.provider.clone());
+                stored_after.set_value(meta.history.messages_stored);
                 self.debug.update(|d| {
                     if let Some(d) = d {
                         d.session_id = Some(meta.session_id.clone());
@@ -251,6 +254,12 @@ impl ChatState {
                             user.notice.set(true);
                         }
                     });
+                }
+                // After `!reset` the conversation is empty: so is the transcript, but for the
+                // command and its answer.
+                if stored_after.get_value() == 0 {
+                    self.messages
+                        .update(|list| list.retain(|m| m.notice.get_untracked()));
                 }
             }
             ChatEvent::Error { message } => {

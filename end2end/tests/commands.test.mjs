@@ -61,4 +61,20 @@ describe('chat commands', () => {
     assert.deepEqual(errors, []);
     await context.close();
   });
+
+  test('!reset empties the conversation on screen and after a reload', async () => {
+    const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
+    await send(page, 'forget me');
+    await replyFinished(page);
+    await send(page, '!reset');
+    await page.locator('.message.notice').waitFor();
+    assert.match(await page.locator('.message.notice').innerText(), /^Conversation cleared\. A backup was kept/);
+    assert.equal(await page.locator('.transcript').innerText().then((t) => t.includes('forget me')), false);
+    await page.reload();
+    await page.waitForSelector('body[data-hydrated]');
+    assert.equal(await page.locator('article.message[data-role]').count(), 0);
+    assert.equal((await page.locator('.transcript').innerText()).includes('forget me'), false);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
 });
