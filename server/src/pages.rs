@@ -77,7 +77,12 @@ impl Backend for PageBackend {
                 .map(|info| ConversationItem {
                     session_id: info.session_id.to_string(),
                     agent_id: info.agent_id,
-                    title: info.title,
+                    // A conversation that so far only had commands has no title yet.
+                    title: if info.title.is_empty() {
+                        "New conversation".into()
+                    } else {
+                        info.title
+                    },
                     updated_ms: info.updated_ms,
                 })
                 .collect(),
