@@ -36,6 +36,10 @@ fn invalid_history_environment_stops_the_server_naming_the_variable() {
             vec![("PARLOR_LLM_TIMEOUT_SECS", "soon")],
             vec!["PARLOR_LLM_TIMEOUT_SECS"],
         ),
+        (
+            vec![("HISTORY_BACKUP_RETENTION", "0")],
+            vec!["HISTORY_BACKUP_RETENTION", "at least 1"],
+        ),
     ] {
         let stderr = refuses(&vars, data.path());
         for word in words {
