@@ -180,31 +180,34 @@ impl HistoryProcessor for TokenBudget {
             return Ok(messages.to_vec());
         };
         let (mut out, rest) = split_system(messages);
-        let counts: Vec<u64> = rest.iter().map(|m| ctx.tokens.count(m)).collect();
-        let mut total: u64 =
-            out.iter().map(|m| ctx.tokens.count(m)).sum::<u64>() + counts.iter().sum::<u64>();
+        let cost = |part: &[Message]| part.iter().map(|m| ctx.tokens.count(m)).sum::<u64>();
         let last_turn = rest
             .iter()
             .rposition(|m| m.role == Role::User)
             .unwrap_or(rest.len());
-        let mut start = 0;
-        while total > budget && start < last_turn {
-            // Drop up to the next user message: a whole turn (or the messages before the
-            // first user message).
-            let next = rest[start + 1..]
-                .iter()
-                .position(|m| m.role == Role::User)
-                .map_or(last_turn, |i| start + 1 + i)
-                .min(last_turn);
-            total -= counts[start..next].iter().sum::<u64>();
-            start = next;
-        }
-        if total > budget {
+        let mut used = cost(&out) + cost(&rest[last_turn..]);
+        if used > budget {
             return Err(ChainError::OverBudget {
                 model: ctx.model.name.clone(),
-                tokens: total,
+                tokens: used,
                 budget,
             });
+        }
+        // Keep whole turns from the newest back while they fit: the longest suffix that fits,
+        // which is what dropping the oldest turns first leaves. Turns older than the first one
+        // that does not fit are never counted.
+        let mut start = last_turn;
+        while start > 0 {
+            let begin = rest[..start]
+                .iter()
+                .rposition(|m| m.role == Role::User)
+                .unwrap_or(0);
+            let turn = cost(&rest[begin..start]);
+            if used + turn > budget {
+                break;
+            }
+            used += turn;
+            start = begin;
         }
         out.extend_from_slice(&rest[start..]);
         Ok(out)
@@ -693,6 +696,32 @@ mod tests {
                     prop_assert_eq!(first.map(|m| m.role), Some(Role::User),
                         "{} starts on a user message", processor.name());
                 }
+            }
+        }
+
+        #[test]
+        fn token_budget_keeps_the_longest_run_of_newest_turns_that_fits(
+            input in conversation(), budget in 20u64..400,
+        ) {
+            // Reference: drop the oldest turn while over budget.
+            let m = model(None, Some(budget));
+            let c = ChainContext { model: &m, effective_ctx: 200, tokens: &EstimatedTokens };
+            let systems = input.iter().take_while(|m| m.role == Role::System).count();
+            let total = |from: usize| -> u64 {
+                input[..systems].iter().chain(&input[from..]).map(|m| EstimatedTokens.count(m)).sum()
+            };
+            let last_user = input.iter().rposition(|m| m.role == Role::User).unwrap();
+            let mut start = systems;
+            while total(start) > budget && start < last_user {
+                start = input[start + 1..].iter().position(|m| m.role == Role::User)
+                    .map_or(last_user, |i| start + 1 + i).min(last_user);
+            }
+            match TokenBudget.process(&input, &c) {
+                Ok(out) => {
+                    prop_assert!(total(start) <= budget);
+                    prop_assert_eq!(out.len(), systems + input.len() - start);
+                }
+                Err(_) => prop_assert!(total(start) > budget),
             }
         }
 

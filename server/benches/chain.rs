@@ -68,8 +68,28 @@ fn bench_chain(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // A budget a third of the window: the oldest turns are dropped without being counted.
+    let tight = ModelLimits {
+        token_budget: Some(4_000),
+        ..model.clone()
+    };
+    let tight_ctx = ChainContext {
+        model: &tight,
+        ..ctx
+    };
+    group.bench_function("cold_tiktoken_over_budget", |b| {
+        b.iter_batched(
+            || {
+                turn += 1;
+                conversation(turn)
+            },
+            |messages| chain.run(messages, &tight_ctx).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
     let estimate = parlor_domain::chain::EstimatedTokens;
     let estimated = ChainContext {
+        model: &model,
         tokens: &estimate,
         ..ctx
     };
