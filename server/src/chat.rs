@@ -158,12 +158,11 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     let (stored, stored_total) = match &input.message {
         Some(text) => {
             let message = Message::user(text.clone(), now);
-            let (mut stored, total) = load_window(store.as_ref(), &session_id, &settings).await?;
+            let window = load_window(store.as_ref(), &session_id, &settings, &message).await?;
             store
                 .append(&session_id, std::slice::from_ref(&message))
                 .await?;
-            stored.push(message);
-            (stored, total + 1)
+            window
         }
         None => {
             let mut stored = store.load(&session_id).await?;
@@ -522,22 +521,24 @@ fn new_session_id() -> SessionId {
 /// The stored messages a turn needs for `settings`, and how many are stored in all. Reads
 /// only the tail when the store can and the policy allows, so with Redis a turn's cost does
 /// not grow with the conversation.
+/// Both are returned with `new` (the user's message, not stored yet) at the end.
 async fn load_window(
     store: &dyn ConversationStore,
     id: &SessionId,
     settings: &HistorySettings,
+    new: &Message,
 ) -> Result<(Vec<Message>, usize), StoreError> {
     let (policy, length) = (settings.policy.value, settings.length.value);
     if let Some(count) = tail_hint(policy, length) {
-        // The new user message is not stored yet: leave room for it in the check.
-        let tail = store.load_tail(id, count).await?;
-        let mut probe = tail.messages.clone();
-        probe.push(Message::user(String::new(), 0));
-        if tail.is_whole() || tail_suffices(&probe, policy, length) {
-            return Ok((tail.messages, tail.total));
+        let mut tail = store.load_tail(id, count).await?;
+        let whole = tail.is_whole();
+        tail.messages.push(new.clone());
+        if whole || tail_suffices(&tail.messages, policy, length) {
+            return Ok((tail.messages, tail.total + 1));
         }
     }
-    let all = store.load(id).await?;
+    let mut all = store.load(id).await?;
+    all.push(new.clone());
     let total = all.len();
     Ok((all, total))
 }
@@ -649,7 +650,8 @@ pub fn plan_request(
     if !agent.system_prompt.is_empty() {
         conversation.push(Message::system(agent.system_prompt.clone(), 0));
     }
-    for message in stored.iter().cloned() {
+    let systems = conversation.len();
+    for message in stored {
         conversation.push(message);
     }
     let trimmed = trim_for_model(
@@ -688,7 +690,7 @@ pub fn plan_request(
     // Every step removes from the front (or merges neighbours), so what is sent is the end
     // of the stored conversation from its first sent message on.
     let first_sent_index = match messages.iter().find(|m| m.role != Role::System) {
-        Some(first) => stored
+        Some(first) => conversation.messages()[systems..]
             .iter()
             .position(|m| m.ts == first.ts && m.role == first.role)
             .map(|i| loaded_from + i)

@@ -271,9 +271,13 @@ fn killing_the_server_mid_write_never_loses_or_corrupts_what_it_acknowledged() {
     assert!(after, "the conversation continues after the crashes");
 }
 
-/// Runs `parlor <args>` with `data` as the data folder: success, stdout, stderr.
-fn parlor_cli(args: &[&str], data: &std::path::Path) -> (bool, String, String) {
-    let output = support::process::command(&[], data)
+/// Runs `parlor <args>` with `vars` and `data` as the data folder: success, stdout, stderr.
+fn parlor_cli(
+    vars: &[(&str, &str)],
+    args: &[&str],
+    data: &std::path::Path,
+) -> (bool, String, String) {
+    let output = support::process::command(vars, data)
         .args(args)
         .output()
         .unwrap();
@@ -295,12 +299,12 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
     )
     .unwrap();
 
-    let (ok, out, err) = parlor_cli(&["store", "list"], data.path());
+    let (ok, out, err) = parlor_cli(&[], &["store", "list"], data.path());
     assert!(ok, "{err}");
     assert!(out.contains("default: file ("), "{out}");
     assert!(out.contains("talk  2 message(s)"), "{out}");
 
-    let (ok, out, _) = parlor_cli(&["store", "stats", "talk"], data.path());
+    let (ok, out, _) = parlor_cli(&[], &["store", "stats", "talk"], data.path());
     assert!(ok);
     let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -308,7 +312,7 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
         (Some(2), Some(6))
     );
 
-    let (ok, out, _) = parlor_cli(&["store", "clear", "talk"], data.path());
+    let (ok, out, _) = parlor_cli(&[], &["store", "clear", "talk"], data.path());
     assert!(ok);
     let backup = out.trim().rsplit("backup ").next().unwrap().to_owned();
     assert_eq!(
@@ -318,9 +322,9 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
         "[]"
     );
 
-    let (ok, out, _) = parlor_cli(&["store", "backups", "talk"], data.path());
+    let (ok, out, _) = parlor_cli(&[], &["store", "backups", "talk"], data.path());
     assert!(ok && out.starts_with(&backup), "{out}");
-    let (ok, _, err) = parlor_cli(&["store", "restore", "talk", &backup], data.path());
+    let (ok, _, err) = parlor_cli(&[], &["store", "restore", "talk", &backup], data.path());
     assert!(ok, "{err}");
     assert!(std::fs::read_to_string(dialog.join("messages.json"))
         .unwrap()
@@ -338,7 +342,7 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
         ),
         (vec!["store", "frobnicate"], "unrecognized subcommand"),
     ] {
-        let (ok, _, err) = parlor_cli(&args, data.path());
+        let (ok, _, err) = parlor_cli(&[], &args, data.path());
         assert!(!ok, "{args:?} succeeded");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
@@ -351,17 +355,7 @@ fn the_admin_command_line_edits_the_configuration_file_and_refuses_bad_changes()
         dir.path(),
         "# our settings\n[[histories]]\nid = \"default\"\nbackend = { type = \"file\" }\n",
     );
-    let run = |args: &[&str]| {
-        let output = support::process::command(&[("PARLOR_CONFIG", &config)], dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            output.status.success(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| parlor_cli(&[("PARLOR_CONFIG", &config)], args, dir.path());
     let (ok, out, _) = run(&["history", "list"]);
     assert!(ok);
     for line in [

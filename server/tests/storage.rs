@@ -251,3 +251,36 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
     }
     panic!("Redis came back but chats still fail: {last}");
 }
+
+#[tokio::test]
+async fn with_redis_a_turn_reads_only_the_window_and_reports_the_whole_conversation() {
+    let redis = RedisServer::start().unwrap();
+    let config = config_file(&format!(
+        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
+        redis.url()
+    ));
+    let config_path = config.path().display().to_string();
+    let (fake, server) = TestServer::with_upstream(&[("PARLOR_CONFIG", &config_path)]).await;
+    // `concise` keeps the last 2 user turns: the turn reads a tail of 4 stored messages.
+    let first = server.chat("concise", json!({"message": "u1"})).await;
+    let session = first.session_id();
+    let mut last = first;
+    for text in ["u2", "u3", "u4", "u5"] {
+        last = server
+            .chat("concise", json!({"session_id": session, "message": text}))
+            .await;
+    }
+    let report = &last.meta().history;
+    assert_eq!(report.messages_stored, 9, "the total, not the tail");
+    assert_eq!(report.first_sent_index, 6);
+    assert_eq!(report.messages_trimmed, 6);
+    let sent: Vec<String> = fake.requests().pop().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sent.len(), 4, "system prompt + u4, its reply, u5: {sent:?}");
+    assert_eq!(sent[1], "u4");
+    assert_eq!(sent[3], "u5");
+}
