@@ -27,7 +27,7 @@ describe('chat commands', () => {
     assert.equal(await page.locator('.message.not-sent').count(), 0);
 
     await send(page, '!model small');
-    const notice = page.locator('.message.notice');
+    const notice = page.locator('.message.command-notice');
     await notice.waitFor();
     assert.equal(
       (await notice.innerText()).trim(),
@@ -39,7 +39,7 @@ describe('chat commands', () => {
     assert.match(await fact(page, 'chain'), /sliding_window\s*−4/);
     assert.equal(await page.locator('.message.not-sent').count(), 4);
     // Neither the command nor the notice is part of the conversation.
-    assert.equal(await page.locator('.message.notice .actions').count(), 0);
+    assert.equal(await page.locator('.message.command-notice .actions').count(), 0);
 
     await send(page, 'four');
     await replyFinished(page);
@@ -50,13 +50,13 @@ describe('chat commands', () => {
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');
     assert.match(await fact(page, 'model'), /^small/, 'the choice survives a reload');
-    assert.equal(await page.locator('.message.notice').count(), 0);
+    assert.equal(await page.locator('.message.command-notice').count(), 0);
 
     // The model picker sends the same command.
     assert.equal(await page.locator('.model-picker').inputValue(), 'small');
     await page.selectOption('.model-picker', 'gpt-4o-mini');
-    await page.locator('.message.notice').waitFor();
-    assert.match(await page.locator('.message.notice').innerText(), /^Model set to 'gpt-4o-mini'\./);
+    await page.locator('.message.command-notice').waitFor();
+    assert.match(await page.locator('.message.command-notice').innerText(), /^Model set to 'gpt-4o-mini'\./);
     await page.waitForFunction(() => document.querySelector('[data-fact="model"]')?.innerText.startsWith('gpt-4o-mini'));
     assert.deepEqual(errors, []);
     await context.close();
@@ -67,8 +67,8 @@ describe('chat commands', () => {
     await send(page, 'forget me');
     await replyFinished(page);
     await send(page, '!reset');
-    await page.locator('.message.notice').waitFor();
-    assert.match(await page.locator('.message.notice').innerText(), /^Conversation cleared\. A backup was kept/);
+    await page.locator('.message.command-notice').waitFor();
+    assert.match(await page.locator('.message.command-notice').innerText(), /^Conversation cleared\. A backup was kept/);
     assert.equal(await page.locator('.transcript').innerText().then((t) => t.includes('forget me')), false);
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');

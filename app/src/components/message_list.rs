@@ -137,7 +137,7 @@ fn Message(
             class=format!("message {}", role.as_str())
             class:not-sent=not_sent
             class:streaming=move || message.streaming.get()
-            class:notice=move || role == Role::Assistant && message.notice.get()
+            class:command-notice=move || role == Role::Assistant && message.notice.get()
             data-role=role.as_str()
         >
             <Show when=not_sent>
