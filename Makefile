@@ -28,8 +28,10 @@ unit:
 e2e:
 	scripts/setup.sh test
 	rm -f target/site/pkg/*.br target/site/pkg/*.gz
-	cargo leptos build
-	cargo build -p fake-llm --bin fake-llm
+	# The server and fake upstream as `cargo test` builds them (same features, no second
+	# build of the server), then only the site (WASM, CSS, assets) through cargo-leptos.
+	cargo build --bins --tests
+	cargo leptos build --frontend-only
 	cd end2end && npm test
 
 lint:

@@ -1,10 +1,8 @@
 //! The processor chain, `!` commands, model switching, admin commands and session limits,
 //! over real HTTP with a real (fake) upstream.
 
-mod support;
-
+use crate::support::{config_file, TestServer};
 use serde_json::json;
-use support::{config_file, TestServer};
 
 const MODELS: &str = r#"
 [[models]]

@@ -1,9 +1,7 @@
 //! The server-rendered pages: agents, the chat page, sessions, compression.
 
-mod support;
-
+use crate::support::TestServer;
 use serde_json::json;
-use support::TestServer;
 
 #[tokio::test]
 async fn home_lists_the_agents_and_says_the_mirror_is_in_use() {

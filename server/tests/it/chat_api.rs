@@ -1,11 +1,9 @@
 //! The chat API over real HTTP: streaming from the mirror model and from a real
 //! OpenAI-compatible upstream, every upstream fault, and every kind of bad input.
 
-mod support;
-
+use crate::support::TestServer;
 use parlor_domain::{ChatEvent, ReplyStatus, Role};
 use serde_json::json;
-use support::TestServer;
 
 #[tokio::test]
 async fn mirror_model_streams_a_description_of_what_it_received() {
@@ -343,7 +341,7 @@ async fn a_second_turn_while_one_is_streaming_is_refused() {
         .await
         .unwrap();
     let chunk = response.chunk().await.unwrap().unwrap();
-    let events = support::parse_events(&chunk);
+    let events = crate::support::parse_events(&chunk);
     let ChatEvent::Meta(meta) = &events[0] else {
         panic!("meta first")
     };

@@ -1,9 +1,7 @@
 //! The `parlor` binary itself: configuration errors stop it with a clear message, broken
 //! agent templates are reported while the rest load, and development logs show history.
 
-mod support;
-
-use support::process::{refuses, start};
+use crate::support::process::{refuses, start};
 
 #[test]
 fn invalid_history_environment_stops_the_server_naming_the_variable() {

@@ -1,5 +1,4 @@
 //! A real Parlor server on a loopback port, with its own data folder, for HTTP tests.
-#![allow(dead_code)]
 
 pub mod process;
 

@@ -1,11 +1,9 @@
 //! Where conversations live: session-id resolution, safe dialog names, named histories from
 //! `parlor.toml`, and a Redis that goes away and comes back, over real HTTP.
 
-mod support;
-
+use crate::support::{config_file, Reply, TestServer};
 use fake_llm::redis_server::RedisServer;
 use serde_json::{json, Value};
-use support::{config_file, Reply, TestServer};
 
 const BROWSER: &str = "parlor_session=0123456789abcdef0123456789abcdef";
 

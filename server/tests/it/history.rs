@@ -1,15 +1,18 @@
 //! History settings resolved on the server (environment > URL > template > default), what
 //! the upstream really receives, and the debug facts about it.
 
-mod support;
-
+use crate::support::TestServer;
 use fake_llm::FakeLlm;
 use parlor_domain::settings::SettingSource;
 use serde_json::{json, Value};
-use support::TestServer;
 
 /// Sends `turns` messages to `agent` with `query` on each; returns the last reply.
-async fn converse(server: &TestServer, agent: &str, query: &str, turns: usize) -> support::Reply {
+async fn converse(
+    server: &TestServer,
+    agent: &str,
+    query: &str,
+    turns: usize,
+) -> crate::support::Reply {
     let mut session: Option<String> = None;
     let mut last = None;
     for i in 1..=turns {

@@ -1,11 +1,9 @@
 //! Parlor as separate processes: configuration-file errors stop it, two processes share one
 //! Redis, and a process killed mid-write (SIGKILL) loses nothing it acknowledged.
 
-mod support;
-
+use crate::support::process::{refuses, start, Running};
 use fake_llm::redis_server::RedisServer;
 use std::io::Read;
-use support::process::{refuses, start, Running};
 
 const BROWSER: &str = "parlor_session=00112233445566778899aabbccddeeff";
 
@@ -277,7 +275,7 @@ fn parlor_cli(
     args: &[&str],
     data: &std::path::Path,
 ) -> (bool, String, String) {
-    let output = support::process::command(vars, data)
+    let output = crate::support::process::command(vars, data)
         .args(args)
         .output()
         .unwrap();

@@ -1,0 +1,13 @@
+//! Parlor's integration tests, in one binary so the server is linked once: the chat API and
+//! pages over real HTTP, history settings against a real upstream, the stores (Redis included),
+//! `!` commands, and the real `parlor` binary started as a process.
+
+mod support;
+
+mod chat_api;
+mod commands;
+mod history;
+mod pages;
+mod processes;
+mod startup;
+mod storage;
