@@ -20,11 +20,16 @@ describe('the debug panel', () => {
 
     await send(page, 'first');
     await replyFinished(page);
-    assert.equal(await fact(page, 'stored'), '1 messages');
+    // "Messages" counts the conversation as shown (the reply included); "Stored then" is what
+    // the store held when the turn was planned (the new message, not yet its reply).
+    assert.equal(await fact(page, 'messages'), '2 messages');
+    assert.equal(await fact(page, 'stored'), '1 message');
+    assert.equal(await fact(page, 'trimmed'), '0 messages');
     assert.match(await fact(page, 'tokens'), /reported by the model/);
     await send(page, 'second');
     await replyFinished(page);
     // Live, without a reload: the second turn sent the system prompt and "second" only.
+    assert.equal(await fact(page, 'messages'), '4 messages');
     assert.equal(await fact(page, 'stored'), '3 messages');
     assert.match(await fact(page, 'sent'), /^2 messages/);
     assert.equal(await fact(page, 'trimmed'), '2 messages');
@@ -36,6 +41,7 @@ describe('the debug panel', () => {
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');
     assert.match(await fact(page, 'sent'), /^2 messages/);
+    assert.equal(await fact(page, 'messages'), '4 messages');
     assert.equal(await page.locator('.message.not-sent').count(), 2);
     await context.close();
   });

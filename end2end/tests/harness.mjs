@@ -1,5 +1,6 @@
 // Starts real processes for the browser tests: the fake OpenAI-compatible upstream, Parlor
-// itself (the binary `cargo leptos build` made) and headless Chromium.
+// itself (`target/debug/parlor`, as `cargo test` builds it, serving the site cargo-leptos
+// built) and headless Chromium.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';

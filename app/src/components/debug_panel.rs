@@ -11,13 +11,21 @@ pub fn DebugPanel(state: ChatState) -> impl IntoView {
     view! {
         <aside class="debug-panel" aria-label="History debug">
             <h2>"History debug"</h2>
-            {move || info().map(|info| view! { <DebugFacts info/> })}
+            {move || info().map(|info| view! { <DebugFacts info state/> })}
         </aside>
     }
 }
 
 #[component]
-fn DebugFacts(info: DebugInfo) -> impl IntoView {
+fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
+    // The conversation as the user sees it now (replies included), not as it was when the
+    // last turn was planned.
+    let messages = move || {
+        let count = state
+            .messages
+            .with(|list| list.iter().filter(|m| !m.notice.get()).count());
+        count_of(count, "message")
+    };
     let settings = info.settings.clone();
     let turn = info.last_turn.clone();
     let session = info
@@ -41,6 +49,8 @@ fn DebugFacts(info: DebugInfo) -> impl IntoView {
                 <span class="source" data-fact="length-source">{settings.length_source.as_str()}</span>
             </dd>
             <Notes notes=settings.length_notes.clone()/>
+            <dt>"Messages"</dt>
+            <dd data-fact="messages">{messages}</dd>
             {match turn {
                 Some(turn) => {
                     let h = turn.history.clone();
@@ -50,15 +60,17 @@ fn DebugFacts(info: DebugInfo) -> impl IntoView {
                         format!("~{} (estimate)", turn.tokens_sent)
                     };
                     view! {
-                        <dt>"Stored"</dt>
-                        <dd data-fact="stored">{h.messages_stored}" messages"</dd>
                         <dt>"Sent last turn"</dt>
-                        <dd data-fact="sent">{h.messages_sent}" messages (with the system prompt)"</dd>
+                        <dd data-fact="sent">
+                            {count_of(h.messages_sent, "message")}" (with the system prompt)"
+                        </dd>
+                        <dt>"Stored then"</dt>
+                        <dd data-fact="stored">{count_of(h.messages_stored, "message")}</dd>
                         <dt>"Trimmed"</dt>
-                        <dd data-fact="trimmed">{h.messages_trimmed}" messages"</dd>
+                        <dd data-fact="trimmed">{count_of(h.messages_trimmed, "message")}</dd>
                         <dt>"Window"</dt>
                         <dd data-fact="window">
-                            {h.effective_ctx}" messages"
+                            {count_of(h.effective_ctx, "message")}
                             {h.token_budget.map(|b| format!(", budget {b} tokens"))}
                         </dd>
                         <dt>"Chain"</dt>
@@ -96,6 +108,15 @@ fn DebugFacts(info: DebugInfo) -> impl IntoView {
             <dt>"Session"</dt>
             <dd data-fact="session" title=info.session_id.clone().unwrap_or_default()>{session}</dd>
         </dl>
+    }
+}
+
+/// "1 message", "3 messages".
+fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
