@@ -16,7 +16,7 @@ await page.waitForSelector('body[data-hydrated]', { timeout: 20000 }).catch(() =
 if (message) {
   await page.fill('textarea', message);
   await page.press('textarea', 'Enter');
-  await page.waitForSelector('.message.assistant:not(.streaming) .actions', { timeout: 20000 });
+  await page.waitForSelector('.message.assistant:not(.streaming) .actions, .command-notice', { timeout: 20000 });
 }
 await page.screenshot({ path: out, fullPage: false });
 await browser.close();
