@@ -262,9 +262,12 @@ pub fn session_model(
     let name = chosen
         .map(str::to_owned)
         .or_else(|| model_name(services, agent))?;
-    Some(
-        find_model(services, &name).unwrap_or_else(|| ModelSpec::implicit(&name, Provider::OpenAi)),
-    )
+    Some(model_named(services, &name))
+}
+
+/// The declared model of that name, or an undeclared OpenAI-compatible one.
+fn model_named(services: &Services, name: &str) -> ModelSpec {
+    find_model(services, name).unwrap_or_else(|| ModelSpec::implicit(name, Provider::OpenAi))
 }
 
 fn find_model(services: &Services, name: &str) -> Option<ModelSpec> {
@@ -343,8 +346,7 @@ impl TurnContext<'_> {
                     )
                 } else {
                     let from = session_model(services, self.agent, info.model.as_deref());
-                    let to =
-                        session_model(services, self.agent, Some(&name)).expect("a named model");
+                    let to = model_named(services, &name);
                     let stored = store.load(&id).await?;
                     let (removed, kept) = self.switch_window(stored, from.as_ref(), &to);
                     info.model = Some(name.clone());
