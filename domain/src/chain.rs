@@ -44,10 +44,6 @@ pub trait TokenCounter: Send + Sync {
     fn count(&self, message: &Message) -> u64;
     /// `true` when the count comes from the model's own tokenizer.
     fn is_exact(&self) -> bool;
-    /// A hint that these messages are about to be counted. A counter that caches may count
-    /// them ahead (several at once, say); [`TokenCounter::count`] must return the same
-    /// numbers whether or not this was called.
-    fn prepare(&self, _messages: &[Message]) {}
 }
 
 /// The documented estimate for models without a known tokenizer: one token per 4 characters
@@ -168,9 +164,6 @@ impl HistoryProcessor for SlidingWindow {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokenBudget;
 
-/// The first batch of messages [`TokenBudget`] announces to the counter before counting them.
-const PREPARE_BATCH: usize = 32;
-
 impl HistoryProcessor for TokenBudget {
     fn name(&self) -> &'static str {
         "token_budget"
@@ -202,18 +195,9 @@ impl HistoryProcessor for TokenBudget {
         }
         // Keep whole turns from the newest back while they fit: the longest suffix that fits,
         // which is what dropping the oldest turns first leaves. Turns older than the first one
-        // that does not fit are never counted. The counter is told what comes next in
-        // doubling batches, so at most one batch is prepared needlessly.
+        // that does not fit are never counted.
         let mut start = last_turn;
-        let mut prepared = last_turn;
-        let mut batch = PREPARE_BATCH;
         while start > 0 {
-            if start <= prepared {
-                let from = start.saturating_sub(batch);
-                ctx.tokens.prepare(&rest[from..start]);
-                prepared = from;
-                batch *= 2;
-            }
             let begin = rest[..start]
                 .iter()
                 .rposition(|m| m.role == Role::User)
@@ -570,57 +554,6 @@ mod tests {
                 .len(),
             5
         );
-    }
-
-    /// One token per message, remembering which messages it was told to prepare.
-    #[derive(Default)]
-    struct Preparing {
-        prepared: std::sync::Mutex<Vec<String>>,
-    }
-    impl TokenCounter for Preparing {
-        fn count(&self, _: &Message) -> u64 {
-            1
-        }
-        fn is_exact(&self) -> bool {
-            true
-        }
-        fn prepare(&self, messages: &[Message]) {
-            let mut prepared = self.prepared.lock().unwrap();
-            prepared.extend(messages.iter().map(|m| m.text.clone()));
-        }
-    }
-
-    #[test]
-    fn token_budget_announces_what_it_will_count_in_batches_without_waste() {
-        let conversation = msgs(&"ua".repeat(100));
-        let run = |budget: u64| {
-            let counter = Preparing::default();
-            let m = model(None, Some(budget));
-            let ctx = ChainContext {
-                model: &m,
-                effective_ctx: 200,
-                tokens: &counter,
-            };
-            let out = TokenBudget.process(&conversation, &ctx).unwrap();
-            (out.len(), counter.prepared.into_inner().unwrap())
-        };
-        // Everything fits: every message before the latest turn is announced once, newest
-        // batch first (32, then 64, then the remaining 102 of a batch of 128).
-        let (kept, prepared) = run(1_000);
-        assert_eq!(kept, 200);
-        assert_eq!(prepared.len(), 198);
-        let mut unique = prepared.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), 198, "no message announced twice");
-        assert_eq!(
-            prepared[0], "166",
-            "the first batch is the 32 before the latest turn"
-        );
-        // A budget of 20 messages: the first batch covers it; nothing older is announced.
-        let (kept, prepared) = run(20);
-        assert_eq!(kept, 20);
-        assert_eq!(prepared.len(), 32);
     }
 
     #[test]

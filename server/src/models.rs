@@ -111,101 +111,31 @@ struct Tiktoken {
 /// Tokens of framing per message in a Chat Completions request.
 const PER_MESSAGE: u64 = 4;
 const CACHE_ENTRIES: usize = 100_000;
-/// Below this much uncounted text, a prepared batch is left to be counted one by one: a
-/// thread costs more than it saves.
-const PARALLEL_BYTES: usize = 8 * 1024;
-
-fn text_key(text: &str) -> u64 {
-    use std::hash::BuildHasher;
-    static HASHER: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
-    HASHER.get_or_init(Default::default).hash_one(text)
-}
-
-/// How many threads a cold batch is counted on (the machine's cores, at most 4).
-fn counting_threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get().min(4))
-            .unwrap_or(1)
-    })
-}
-
-impl Tiktoken {
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u32>> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn encode(&self, text: &str) -> u32 {
-        self.bpe.encode_ordinary(text).len() as u32
-    }
-
-    fn remember(&self, counted: impl IntoIterator<Item = (u64, u32)>) {
-        let mut cache = self.cache();
-        for (key, n) in counted {
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(key, n);
-        }
-    }
-}
 
 impl TokenCounter for Tiktoken {
     fn count(&self, message: &Message) -> u64 {
-        let key = text_key(&message.text);
-        if let Some(&n) = self.cache().get(&key) {
+        use std::hash::BuildHasher;
+        static HASHER: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+        let key = HASHER.get_or_init(Default::default).hash_one(&message.text);
+        if let Some(&n) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return u64::from(n) + PER_MESSAGE;
         }
-        let n = self.encode(&message.text);
-        self.remember([(key, n)]);
+        let n = self.bpe.encode_ordinary(&message.text).len() as u32;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, n);
         u64::from(n) + PER_MESSAGE
     }
 
     fn is_exact(&self) -> bool {
         true
-    }
-
-    /// Counts a large batch of uncached messages on several threads at once (the first turn
-    /// on a long conversation after a restart); small batches are left to `count`.
-    fn prepare(&self, messages: &[Message]) {
-        let todo: Vec<(u64, &str)> = {
-            let cache = self.cache();
-            messages
-                .iter()
-                .map(|m| (text_key(&m.text), m.text.as_str()))
-                .filter(|(key, _)| !cache.contains_key(key))
-                .collect()
-        };
-        let threads = counting_threads().min(todo.len());
-        let bytes: usize = todo.iter().map(|(_, text)| text.len()).sum();
-        if threads < 2 || bytes < PARALLEL_BYTES {
-            return;
-        }
-        let encode_all = |part: &[(u64, &str)]| -> Vec<(u64, u32)> {
-            part.iter()
-                .map(|&(key, text)| (key, self.encode(text)))
-                .collect()
-        };
-        let mut parts = todo.chunks(todo.len().div_ceil(threads));
-        let Some(own) = parts.next() else { return };
-        let counted = std::thread::scope(|scope| {
-            // A part whose thread cannot be started is left to `count`.
-            let helpers: Vec<_> = parts
-                .filter_map(|part| {
-                    std::thread::Builder::new()
-                        .name("parlor-tokens".into())
-                        .spawn_scoped(scope, move || encode_all(part))
-                        .ok()
-                })
-                .collect();
-            let mut counted = encode_all(own);
-            for helper in helpers {
-                counted.extend(helper.join().unwrap_or_default());
-            }
-            counted
-        });
-        self.remember(counted);
     }
 }
 
@@ -261,37 +191,6 @@ mod tests {
         let estimate = token_counter("llama-3-70b");
         assert!(!estimate.is_exact());
         assert_eq!(estimate.count(&Message::user("x".repeat(40), 0)), 14);
-    }
-
-    #[test]
-    fn prepared_counts_are_the_counts_and_are_cached() {
-        let fresh = || Tiktoken {
-            bpe: tiktoken_rs::o200k_base_singleton(),
-            cache: Mutex::default(),
-        };
-        let messages: Vec<Message> = (0..300)
-            .map(|i| {
-                let text = format!(
-                    "message {i}: {}",
-                    "déjà vu, naïve café; 42 + x = y? ".repeat(i % 7 + 1)
-                );
-                Message::user(text, i as i64)
-            })
-            .collect();
-        assert!(messages.iter().map(|m| m.text.len()).sum::<usize>() > PARALLEL_BYTES);
-        let one_by_one = fresh();
-        let expected: Vec<u64> = messages.iter().map(|m| one_by_one.count(m)).collect();
-        let prepared = fresh();
-        prepared.prepare(&messages);
-        if counting_threads() > 1 {
-            assert_eq!(prepared.cache().len(), 300, "counted ahead");
-        }
-        let got: Vec<u64> = messages.iter().map(|m| prepared.count(m)).collect();
-        assert_eq!(got, expected);
-        // A small batch is left to `count`.
-        let small = fresh();
-        small.prepare(&messages[..3]);
-        assert!(small.cache().is_empty());
     }
 
     #[test]
