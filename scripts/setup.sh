@@ -28,6 +28,8 @@ fi
 
 if [ "$(wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 10 minutes)"
+  # Not --locked: its published Cargo.lock pins a webpki-roots release (1.0.11) that the
+  # registry mirror here does not carry; the resolved dependencies build and work.
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
 fi
 

@@ -136,4 +136,10 @@ fn leptos_toml_agrees_with_the_cargo_leptos_metadata() {
     ] {
         assert_eq!(value(&leptos_toml, key), value(&cargo_toml, key), "{key}");
     }
+    // Plain cargo builds (the tests' server) must name the WASM file as cargo-leptos does.
+    let cargo_config = std::fs::read_to_string(root.join(".cargo/config.toml")).unwrap();
+    assert_eq!(
+        value(&cargo_config, "LEPTOS_OUTPUT_NAME"),
+        value(&cargo_toml, "output-name")
+    );
 }
