@@ -7,6 +7,13 @@ use parlor_domain::settings::SettingSource;
 use serde_json::{json, Value};
 
 /// Sends `turns` messages to `agent` with `query` on each; returns the last reply.
+/// GETs `path` and parses the 200 response's JSON body.
+async fn get_json(server: &TestServer, path: &str) -> Value {
+    let (status, body) = server.get(path, None).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).expect("a JSON body")
+}
+
 async fn converse(
     server: &TestServer,
     agent: &str,
@@ -183,17 +190,11 @@ async fn the_debug_endpoint_reports_settings_and_the_last_turn() {
     let (_fake, server) = TestServer::with_upstream(&[]).await;
     let reply = converse(&server, "concise", "", 3).await;
     let session = reply.session_id();
-    let debug: Value = server
-        .http
-        .get(server.url(&format!(
-            "/api/chat/concise/debug?session_id={session}&historyLength=x"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let debug = get_json(
+        &server,
+        &format!("/api/chat/concise/debug?session_id={session}&historyLength=x"),
+    )
+    .await;
     assert_eq!(debug["agent_id"], "concise");
     assert_eq!(debug["session_id"], session);
     assert_eq!(debug["model"], "gpt-4o-mini");
@@ -209,15 +210,7 @@ async fn the_debug_endpoint_reports_settings_and_the_last_turn() {
     assert_eq!(turn["tokens_exact"], true, "the fake reports usage: {turn}");
     assert!(turn["tokens_sent"].as_u64().unwrap() > 0);
 
-    let fresh: Value = server
-        .http
-        .get(server.url("/api/chat/general/debug"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fresh = get_json(&server, "/api/chat/general/debug").await;
     assert_eq!(fresh["last_turn"], Value::Null);
     assert_eq!(fresh["settings"]["policy"], "lastN");
 }
