@@ -149,7 +149,7 @@ mod browser {
             let value = js_sys::Reflect::get(&chunk, &"value".into())?;
             let bytes = js_sys::Uint8Array::new(&value).to_vec();
             for data in decoder.push(&bytes) {
-                if let Ok(event) = serde_json::from_str::<ChatEvent>(&data) {
+                if let Ok(event) = ChatEvent::from_json(&data) {
                     on_event(event);
                 }
             }
