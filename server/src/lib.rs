@@ -21,6 +21,7 @@ use crate::config::{Config, LlmConfig};
 use crate::histories::Histories;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::state::{AppState, Services};
+use crate::store::StoreError;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::post;
 use axum::{middleware, Router};
@@ -108,25 +109,35 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
     services
 }
 
-/// Frees idle sessions every 15 seconds (when inside a Tokio runtime). The timeout is read
-/// each time, so `!sessiontimeout` applies at once.
+/// How often idle sessions are looked for.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Frees the sessions idle for longer than the configured timeout at `now_ms` (none when the
+/// timeout is 0): their slots go back to `max_users`, their conversations stay stored.
+/// Returns how many were freed.
+pub async fn reap_idle_sessions(services: &Services, now_ms: i64) -> Result<usize, StoreError> {
+    let timeout_ms = services
+        .limits
+        .idle_timeout_minutes()
+        .saturating_mul(60_000);
+    services.live.reap(now_ms, timeout_ms).await
+}
+
+/// Runs [`reap_idle_sessions`] every 15 seconds (when inside a Tokio runtime). The timeout is
+/// read each time, so `!sessiontimeout` applies at once.
 fn spawn_reaper(services: &Arc<Services>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let weak = Arc::downgrade(services);
     runtime.spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(15));
+        let mut tick = tokio::time::interval(REAP_EVERY);
         loop {
             tick.tick().await;
             let Some(services) = weak.upgrade() else {
                 return;
             };
-            let timeout_ms = services
-                .limits
-                .idle_timeout_minutes()
-                .saturating_mul(60_000);
-            match services.live.reap(store::now_ms(), timeout_ms).await {
+            match reap_idle_sessions(&services, store::now_ms()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!("freed {n} idle session(s)"),
                 Err(e) => tracing::warn!("could not reap idle sessions: {e}"),

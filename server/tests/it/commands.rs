@@ -368,6 +368,55 @@ async fn with_redis_every_process_counts_the_same_sessions() {
 }
 
 #[tokio::test]
+async fn reaping_frees_idle_sessions_slots_and_keeps_their_conversations() {
+    let (_fake, server, _config) = server_with(
+        "max_users = 1\nsession_idle_timeout_minutes = 10\n",
+        &[("PARLOR_ADMIN_TOKEN", "t")],
+    )
+    .await;
+    let now = parlor_server::store::now_ms();
+    let minutes = |n: i64| now + n * 60_000;
+    let a = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let b = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let first = server
+        .chat_with("general", "", json!({"message": "still here?"}), Some(a))
+        .await;
+    assert!(first.done().is_some(), "{}", first.body);
+    let (status, _) = server.get("/chat?agent=general", Some(b)).await;
+    assert_eq!(status, 503, "the one slot is taken");
+
+    // Ten minutes after `now`, the session (active a moment after `now`) has been idle just
+    // under the timeout: it stays.
+    let reap = |at: i64| parlor_server::reap_idle_sessions(&server.services, at);
+    assert_eq!(reap(minutes(10)).await.unwrap(), 0);
+    let (status, _) = server.get("/chat?agent=general", Some(b)).await;
+    assert_eq!(status, 503);
+
+    // Past it, the slot is freed: the other browser gets in.
+    assert_eq!(reap(minutes(11)).await.unwrap(), 1);
+    let (status, _) = server.get("/chat?agent=general", Some(b)).await;
+    assert_eq!(status, 200, "the freed slot is taken by the next browser");
+    // The reaped browser's conversation is still stored, but the slot is gone: it waits.
+    assert_eq!(server.stored(&first.session_id()).len(), 2);
+    let (status, _) = server.get("/chat?agent=general", Some(a)).await;
+    assert_eq!(status, 503);
+
+    // A timeout of 0 never reaps, whatever the idle time; the change applies at once.
+    let headers = [("x-parlor-admin-token", "t")];
+    let off = server
+        .chat_request(
+            "general",
+            "",
+            json!({"message": "!sessiontimeout 0"}),
+            Some(b),
+            &headers,
+        )
+        .await;
+    assert!(off.notice().is_some(), "{}", off.body);
+    assert_eq!(reap(minutes(100_000)).await.unwrap(), 0);
+}
+
+#[tokio::test]
 async fn a_browser_is_one_session_however_many_conversations_it_starts() {
     let (_fake, server, _config) = server_with("max_users = 1\n", &[]).await;
     let a = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

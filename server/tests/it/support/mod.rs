@@ -14,6 +14,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     pub data: TempDir,
     pub http: reqwest::Client,
+    /// The running server's services, for tests that act as its background tasks do.
+    pub services: std::sync::Arc<parlor_server::state::Services>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -53,7 +55,7 @@ impl TestServer {
         let options = leptos::config::LeptosOptions::builder()
             .output_name("parlor")
             .build();
-        let app = parlor_server::router(options, services);
+        let app = parlor_server::router(options, services.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -65,6 +67,7 @@ impl TestServer {
             addr,
             data,
             http: reqwest::Client::new(),
+            services,
             task,
         }
     }
