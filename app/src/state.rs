@@ -325,7 +325,7 @@ impl ChatState {
         self.session_id.set(Some(session_id.to_owned()));
         stream::set_url_param("session", Some(session_id));
         let title = first_text
-            .map(parlor_domain::mirror::preview)
+            .map(parlor_domain::message::title_of)
             .unwrap_or_else(|| "New conversation".into());
         let item = ConversationItem {
             session_id: session_id.to_owned(),

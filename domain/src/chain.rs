@@ -39,6 +39,37 @@ pub fn effective_ctx(agent_max_ctx: usize, model: &ModelLimits) -> usize {
         .max(1)
 }
 
+/// A message on its way to the model, with where it came from, so that what a processor
+/// keeps can be traced back to the stored conversation without searching for it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    pub message: Message,
+    /// Its position in the stored conversation; `None` for system messages added at call
+    /// time (the history's system message, the agent's prompt). A merged message keeps the
+    /// position of the first message merged into it.
+    pub stored_at: Option<usize>,
+}
+
+impl Outgoing {
+    pub fn stored(message: Message, index: usize) -> Self {
+        Self {
+            message,
+            stored_at: Some(index),
+        }
+    }
+
+    pub fn prompt(message: Message) -> Self {
+        Self {
+            message,
+            stored_at: None,
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.message.role
+    }
+}
+
 /// Counts the tokens a message costs in a request (its text and the per-message framing).
 pub trait TokenCounter: Send + Sync {
     fn count(&self, message: &Message) -> u64;
@@ -94,38 +125,38 @@ pub trait HistoryProcessor: Send + Sync {
     /// The messages to send instead of `messages`.
     fn process(
         &self,
-        messages: &[Message],
+        messages: &[Outgoing],
         ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Message>, ChainError>;
+    ) -> Result<Vec<Outgoing>, ChainError>;
     /// Runs when the session switches model, with the new model's context, so the new
     /// window applies at once. By default the same as [`Self::process`].
     fn on_model_switch(
         &self,
-        messages: &[Message],
+        messages: &[Outgoing],
         _switch: &ModelSwitch<'_>,
         ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Message>, ChainError> {
+    ) -> Result<Vec<Outgoing>, ChainError> {
         self.process(messages, ctx)
     }
 }
 
 /// System messages stay first, untouched by the window and the turn logic.
-fn split_system(messages: &[Message]) -> (Vec<Message>, &[Message]) {
+fn split_system(messages: &[Outgoing]) -> (Vec<Outgoing>, &[Outgoing]) {
     let systems = messages
         .iter()
-        .take_while(|m| m.role == Role::System)
+        .take_while(|m| m.role() == Role::System)
         .count();
     (messages[..systems].to_vec(), &messages[systems..])
 }
 
 /// Index (in `rest`) of the first user message at or after `from`; the last user message
 /// when there is none after `from`, so the latest user message is never dropped.
-fn user_at_or_after(rest: &[Message], from: usize) -> usize {
+fn user_at_or_after(rest: &[Outgoing], from: usize) -> usize {
     rest[from.min(rest.len())..]
         .iter()
-        .position(|m| m.role == Role::User)
+        .position(|m| m.role() == Role::User)
         .map(|i| from + i)
-        .or_else(|| rest.iter().rposition(|m| m.role == Role::User))
+        .or_else(|| rest.iter().rposition(|m| m.role() == Role::User))
         .unwrap_or(rest.len())
 }
 
@@ -143,9 +174,9 @@ impl HistoryProcessor for SlidingWindow {
     }
     fn process(
         &self,
-        messages: &[Message],
+        messages: &[Outgoing],
         ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Message>, ChainError> {
+    ) -> Result<Vec<Outgoing>, ChainError> {
         let (mut out, rest) = split_system(messages);
         let cut = rest.len().saturating_sub(ctx.effective_ctx);
         let start = if cut == 0 {
@@ -173,17 +204,21 @@ impl HistoryProcessor for TokenBudget {
     }
     fn process(
         &self,
-        messages: &[Message],
+        messages: &[Outgoing],
         ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Message>, ChainError> {
+    ) -> Result<Vec<Outgoing>, ChainError> {
         let Some(budget) = ctx.model.token_budget else {
             return Ok(messages.to_vec());
         };
         let (mut out, rest) = split_system(messages);
-        let cost = |part: &[Message]| part.iter().map(|m| ctx.tokens.count(m)).sum::<u64>();
+        let cost = |part: &[Outgoing]| {
+            part.iter()
+                .map(|m| ctx.tokens.count(&m.message))
+                .sum::<u64>()
+        };
         let last_turn = rest
             .iter()
-            .rposition(|m| m.role == Role::User)
+            .rposition(|m| m.role() == Role::User)
             .unwrap_or(rest.len());
         let mut used = cost(&out) + cost(&rest[last_turn..]);
         if used > budget {
@@ -200,7 +235,7 @@ impl HistoryProcessor for TokenBudget {
         while start > 0 {
             let begin = rest[..start]
                 .iter()
-                .rposition(|m| m.role == Role::User)
+                .rposition(|m| m.role() == Role::User)
                 .unwrap_or(0);
             let turn = cost(&rest[begin..start]);
             if used + turn > budget {
@@ -230,36 +265,39 @@ impl HistoryProcessor for RoleAlternation {
     }
     fn process(
         &self,
-        messages: &[Message],
+        messages: &[Outgoing],
         _ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Message>, ChainError> {
+    ) -> Result<Vec<Outgoing>, ChainError> {
         let (mut out, rest) = split_system(messages);
         let systems = out.len();
         let first_user = rest
             .iter()
-            .position(|m| m.role == Role::User)
+            .position(|m| m.role() == Role::User)
             .unwrap_or(rest.len());
-        for message in &rest[first_user..] {
+        for item in &rest[first_user..] {
             // A system message in the middle (rare: only when stored by another tool) joins
             // the others at the front, where providers expect it.
-            if message.role == Role::System {
-                out.insert(systems, message.clone());
+            if item.role() == Role::System {
+                out.insert(systems, item.clone());
                 continue;
             }
-            let role = if message.role == Role::User {
+            let role = if item.role() == Role::User {
                 Role::User
             } else {
                 Role::Assistant
             };
             let has_body = out.len() > systems;
             match out.last_mut() {
-                Some(previous) if has_body && previous.role == role => {
-                    previous.text.push_str("\n\n");
-                    previous.text.push_str(&message.text);
+                Some(previous) if has_body && previous.role() == role => {
+                    previous.message.text.push_str("\n\n");
+                    previous.message.text.push_str(&item.message.text);
                 }
-                _ => out.push(Message {
-                    role,
-                    ..message.clone()
+                _ => out.push(Outgoing {
+                    message: Message {
+                        role,
+                        ..item.message.clone()
+                    },
+                    stored_at: item.stored_at,
                 }),
             }
         }
@@ -336,7 +374,7 @@ pub struct StepReport {
 /// What a chain run produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChainOutcome {
-    pub messages: Vec<Message>,
+    pub messages: Vec<Outgoing>,
     pub steps: Vec<StepReport>,
 }
 
@@ -366,7 +404,7 @@ impl Chain {
 
     pub fn run(
         &self,
-        messages: Vec<Message>,
+        messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<ChainOutcome, ChainError> {
         self.run_with(messages, |p, m| p.process(m, ctx))
@@ -376,7 +414,7 @@ impl Chain {
     /// output, with the new model's context.
     pub fn run_model_switch(
         &self,
-        messages: Vec<Message>,
+        messages: Vec<Outgoing>,
         switch: &ModelSwitch<'_>,
         ctx: &ChainContext<'_>,
     ) -> Result<ChainOutcome, ChainError> {
@@ -385,8 +423,8 @@ impl Chain {
 
     fn run_with(
         &self,
-        mut messages: Vec<Message>,
-        step: impl Fn(&dyn HistoryProcessor, &[Message]) -> Result<Vec<Message>, ChainError>,
+        mut messages: Vec<Outgoing>,
+        step: impl Fn(&dyn HistoryProcessor, &[Outgoing]) -> Result<Vec<Outgoing>, ChainError>,
     ) -> Result<ChainOutcome, ChainError> {
         let mut steps = Vec::with_capacity(self.steps.len());
         for processor in &self.steps {
@@ -459,10 +497,26 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    use crate::message::from_roles as msgs;
+    use crate::message::from_roles;
 
-    fn texts(messages: &[Message]) -> Vec<&str> {
-        messages.iter().map(|m| m.text.as_str()).collect()
+    /// Stored messages at their positions; system messages as added at call time.
+    pub(crate) fn outgoing(messages: Vec<Message>) -> Vec<Outgoing> {
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| match m.role {
+                Role::System => Outgoing::prompt(m),
+                _ => Outgoing::stored(m, i),
+            })
+            .collect()
+    }
+
+    fn msgs(roles: &str) -> Vec<Outgoing> {
+        outgoing(from_roles(roles))
+    }
+
+    fn texts(messages: &[Outgoing]) -> Vec<&str> {
+        messages.iter().map(|m| m.message.text.as_str()).collect()
     }
 
     fn model(max_context: Option<usize>, token_budget: Option<u64>) -> ModelLimits {
@@ -562,7 +616,10 @@ mod tests {
         let out = RoleAlternation
             .process(&msgs("sauuataau"), &ctx(&m, 200))
             .unwrap();
-        let shape: Vec<(Role, &str)> = out.iter().map(|m| (m.role, m.text.as_str())).collect();
+        let shape: Vec<(Role, &str)> = out
+            .iter()
+            .map(|m| (m.role(), m.message.text.as_str()))
+            .collect();
         assert_eq!(
             shape,
             [
@@ -644,7 +701,7 @@ mod tests {
         }
     }
 
-    fn conversation() -> impl Strategy<Value = Vec<Message>> {
+    fn conversation() -> impl Strategy<Value = Vec<Outgoing>> {
         let role = prop_oneof![
             3 => Just(Role::User),
             3 => Just(Role::Assistant),
@@ -661,7 +718,7 @@ mod tests {
             );
             // Before a model call the latest message is the user's.
             out.push(Message::user("latest question", 1000));
-            out
+            outgoing(out)
         })
     }
 
@@ -688,12 +745,12 @@ mod tests {
                     }
                 };
                 let last = out.last().expect("never empty");
-                prop_assert_eq!(last.role, Role::User);
-                prop_assert!(last.text.ends_with("latest question"), "{}", processor.name());
+                prop_assert_eq!(last.role(), Role::User);
+                prop_assert!(last.message.text.ends_with("latest question"), "{}", processor.name());
                 // A processor that cut the conversation starts it on a user message.
                 if out.len() < input.len() || processor.name() == "role_alternation" {
-                    let first = out.iter().find(|m| m.role != Role::System);
-                    prop_assert_eq!(first.map(|m| m.role), Some(Role::User),
+                    let first = out.iter().find(|m| m.role() != Role::System);
+                    prop_assert_eq!(first.map(|m| m.role()), Some(Role::User),
                         "{} starts on a user message", processor.name());
                 }
             }
@@ -706,14 +763,14 @@ mod tests {
             // Reference: drop the oldest turn while over budget.
             let m = model(None, Some(budget));
             let c = ChainContext { model: &m, effective_ctx: 200, tokens: &EstimatedTokens };
-            let systems = input.iter().take_while(|m| m.role == Role::System).count();
+            let systems = input.iter().take_while(|m| m.role() == Role::System).count();
             let total = |from: usize| -> u64 {
-                input[..systems].iter().chain(&input[from..]).map(|m| EstimatedTokens.count(m)).sum()
+                input[..systems].iter().chain(&input[from..]).map(|m| EstimatedTokens.count(&m.message)).sum()
             };
-            let last_user = input.iter().rposition(|m| m.role == Role::User).unwrap();
+            let last_user = input.iter().rposition(|m| m.role() == Role::User).unwrap();
             let mut start = systems;
             while total(start) > budget && start < last_user {
-                start = input[start + 1..].iter().position(|m| m.role == Role::User)
+                start = input[start + 1..].iter().position(|m| m.role() == Role::User)
                     .map_or(last_user, |i| start + 1 + i).min(last_user);
             }
             match TokenBudget.process(&input, &c) {
@@ -729,15 +786,15 @@ mod tests {
         fn role_alternation_output_alternates(input in conversation()) {
             let m = model(None, None);
             let out = RoleAlternation.process(&input, &ctx(&m, 200)).unwrap();
-            let body: Vec<Role> = out.iter().map(|m| m.role).filter(|r| *r != Role::System).collect();
+            let body: Vec<Role> = out.iter().map(|m| m.role()).filter(|r| *r != Role::System).collect();
             prop_assert_eq!(body.first(), Some(&Role::User));
             for pair in body.windows(2) {
                 prop_assert_ne!(pair[0], pair[1]);
             }
             // Nothing from the first user message on is lost: the texts are all there.
-            let first_user = input.iter().position(|m| m.role == Role::User).unwrap();
-            let kept: usize = input[first_user..].iter().filter(|m| m.role != Role::System).map(|m| m.text.len()).sum();
-            let out_len: usize = out.iter().filter(|m| m.role != Role::System).map(|m| m.text.len()).sum();
+            let first_user = input.iter().position(|m| m.role() == Role::User).unwrap();
+            let kept: usize = input[first_user..].iter().filter(|m| m.role() != Role::System).map(|m| m.message.text.len()).sum();
+            let out_len: usize = out.iter().filter(|m| m.role() != Role::System).map(|m| m.message.text.len()).sum();
             prop_assert!(out_len >= kept);
         }
 
@@ -747,8 +804,8 @@ mod tests {
         ) {
             let m = model(None, None);
             let out = SlidingWindow.process(&input, &ctx(&m, window)).unwrap();
-            let body = out.iter().filter(|m| m.role != Role::System).count();
-            let latest_turn = input.len() - input.iter().rposition(|m| m.role == Role::User).unwrap();
+            let body = out.iter().filter(|m| m.role() != Role::System).count();
+            let latest_turn = input.len() - input.iter().rposition(|m| m.role() == Role::User).unwrap();
             prop_assert!(body <= window.max(latest_turn));
         }
     }

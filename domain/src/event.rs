@@ -3,6 +3,7 @@
 //! A turn streams `meta` first, then any number of `delta`s, then exactly one of `done` or
 //! `error`. Each event is one server-sent event whose `event:` name is the `type` field.
 
+use crate::session::{SessionId, SessionIdError};
 use crate::settings::SettingSource;
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,71 @@ pub struct ChatRequest {
     /// "New chat"). Without it and without `session_id`, the cookie's conversation continues.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+}
+
+/// A chat request that passed every check: what [`ChatRequest::validate`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidChatRequest {
+    /// The conversation to continue; `None` (absent or empty in the body) lets the cookie or
+    /// a new conversation decide.
+    pub session_id: Option<SessionId>,
+    /// The new message, or `None` to regenerate the reply to the last one.
+    pub message: Option<String>,
+    pub new_conversation: bool,
+}
+
+/// Why a chat request was refused (HTTP 400).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChatRequestError {
+    #[error("{0}")]
+    SessionId(#[from] SessionIdError),
+    #[error("send either a message or \"regenerate\": true, not both")]
+    MessageAndRegenerate,
+    #[error("regenerate needs a session_id")]
+    RegenerateWithoutSession,
+    #[error("message is missing")]
+    MissingMessage,
+    #[error("message is empty")]
+    EmptyMessage,
+    #[error("message is too long: {length} characters, the limit is {limit}")]
+    TooLong { length: usize, limit: usize },
+}
+
+impl ChatRequest {
+    /// Checks the request: a well-formed `session_id` if any; either a message (not blank,
+    /// at most `max_message_chars` characters) or `regenerate` with a `session_id`.
+    pub fn validate(self, max_message_chars: usize) -> Result<ValidChatRequest, ChatRequestError> {
+        let session_id = match self.session_id.as_deref() {
+            None | Some("") => None,
+            Some(raw) => Some(SessionId::parse(raw)?),
+        };
+        let message = match (self.message, self.regenerate) {
+            (Some(_), true) => return Err(ChatRequestError::MessageAndRegenerate),
+            (None, true) if session_id.is_none() => {
+                return Err(ChatRequestError::RegenerateWithoutSession)
+            }
+            (None, true) => None,
+            (None, false) => return Err(ChatRequestError::MissingMessage),
+            (Some(text), false) if text.trim().is_empty() => {
+                return Err(ChatRequestError::EmptyMessage)
+            }
+            (Some(text), false) => {
+                let length = text.chars().count();
+                if length > max_message_chars {
+                    return Err(ChatRequestError::TooLong {
+                        length,
+                        limit: max_message_chars,
+                    });
+                }
+                Some(text)
+            }
+        };
+        Ok(ValidChatRequest {
+            session_id,
+            message,
+            new_conversation: self.new_conversation,
+        })
+    }
 }
 
 /// A refused request's body: `{"error": "…"}`.
@@ -261,6 +327,54 @@ pub struct DoneEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(json: &str) -> ChatRequest {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn chat_requests_are_validated_before_anything_is_stored() {
+        let ok = request(r#"{"session_id": "abc", "message": "hi"}"#)
+            .validate(10)
+            .unwrap();
+        assert_eq!(ok.session_id, Some(SessionId::parse("abc").unwrap()));
+        assert_eq!(ok.message.as_deref(), Some("hi"));
+        let empty_id = request(r#"{"session_id": "", "message": "hi"}"#)
+            .validate(10)
+            .unwrap();
+        assert_eq!(empty_id.session_id, None, "an empty id is no id");
+        let again = request(r#"{"session_id": "abc", "regenerate": true}"#)
+            .validate(10)
+            .unwrap();
+        assert_eq!(again.message, None);
+        for (json, error) in [
+            (
+                r#"{"message": "hi", "regenerate": true}"#,
+                ChatRequestError::MessageAndRegenerate,
+            ),
+            (
+                r#"{"regenerate": true}"#,
+                ChatRequestError::RegenerateWithoutSession,
+            ),
+            (r#"{}"#, ChatRequestError::MissingMessage),
+            (r#"{"message": " \n\t"}"#, ChatRequestError::EmptyMessage),
+            (
+                r#"{"message": "ééééééééééé"}"#,
+                ChatRequestError::TooLong {
+                    length: 11,
+                    limit: 10,
+                },
+            ),
+            (
+                r#"{"session_id": "../x", "message": "hi"}"#,
+                ChatRequestError::SessionId(SessionIdError::BadCharacter),
+            ),
+        ] {
+            assert_eq!(request(json).validate(10), Err(error), "{json}");
+        }
+        // The limit counts characters, not bytes.
+        assert!(request(r#"{"message": "éééééééééé"}"#).validate(10).is_ok());
+    }
 
     #[test]
     fn events_are_tagged_json() {

@@ -171,6 +171,8 @@ impl From<Vec<Message>> for Conversation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trimmed<'a> {
     pub messages: Vec<&'a Message>,
+    /// The position in the conversation of each selected message, in the same order.
+    pub indices: Vec<usize>,
     /// How many messages the conversation held.
     pub stored: usize,
 }
@@ -206,27 +208,28 @@ pub fn trim_for_model<'a>(
 ) -> Trimmed<'a> {
     let messages = conversation.messages();
     let stored = messages.len();
-    let start = match policy {
-        HistoryPolicy::All => {
-            return Trimmed {
-                messages: messages.iter().collect(),
-                stored,
+    let indices: Vec<usize> = match policy {
+        HistoryPolicy::All => (0..stored).collect(),
+        HistoryPolicy::LastN | HistoryPolicy::None => {
+            let start = if policy == HistoryPolicy::LastN {
+                start_of_last_user_turns(messages, length.effective())
+            } else {
+                messages
+                    .iter()
+                    .rposition(|m| m.role == Role::User)
+                    .unwrap_or(stored)
+            };
+            let mut picked = Vec::with_capacity(stored - start + conversation.system_at.len());
+            if preserve_system {
+                picked.extend_from_slice(&conversation.system_at);
             }
+            picked.extend((start..stored).filter(|&i| messages[i].role != Role::System));
+            picked
         }
-        HistoryPolicy::LastN => start_of_last_user_turns(messages, length.effective()),
-        HistoryPolicy::None => messages
-            .iter()
-            .rposition(|m| m.role == Role::User)
-            .unwrap_or(stored),
     };
-
-    let mut selected = Vec::with_capacity(stored - start + conversation.system_at.len());
-    if preserve_system {
-        selected.extend(conversation.system_at.iter().map(|&i| &messages[i]));
-    }
-    selected.extend(messages[start..].iter().filter(|m| m.role != Role::System));
     Trimmed {
-        messages: selected,
+        messages: indices.iter().map(|&i| &messages[i]).collect(),
+        indices,
         stored,
     }
 }

@@ -13,14 +13,15 @@ pub mod history;
 pub mod markdown;
 pub mod message;
 pub mod mirror;
+pub mod plan;
 pub mod session;
 pub mod sessions;
 pub mod settings;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{
-    ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MetaEvent, Rendered,
-    SettingsReport, TurnReport, Usage,
+    ApiError, ChatEvent, ChatRequest, ChatRequestError, DebugInfo, DoneEvent, HistoryReport,
+    MetaEvent, Rendered, SettingsReport, TurnReport, Usage, ValidChatRequest,
 };
 pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
 pub use message::{Message, MessageMeta, ReplyStatus, Role};

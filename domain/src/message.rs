@@ -59,6 +59,21 @@ impl MessageMeta {
     }
 }
 
+/// How many characters of a message make its title (and the mirror model's preview).
+pub const TITLE_CHARS: usize = 60;
+
+/// A message's first characters, on one line, as a conversation's title: the sidebar names
+/// a conversation by its first user message.
+pub fn title_of(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut chars = one_line.chars();
+    let mut short: String = chars.by_ref().take(TITLE_CHARS).collect();
+    if chars.next().is_some() {
+        short.push('…');
+    }
+    short
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,

@@ -4,12 +4,11 @@
 //! one's role and a short preview, and the system prompt), so anyone can try Parlor without
 //! an API key and see the history a real model would get.
 
+use crate::message::title_of as preview;
 use crate::message::{Message, Role};
 
 /// The model name the mirror answers to.
 pub const MIRROR_MODEL: &str = "mirror";
-
-const PREVIEW_CHARS: usize = 60;
 
 /// The mirror's full reply for a request carrying `messages`.
 pub fn describe_request(messages: &[&Message]) -> String {
@@ -45,17 +44,6 @@ pub fn describe_request(messages: &[&Message]) -> String {
 /// Splits a reply into word-sized pieces for streaming; concatenated they give `text` back.
 pub fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split_inclusive(char::is_whitespace)
-}
-
-/// The first characters of a message, on one line.
-pub fn preview(text: &str) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut chars = one_line.chars();
-    let mut short: String = chars.by_ref().take(PREVIEW_CHARS).collect();
-    if chars.next().is_some() {
-        short.push('…');
-    }
-    short
 }
 
 /// Quotes a preview so Markdown in it shows as text rather than formatting.

@@ -89,6 +89,16 @@ pub struct HistorySettings {
 }
 
 impl HistorySettings {
+    /// Settings given outright (e.g. on the command line), reported as the template's.
+    pub fn fixed(policy: HistoryPolicy, length: HistoryLength, preserve_system: bool) -> Self {
+        Self::resolve(&SettingInputs {
+            template_policy: Some(policy),
+            template_length: Some(length),
+            preserve_system,
+            ..SettingInputs::default()
+        })
+    }
+
     pub fn resolve(inputs: &SettingInputs<'_>) -> Self {
         Self {
             policy: resolve_field(

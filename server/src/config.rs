@@ -274,6 +274,18 @@ impl Config {
     pub fn uses_mirror(&self) -> bool {
         matches!(self.llm, LlmConfig::Mirror)
     }
+
+    /// Whether `given` is the operator's admin token (compared in constant time); always
+    /// false when no token is configured.
+    pub fn admin_token_matches(&self, given: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        match (&self.admin_token, given) {
+            (Some(expected), Some(given)) => {
+                bool::from(expected.expose().as_bytes().ct_eq(given.as_bytes()))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// envy names variables without their prefix; put it back so the message names the real one.

@@ -2,8 +2,8 @@
 #![recursion_limit = "256"]
 
 pub mod agents;
-pub mod chat;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod config_file;
 pub mod histories;
@@ -15,6 +15,7 @@ pub mod routes;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod turn;
 
 use crate::agents::AgentCatalog;
 use crate::config::{Config, LlmConfig};
@@ -85,14 +86,19 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
 }
 
 pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Services> {
-    let llm = llm_client(&config);
     let settings = setup.settings;
+    let models = models::Models::new(
+        settings.models,
+        llm_client(&config),
+        config.model_override.clone(),
+        config.mirror_delay,
+    );
     let live = setup.histories.live_sessions();
     let services = Arc::new(Services {
         config,
         agents,
         histories: setup.histories,
-        llm,
+        models,
         busy: Default::default(),
         chain: parlor_domain::chain::Chain::from_names(&settings.chain)
             .expect("validated with the configuration"),
@@ -101,7 +107,6 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
             settings.max_users,
             settings.idle_timeout_minutes,
         ),
-        models: settings.models,
         live,
         config_path: setup.config_path,
     });

@@ -5,11 +5,14 @@
 //! and no token budget.
 
 use crate::config_file::{ConfigFileError, ModelEntry};
+use crate::llm::{LlmClient, MirrorModel};
 use parlor_domain::chain::{ModelLimits, TokenCounter};
-use parlor_domain::Message;
+use parlor_domain::mirror::MIRROR_MODEL;
+use parlor_domain::{Agent, Message};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Provider {
@@ -100,6 +103,104 @@ pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, Conf
         });
     }
     Ok(specs)
+}
+
+/// Every model a conversation can use, and the client that reaches each: the one place
+/// that answers "which model does this conversation talk to, and through what".
+pub struct Models {
+    /// Declared models (`[[models]]`).
+    declared: Vec<ModelSpec>,
+    /// The configured upstream (or the mirror, offline).
+    llm: LlmClient,
+    /// `PARLOR_MODEL`: overrides every agent's own model.
+    model_override: Option<String>,
+    mirror_delay: Duration,
+}
+
+impl Models {
+    pub fn new(
+        declared: Vec<ModelSpec>,
+        llm: LlmClient,
+        model_override: Option<String>,
+        mirror_delay: Duration,
+    ) -> Self {
+        Models {
+            declared,
+            llm,
+            model_override,
+            mirror_delay,
+        }
+    }
+
+    /// The agent's own model: `mirror` offline, else `PARLOR_MODEL` or the template's.
+    pub fn agent_default(&self, agent: &Agent) -> Option<String> {
+        if matches!(self.llm, LlmClient::Mirror(_)) {
+            return Some(MIRROR_MODEL.to_owned());
+        }
+        self.model_override
+            .clone()
+            .or_else(|| agent.llm.as_ref().and_then(|l| l.model.clone()))
+    }
+
+    /// The model a conversation talks to: the one chosen with `!model`, else the agent's.
+    pub fn for_conversation(&self, agent: &Agent, chosen: Option<&str>) -> Option<ModelSpec> {
+        let name = chosen
+            .map(str::to_owned)
+            .or_else(|| self.agent_default(agent))?;
+        Some(self.named(&name))
+    }
+
+    /// The declared model of that name, or an undeclared OpenAI-compatible one.
+    pub fn named(&self, name: &str) -> ModelSpec {
+        self.declared
+            .iter()
+            .find(|m| m.name() == name)
+            .cloned()
+            .unwrap_or_else(|| ModelSpec::implicit(name, Provider::OpenAi))
+    }
+
+    /// The models `!model` offers: the agent's own first, then the declared ones.
+    pub fn available(&self, agent: &Agent) -> Vec<String> {
+        let mut names: Vec<String> = self.declared.iter().map(|m| m.name().to_owned()).collect();
+        if let Some(own) = self.agent_default(agent) {
+            if !names.contains(&own) {
+                names.insert(0, own);
+            }
+        }
+        names
+    }
+
+    /// The client that answers `model`: offline (no upstream configured) every model is
+    /// answered by the mirror.
+    pub fn client_for(&self, model: &ModelSpec) -> LlmClient {
+        match (&self.llm, model.provider) {
+            (LlmClient::OpenAi(client), Provider::OpenAi) => LlmClient::OpenAi(client.clone()),
+            _ => LlmClient::Mirror(MirrorModel {
+                delay: self.mirror_delay,
+            }),
+        }
+    }
+
+    /// The provider shown beside a model's name.
+    pub fn provider_label(&self, model: Option<&ModelSpec>) -> &'static str {
+        match model {
+            Some(model) => self.client_for(model).provider(),
+            None => self.llm.provider(),
+        }
+    }
+
+    /// A conversation's model as the pages and the debug panel show it: its name (empty
+    /// when none is configured) and provider.
+    pub fn label(&self, agent: &Agent, chosen: Option<&str>) -> (String, &'static str) {
+        let model = self.for_conversation(agent, chosen);
+        (
+            model
+                .as_ref()
+                .map(|m| m.name().to_owned())
+                .unwrap_or_default(),
+            self.provider_label(model.as_ref()),
+        )
+    }
 }
 
 /// A tokenizer's counts, cached by message text: a turn re-counts only its new messages.

@@ -1,6 +1,5 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
-use crate::chat::{available_models, debug_info, provider_label, session_model};
 use crate::state::Services;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
@@ -52,14 +51,10 @@ impl Backend for PageBackend {
                 return Ok(ChatPageData::UnknownConversation);
             };
             let info = store.info(&id).await.map_err(|e| e.to_string())?;
-            let visible = info.as_ref().is_some_and(|info| {
-                info.agent_id == agent.id
-                    && match (&info.owner, &browser) {
-                        (Some(owner), Some(b)) => owner == &crate::session::owner(b),
-                        (Some(_), None) => false,
-                        (None, _) => true,
-                    }
-            });
+            let owner = browser.as_ref().map(crate::session::owner);
+            let visible = info
+                .as_ref()
+                .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
             if !visible {
                 return Ok(ChatPageData::UnknownConversation);
             }
@@ -88,8 +83,7 @@ impl Backend for PageBackend {
                 .collect(),
             None => Vec::new(),
         };
-        let current_model = session_model(
-            services,
+        let (model, provider) = services.models.label(
             &agent,
             conversation.as_ref().and_then(|c| c.model.as_deref()),
         );
@@ -105,12 +99,13 @@ impl Backend for PageBackend {
                     .collect(),
                 chat_prompts: agent.chat_prompts.clone(),
             },
-            model: current_model
-                .as_ref()
-                .map(|m| m.name().to_owned())
-                .unwrap_or_else(|| "no model configured".into()),
-            provider: provider_label(services, current_model.as_ref()).to_owned(),
-            models: available_models(services, &agent),
+            model: if model.is_empty() {
+                "no model configured".into()
+            } else {
+                model
+            },
+            provider: provider.to_owned(),
+            models: services.models.available(&agent),
             mirror: services.config.uses_mirror(),
             session_id,
             messages: messages
@@ -124,8 +119,7 @@ impl Backend for PageBackend {
                 .collect(),
             conversations,
             debug: (query.debug && services.config.debug_panel).then(|| {
-                debug_info(
-                    services,
+                services.debug_info(
                     &agent,
                     conversation.as_ref(),
                     query.history_policy.as_deref(),

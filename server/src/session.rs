@@ -86,7 +86,7 @@ pub fn owner(browser: &BrowserSession) -> String {
 }
 
 /// The conversation an API client (or a browser) last chatted in: `parlor_chat`, set on
-/// every chat response. A request without `session_id` continues it (see `chat::start`).
+/// every chat response. A request without `session_id` continues it (see `turn::start`).
 pub const CHAT_COOKIE: &str = "parlor_chat";
 
 pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::SessionId> {

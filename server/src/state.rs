@@ -4,12 +4,14 @@ use crate::agents::AgentCatalog;
 use crate::config::Config;
 use crate::histories::Histories;
 use crate::live::LiveSessions;
-use crate::llm::LlmClient;
-use crate::models::ModelSpec;
+use crate::models::Models;
+use crate::store::ConversationInfo;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use parlor_domain::chain::Chain;
-use parlor_domain::SessionId;
+use parlor_domain::plan::agent_ceiling;
+use parlor_domain::settings::SettingInputs;
+use parlor_domain::{Agent, DebugInfo, HistorySettings, SessionId, SettingsReport};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,14 +27,13 @@ pub struct Services {
     pub config: Config,
     pub agents: AgentCatalog,
     pub histories: Histories,
-    pub llm: LlmClient,
+    /// The models conversations can use and the clients that reach them.
+    pub models: Models,
     /// Conversations (history id, session) with a reply being written right now.
     pub busy: Mutex<HashSet<(String, SessionId)>>,
     /// The processors after the policy step, for agents without their own.
     pub chain: Chain,
     pub limits: Limits,
-    /// Declared models (`[[models]]`).
-    pub models: Vec<ModelSpec>,
     pub live: Arc<dyn LiveSessions>,
     /// Where admin changes are saved.
     pub config_path: PathBuf,
@@ -74,6 +75,65 @@ impl Limits {
 }
 
 impl Services {
+    /// The history settings of a model call for `agent`, from the operator's environment,
+    /// the page URL (when allowed) and the agent's template.
+    pub fn history_settings(
+        &self,
+        agent: &Agent,
+        url_policy: Option<&str>,
+        url_length: Option<&str>,
+    ) -> HistorySettings {
+        let env = &self.config.history;
+        HistorySettings::resolve(&SettingInputs {
+            env_policy: env.policy,
+            env_length: env.length,
+            url_policy,
+            url_length,
+            url_overrides_allowed: env.url_overrides,
+            template_policy: agent.history_policy,
+            template_length: agent.history_length,
+            preserve_system: agent.preserve_system_messages,
+        })
+    }
+
+    /// The processors after the policy step for `agent`: its template's, else the configured.
+    pub fn chain_for(&self, agent: &Agent) -> Chain {
+        agent
+            .history_processors
+            .as_ref()
+            .and_then(|names| Chain::from_names(names).ok())
+            .unwrap_or_else(|| self.chain.clone())
+    }
+
+    /// The agent's window ceiling: the server-wide `agent_max_ctx`, lowered (never raised)
+    /// by the template's `maxContext`.
+    pub fn max_ctx_for(&self, agent: &Agent) -> usize {
+        agent_ceiling(self.limits.agent_max_ctx(), agent.max_context)
+    }
+
+    /// The debug panel's facts: the settings as they resolve for this request, and the
+    /// conversation's last model call.
+    pub fn debug_info(
+        &self,
+        agent: &Agent,
+        conversation: Option<&ConversationInfo>,
+        url_policy: Option<&str>,
+        url_length: Option<&str>,
+    ) -> DebugInfo {
+        let settings = self.history_settings(agent, url_policy, url_length);
+        let (model, provider) = self
+            .models
+            .label(agent, conversation.and_then(|c| c.model.as_deref()));
+        DebugInfo {
+            agent_id: agent.id.clone(),
+            session_id: conversation.map(|c| c.session_id.to_string()),
+            model,
+            provider: provider.to_owned(),
+            settings: SettingsReport::from_settings(&settings),
+            last_turn: conversation.and_then(|c| c.last_turn.clone()),
+        }
+    }
+
     /// Marks a conversation busy until the returned guard is dropped; `None` if it already is.
     pub fn claim(self: &Arc<Self>, history: &str, id: &SessionId) -> Option<BusyGuard> {
         let key = (history.to_owned(), id.clone());

@@ -4,67 +4,51 @@
 //! exactly as the chat stream resolves them. Off when the operator sets
 //! `PARLOR_DEBUG_PANEL=false`.
 
-use super::json_error;
-use crate::chat::{check_access, debug_info, TurnError};
+use super::error::ApiError;
+use super::first_value;
 use crate::session;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
-use parlor_domain::SessionId;
+use parlor_domain::{DebugInfo, SessionId};
 
 pub async fn get_debug(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
-) -> Response {
+) -> Result<Json<DebugInfo>, ApiError> {
     let services = &app.services;
     if !services.config.debug_panel {
-        return json_error(
-            StatusCode::NOT_FOUND,
+        return Err(ApiError::not_found(
             "the debug panel is turned off (PARLOR_DEBUG_PANEL=false)",
-        );
+        ));
     }
-    let Some(agent) = services.agents.get(&agent_id) else {
-        return json_error(StatusCode::NOT_FOUND, format!("unknown agent {agent_id:?}"));
-    };
-    let first = |key: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    };
-    let conversation = match first("session_id").filter(|s| !s.is_empty()) {
+    let agent = services
+        .agents
+        .get(&agent_id)
+        .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
+    let conversation = match first_value(&query, "session_id").filter(|s| !s.is_empty()) {
         None => None,
         Some(raw) => {
-            let id = match SessionId::parse(raw) {
-                Ok(id) => id,
-                Err(e) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
-            };
-            let info = match services.histories.for_agent(&agent).store.info(&id).await {
-                Ok(Some(info)) => info,
-                Ok(None) => return json_error(StatusCode::NOT_FOUND, "conversation not found"),
-                Err(e) => return json_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            };
-            let browser = session::from_jar(&jar);
-            match check_access(Some(&info), browser.as_ref(), &agent.id) {
-                Ok(()) => Some(info),
-                Err(e @ TurnError::ConversationNotFound) => {
-                    return json_error(StatusCode::NOT_FOUND, e.to_string())
-                }
-                Err(e) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
-            }
+            let id = SessionId::parse(raw)?;
+            let store = &services.histories.for_agent(&agent).store;
+            let info = store
+                .info(&id)
+                .await
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
+                .ok_or_else(|| ApiError::not_found("conversation not found"))?;
+            let owner = session::from_jar(&jar).map(|b| session::owner(&b));
+            info.visible_to(owner.as_deref(), &agent.id)?;
+            Some(info)
         }
     };
-    Json(debug_info(
-        services,
+    Ok(Json(services.debug_info(
         &agent,
         conversation.as_ref(),
-        first("historyPolicy"),
-        first("historyLength"),
-    ))
-    .into_response()
+        first_value(&query, "historyPolicy"),
+        first_value(&query, "historyLength"),
+    )))
 }

@@ -2,12 +2,11 @@
 
 mod chat;
 mod debug;
+pub mod error;
 
 use crate::state::AppState;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 
 /// The most a request body may hold; messages have their own, smaller limit.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -19,10 +18,11 @@ pub fn api() -> Router<AppState> {
         .route("/healthz", get(|| async { "ok" }))
 }
 
-/// A JSON error: `{"error": "<what went wrong>"}`.
-pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
-    let body = parlor_domain::ApiError {
-        error: message.into(),
-    };
-    (status, Json(body)).into_response()
+/// A query parameter's first value (the page URL's rule: the first value counts if a key
+/// repeats).
+pub fn first_value<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    query
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }

@@ -38,6 +38,34 @@ pub struct ConversationInfo {
     pub model: Option<String>,
 }
 
+/// Why a request may not see a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AccessDenied {
+    /// It belongs to another browser: to the requester it does not exist.
+    #[error("conversation not found")]
+    NotFound,
+    #[error("this conversation belongs to agent {0:?}")]
+    OtherAgent(String),
+}
+
+impl ConversationInfo {
+    /// The access rule, for every path that reads or continues a conversation: one started
+    /// in a browser is visible only to that browser (`owner`, the requester's
+    /// [`owner_key`]); one started by an API client is reachable by its id alone; and it is
+    /// always read through its own agent.
+    pub fn visible_to(&self, owner: Option<&str>, agent_id: &str) -> Result<(), AccessDenied> {
+        if let Some(expected) = &self.owner {
+            if owner != Some(expected.as_str()) {
+                return Err(AccessDenied::NotFound);
+            }
+        }
+        if self.agent_id != agent_id {
+            return Err(AccessDenied::OtherAgent(self.agent_id.clone()));
+        }
+        Ok(())
+    }
+}
+
 /// The last messages of a conversation and how many it holds in all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tail {
@@ -176,6 +204,35 @@ pub(crate) mod contract {
             last_turn: None,
             model: None,
         }
+    }
+
+    #[test]
+    fn a_conversation_is_visible_to_its_browser_and_through_its_agent_only() {
+        let owned = ConversationInfo {
+            agent_id: "general".into(),
+            ..info("s", Some("me"), 1)
+        };
+        assert_eq!(owned.visible_to(Some("me"), "general"), Ok(()));
+        assert_eq!(
+            owned.visible_to(Some("you"), "general"),
+            Err(AccessDenied::NotFound)
+        );
+        assert_eq!(
+            owned.visible_to(None, "general"),
+            Err(AccessDenied::NotFound)
+        );
+        // Another agent's conversation is refused even to its owner.
+        assert_eq!(
+            owned.visible_to(Some("me"), "concise"),
+            Err(AccessDenied::OtherAgent("general".into()))
+        );
+        // Started by an API client: reachable by its id alone.
+        let api = ConversationInfo {
+            agent_id: "general".into(),
+            ..info("s", None, 1)
+        };
+        assert_eq!(api.visible_to(None, "general"), Ok(()));
+        assert_eq!(api.visible_to(Some("anyone"), "general"), Ok(()));
     }
 
     async fn texts(store: &dyn ConversationStore, s: &SessionId) -> Vec<String> {

@@ -1,0 +1,573 @@
+//! The plan of one model call: what the model receives on a turn, and the report that says
+//! why. This is the one place that decides it.
+//!
+//! A plan is a pure function of values: the system messages added at call time, the end of
+//! the stored conversation, the resolved settings, the processor chain, the model's limits,
+//! the window ceiling and a token counter. It runs these steps, each reported:
+//!
+//! 1. **policy**: `lastN` / `all` / `none` select from the conversation
+//!    ([`trim_for_model`]); what is sent never starts with a reply whose question was cut
+//!    (a storage cap, such as a history's `max_turns`, can leave one at the start);
+//! 2. **max_ctx**, only when the chain has no `sliding_window`: the agent's window ceiling
+//!    still applies, so removing the window from the chain never lifts it;
+//! 3. the configured processors, in order ([`Chain`]).
+//!
+//! Every message carries its position in the stored conversation through the steps
+//! ([`Outgoing`]), so the report's first sent index is read off what is sent.
+
+use crate::chain::{
+    effective_ctx, Chain, ChainContext, ChainError, HistoryProcessor, ModelLimits, ModelSwitch,
+    Outgoing, SlidingWindow, StepReport, TokenCounter, POLICY_STEP,
+};
+use crate::event::{HistoryReport, SettingsReport};
+use crate::history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy};
+use crate::message::{Message, Role};
+use crate::settings::HistorySettings;
+
+/// The name of the ceiling step (see the module documentation).
+pub const CEILING_STEP: &str = "max_ctx";
+
+/// Everything one model call depends on.
+pub struct PlanInput<'a> {
+    /// System messages added at call time, in order: the history's, then the agent's prompt.
+    pub system: &'a [String],
+    /// The end of the stored conversation (all of it, or a tail long enough for the policy),
+    /// the new user message included. Only what is sent is copied from it.
+    pub tail: &'a Conversation,
+    /// How many messages the stored conversation holds in all; `tail` is its last part.
+    pub stored_total: usize,
+    pub settings: &'a HistorySettings,
+    /// The processors after the policy step.
+    pub chain: &'a Chain,
+    pub model: &'a ModelLimits,
+    /// The agent's window ceiling: `agent_max_ctx`, lowered by the agent's own `maxContext`.
+    pub max_ctx: usize,
+    pub tokens: &'a dyn TokenCounter,
+}
+
+/// The messages of one model call and the facts the debug panel shows about them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub messages: Vec<Message>,
+    pub report: HistoryReport,
+    /// Set when the chain refused the request (the message alone is over the budget); then
+    /// nothing is sent.
+    pub error: Option<ChainError>,
+}
+
+/// The agent's window ceiling: the server-wide `agent_max_ctx`, which an agent's own
+/// `maxContext` may lower but never raise.
+pub fn agent_ceiling(agent_max_ctx: usize, agent_max_context: Option<usize>) -> usize {
+    agent_max_context.map_or(agent_max_ctx, |own| own.min(agent_max_ctx))
+}
+
+/// Plans one model call.
+pub fn plan(input: PlanInput<'_>) -> Plan {
+    let PlanInput {
+        system,
+        tail,
+        stored_total,
+        settings,
+        chain,
+        model,
+        max_ctx,
+        tokens,
+    } = input;
+    let offset = stored_total.saturating_sub(tail.len());
+    let window = effective_ctx(max_ctx, model);
+    let ctx = ChainContext {
+        model,
+        effective_ctx: window,
+        tokens,
+    };
+
+    let mut outgoing = policy_step(system, tail, offset, settings);
+    let stored_kept = outgoing.iter().filter(|m| m.stored_at.is_some()).count();
+    let mut steps = vec![StepReport {
+        name: POLICY_STEP.to_owned(),
+        removed: stored_total - stored_kept,
+        kept: outgoing.len(),
+    }];
+    if !chain.names().contains(&SlidingWindow.name()) {
+        let before = outgoing.len();
+        let ceiling = ChainContext {
+            effective_ctx: max_ctx.max(1),
+            ..ctx
+        };
+        // The window never fails; should it ever, the policy's selection stands.
+        if let Ok(kept) = SlidingWindow.process(&outgoing, &ceiling) {
+            outgoing = kept;
+        }
+        steps.push(StepReport {
+            name: CEILING_STEP.to_owned(),
+            removed: before - outgoing.len(),
+            kept: outgoing.len(),
+        });
+    }
+
+    let (sent, error) = match chain.run(outgoing, &ctx) {
+        Ok(outcome) => {
+            steps.extend(outcome.steps);
+            (outcome.messages, None)
+        }
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    // Every step removes from the front (or merges into the earliest message), so the
+    // earliest stored position sent is where the sent part of the conversation starts.
+    let first_sent_index = sent
+        .iter()
+        .filter(|m| m.role() != Role::System)
+        .filter_map(|m| m.stored_at)
+        .min()
+        .unwrap_or(stored_total);
+    let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();
+    let estimated_tokens = messages.iter().map(|m| tokens.count(m)).sum();
+    let report = HistoryReport {
+        settings: SettingsReport::from_settings(settings),
+        messages_stored: stored_total,
+        messages_sent: messages.len(),
+        messages_trimmed: first_sent_index,
+        first_sent_index,
+        estimated_tokens,
+        chain: steps,
+        effective_ctx: window,
+        token_budget: model.token_budget,
+    };
+    Plan {
+        messages,
+        report,
+        error,
+    }
+}
+
+/// The policy step: the call-time system messages and the stored tail (whose first message
+/// is at `offset` in the stored conversation), selected by the policy, without the replies
+/// that would open the request before its first user message. The call-time system
+/// messages come first, as if they opened the conversation; only the selected messages are
+/// copied, so the cost follows what is sent, not what is stored.
+fn policy_step(
+    system: &[String],
+    tail: &Conversation,
+    offset: usize,
+    settings: &HistorySettings,
+) -> Vec<Outgoing> {
+    let policy = settings.policy.value;
+    let trimmed = trim_for_model(
+        tail,
+        policy,
+        settings.length.value,
+        settings.preserve_system,
+    );
+    let keep_prompts = settings.preserve_system || policy == HistoryPolicy::All;
+    let prompts = system
+        .iter()
+        .filter(|_| keep_prompts)
+        .map(|text| Outgoing::prompt(Message::system(text.clone(), 0)));
+    let selected = trimmed
+        .indices
+        .iter()
+        .zip(&trimmed.messages)
+        .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
+    without_orphaned_replies(prompts.chain(selected))
+}
+
+/// Leaves out the replies (assistant and tool messages) that come before the first user
+/// message: their question is not in the request. System messages stay where they are.
+fn without_orphaned_replies(messages: impl Iterator<Item = Outgoing>) -> Vec<Outgoing> {
+    let mut seen_user = false;
+    messages
+        .filter(|m| {
+            seen_user |= m.role() == Role::User;
+            seen_user || m.role() == Role::System
+        })
+        .collect()
+}
+
+/// What `parlor history trim` prints: the messages `policy` sends from `messages` (any roles,
+/// system messages anywhere), with no system prompt of Parlor's and no processors.
+pub fn trim(
+    messages: Vec<Message>,
+    policy: HistoryPolicy,
+    length: HistoryLength,
+    preserve_system: bool,
+) -> Vec<Message> {
+    let settings = HistorySettings::fixed(policy, length, preserve_system);
+    policy_step(&[], &Conversation::from(messages), 0, &settings)
+        .into_iter()
+        .map(|m| m.message)
+        .collect()
+}
+
+/// What a switch of model does to the window at once: each processor's model-switch step,
+/// in chain order, on what the policy keeps of the stored conversation. Returns (messages
+/// that fall out, messages kept).
+pub fn model_switch(
+    stored: Vec<Message>,
+    settings: &HistorySettings,
+    chain: &Chain,
+    switch: &ModelSwitch<'_>,
+    max_ctx: usize,
+    tokens: &dyn TokenCounter,
+) -> (usize, usize) {
+    let settings = HistorySettings {
+        preserve_system: false,
+        ..settings.clone()
+    };
+    let kept = policy_step(&[], &Conversation::from(stored), 0, &settings);
+    let before = kept.len();
+    let ctx = ChainContext {
+        model: switch.to,
+        effective_ctx: effective_ctx(max_ctx, switch.to),
+        tokens,
+    };
+    let after = match chain.run_model_switch(kept, switch, &ctx) {
+        Ok(outcome) => outcome.messages.len(),
+        Err(_) => 0,
+    };
+    (before.saturating_sub(after), after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::{builtins, EstimatedTokens};
+    use crate::message::from_roles;
+    use proptest::prelude::*;
+
+    /// One token per message, to make budgets easy to reason about.
+    struct OnePerMessage;
+    impl TokenCounter for OnePerMessage {
+        fn count(&self, _: &Message) -> u64 {
+            1
+        }
+        fn is_exact(&self) -> bool {
+            true
+        }
+    }
+
+    fn settings(policy: HistoryPolicy, length: i64) -> HistorySettings {
+        HistorySettings::fixed(policy, HistoryLength::new(length), true)
+    }
+
+    fn limits(max_context: Option<usize>, token_budget: Option<u64>) -> ModelLimits {
+        ModelLimits {
+            name: "m".into(),
+            max_context,
+            token_budget,
+        }
+    }
+
+    #[derive(Debug)]
+    struct Case {
+        system: Vec<String>,
+        tail: Conversation,
+        total: usize,
+        settings: HistorySettings,
+        chain: Chain,
+        model: ModelLimits,
+        max_ctx: usize,
+    }
+
+    impl Case {
+        fn new(roles: &str) -> Case {
+            let tail = from_roles(roles);
+            Case {
+                system: vec!["prompt".into()],
+                total: tail.len(),
+                tail: tail.into(),
+                settings: settings(HistoryPolicy::All, 20),
+                chain: Chain::default(),
+                model: limits(None, None),
+                max_ctx: 200,
+            }
+        }
+
+        fn run(&self) -> Plan {
+            plan(PlanInput {
+                system: &self.system,
+                tail: &self.tail,
+                stored_total: self.total,
+                settings: &self.settings,
+                chain: &self.chain,
+                model: &self.model,
+                max_ctx: self.max_ctx,
+                tokens: &OnePerMessage,
+            })
+        }
+    }
+
+    fn texts(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    fn step_names(plan: &Plan) -> Vec<&str> {
+        plan.report.chain.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_prompt_comes_first_then_what_the_policy_and_chain_keep() {
+        let mut case = Case::new("uauaua");
+        case.settings = settings(HistoryPolicy::LastN, 2);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "2", "3", "4", "5"]);
+        assert_eq!(plan.report.first_sent_index, 2);
+        assert_eq!(plan.report.messages_trimmed, 2);
+        assert_eq!(plan.report.messages_stored, 6);
+        assert_eq!(plan.report.messages_sent, 5);
+        assert_eq!(plan.report.estimated_tokens, 5);
+        assert_eq!(step_names(&plan), ["policy", "sliding_window"]);
+        assert_eq!(plan.report.chain[0].removed, 2);
+        assert_eq!(plan.report.chain[0].kept, 5);
+        assert!(plan.error.is_none());
+    }
+
+    #[test]
+    fn a_tail_is_indexed_in_the_whole_conversation() {
+        // 10 stored messages, of which the last 4 were read.
+        let mut case = Case::new("uaua");
+        case.total = 10;
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "2", "3"]);
+        assert_eq!(plan.report.first_sent_index, 8);
+        assert_eq!(plan.report.chain[0].removed, 8);
+    }
+
+    #[test]
+    fn a_request_never_starts_with_an_orphaned_reply() {
+        // A history's max_turns cut the stored conversation after a question.
+        for policy in [HistoryPolicy::All, HistoryPolicy::LastN] {
+            let mut case = Case::new("auau");
+            case.settings = settings(policy, 5);
+            let plan = case.run();
+            assert_eq!(texts(&plan.messages), ["prompt", "1", "2", "3"], "{policy}");
+            assert_eq!(plan.report.first_sent_index, 1);
+            assert_eq!(
+                plan.report.chain[0].removed, 1,
+                "the policy step reports it"
+            );
+        }
+        // Role alternation merges a tool reply into the assistant's, never leads with it.
+        let mut case = Case::new("tau");
+        case.chain = Chain::from_names(&["role_alternation"]).unwrap();
+        assert_eq!(texts(&case.run().messages), ["prompt", "2"]);
+    }
+
+    #[test]
+    fn the_ceiling_holds_without_the_sliding_window() {
+        let mut case = Case::new("uauauauaua");
+        case.chain = Chain::from_names(&["token_budget"]).unwrap();
+        case.max_ctx = 4;
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "6", "7", "8", "9"]);
+        assert_eq!(step_names(&plan), ["policy", "max_ctx", "token_budget"]);
+        assert_eq!(plan.report.chain[1].removed, 6);
+        // With the window in the chain there is no separate ceiling step.
+        case.chain = Chain::default();
+        let plan = case.run();
+        assert_eq!(step_names(&plan), ["policy", "sliding_window"]);
+        assert_eq!(texts(&plan.messages), ["prompt", "6", "7", "8", "9"]);
+    }
+
+    #[test]
+    fn an_agent_may_lower_the_ceiling_but_never_raise_it() {
+        assert_eq!(agent_ceiling(200, Some(500)), 200);
+        assert_eq!(agent_ceiling(200, Some(10)), 10);
+        assert_eq!(agent_ceiling(30, None), 30);
+    }
+
+    #[test]
+    fn over_budget_sends_nothing_and_says_why() {
+        let mut case = Case::new("ua");
+        case.tail.push(Message::user("x".repeat(400), 9));
+        case.total = 3;
+        case.chain = Chain::from_names(&["token_budget"]).unwrap();
+        case.model = limits(None, Some(1));
+        let plan = case.run();
+        assert!(plan.messages.is_empty());
+        assert!(matches!(plan.error, Some(ChainError::OverBudget { .. })));
+        assert_eq!(plan.report.messages_sent, 0);
+        assert_eq!(plan.report.first_sent_index, 3);
+    }
+
+    #[test]
+    fn trim_moves_system_messages_first_or_drops_them() {
+        let input = from_roles("uasua");
+        let out = trim(
+            input.clone(),
+            HistoryPolicy::LastN,
+            HistoryLength::new(1),
+            true,
+        );
+        assert_eq!(texts(&out), ["2", "3", "4"]);
+        let out = trim(
+            input.clone(),
+            HistoryPolicy::None,
+            HistoryLength::new(1),
+            false,
+        );
+        assert_eq!(texts(&out), ["3", "4"]);
+        let out = trim(input, HistoryPolicy::All, HistoryLength::new(1), true);
+        assert_eq!(texts(&out), ["0", "1", "2", "3", "4"]);
+    }
+
+    #[test]
+    fn a_model_switch_applies_the_new_window_at_once() {
+        let stored = from_roles("uauaua");
+        let (from, to) = (limits(Some(200), None), limits(Some(2), None));
+        let switch = ModelSwitch {
+            from: &from,
+            to: &to,
+        };
+        let all = settings(HistoryPolicy::All, 20);
+        let (removed, kept) = model_switch(
+            stored,
+            &all,
+            &Chain::default(),
+            &switch,
+            200,
+            &OnePerMessage,
+        );
+        assert_eq!((removed, kept), (4, 2));
+    }
+
+    fn role() -> impl Strategy<Value = Role> {
+        prop_oneof![
+            3 => Just(Role::User),
+            3 => Just(Role::Assistant),
+            1 => Just(Role::Tool),
+            1 => Just(Role::System),
+        ]
+    }
+
+    fn policy() -> impl Strategy<Value = HistoryPolicy> {
+        prop_oneof![
+            Just(HistoryPolicy::LastN),
+            Just(HistoryPolicy::All),
+            Just(HistoryPolicy::None)
+        ]
+    }
+
+    fn chain() -> impl Strategy<Value = Chain> {
+        let names: Vec<&str> = builtins().iter().map(|p| p.name()).collect();
+        prop::sample::subsequence(names, 0..=3)
+            .prop_shuffle()
+            .prop_map(|names| Chain::from_names(&names).unwrap())
+    }
+
+    prop_compose! {
+        fn case()(
+            body in prop::collection::vec((role(), 0usize..60), 0..40),
+            skipped in 0usize..50,
+            policy in policy(),
+            length in -2i64..12,
+            preserve in any::<bool>(),
+            chain in chain(),
+            max_context in prop::option::of(1usize..30),
+            budget in prop::option::of(10u64..300),
+            max_ctx in 1usize..40,
+            prompts in 0usize..3,
+        ) -> Case {
+            let mut tail: Vec<Message> = body
+                .into_iter()
+                .enumerate()
+                .map(|(i, (role, len))| Message::new(role, format!("{i}:{}", "x".repeat(len)), i as i64))
+                .collect();
+            tail.push(Message::user("latest", 999));
+            Case {
+                system: (0..prompts).map(|i| format!("prompt {i}")).collect(),
+                total: tail.len() + skipped,
+                tail: tail.into(),
+                settings: HistorySettings::fixed(policy, HistoryLength::new(length), preserve),
+                chain,
+                model: limits(max_context, budget),
+                max_ctx,
+            }
+        }
+    }
+
+    fn run_estimated(case: &Case) -> Plan {
+        plan(PlanInput {
+            system: &case.system,
+            tail: &case.tail,
+            stored_total: case.total,
+            settings: &case.settings,
+            chain: &case.chain,
+            model: &case.model,
+            max_ctx: case.max_ctx,
+            tokens: &EstimatedTokens,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn what_is_sent_is_what_the_chain_returned(case in case()) {
+            let plan = run_estimated(&case);
+            if plan.error.is_some() {
+                prop_assert!(plan.messages.is_empty());
+                return Ok(());
+            }
+            // Re-run the steps by hand: the policy's selection, the ceiling, the chain.
+            let offset = case.total - case.tail.len();
+            let mut selected = policy_step(&case.system, &case.tail, offset, &case.settings);
+            let ctx = ChainContext {
+                model: &case.model,
+                effective_ctx: effective_ctx(case.max_ctx, &case.model),
+                tokens: &EstimatedTokens,
+            };
+            if !case.chain.names().contains(&"sliding_window") {
+                let ceiling = ChainContext { effective_ctx: case.max_ctx, ..ctx };
+                selected = SlidingWindow.process(&selected, &ceiling).unwrap();
+            }
+            let chained = case.chain.run(selected, &ctx).unwrap();
+            let expected: Vec<Message> = chained.messages.into_iter().map(|m| m.message).collect();
+            prop_assert_eq!(&plan.messages, &expected);
+            prop_assert_eq!(plan.report.messages_sent, plan.messages.len());
+            let tokens: u64 = plan.messages.iter().map(|m| EstimatedTokens.count(m)).sum();
+            prop_assert_eq!(plan.report.estimated_tokens, tokens);
+        }
+
+        #[test]
+        fn the_report_starts_with_the_policy_and_accounts_for_every_message(case in case()) {
+            let plan = run_estimated(&case);
+            let steps = &plan.report.chain;
+            prop_assert_eq!(steps[0].name.as_str(), POLICY_STEP);
+            prop_assert!(plan.report.first_sent_index <= case.total);
+            if plan.error.is_some() {
+                return Ok(());
+            }
+            // Stored messages the policy dropped plus the call-time prompts it kept make up
+            // its count; each later step starts from the one before.
+            let kept_prompts = if case.settings.preserve_system || case.settings.policy.value == HistoryPolicy::All {
+                case.system.len()
+            } else {
+                0
+            };
+            prop_assert_eq!(steps[0].kept + steps[0].removed, case.total + kept_prompts);
+            for pair in steps.windows(2) {
+                prop_assert_eq!(pair[1].kept + pair[1].removed, pair[0].kept);
+            }
+            prop_assert_eq!(steps.last().unwrap().kept, plan.messages.len());
+        }
+
+        #[test]
+        fn the_latest_question_is_sent_and_never_an_orphaned_reply_first(case in case()) {
+            let plan = run_estimated(&case);
+            if plan.error.is_some() {
+                return Ok(());
+            }
+            let body: Vec<&Message> = plan.messages.iter().filter(|m| m.role != Role::System).collect();
+            prop_assert_eq!(body.first().map(|m| m.role), Some(Role::User));
+            prop_assert!(body.iter().any(|m| m.text.ends_with("latest")));
+        }
+
+        #[test]
+        fn the_ceiling_is_never_exceeded_beyond_the_latest_turn(case in case()) {
+            let plan = run_estimated(&case);
+            let body = plan.messages.iter().filter(|m| m.role != Role::System).count();
+            let last_user = case.tail.messages().iter().rposition(|m| m.role == Role::User).unwrap();
+            let latest_turn = case.tail.len() - last_user;
+            prop_assert!(body <= case.max_ctx.max(latest_turn));
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Parlor's answers to `!` commands: a `meta` event (the window that applies from now on), a
+//! `notice`, and `done`. Commands and notices are not stored in the conversation.
+
+use crate::config_file::{apply_edit, Edit};
+use crate::models::token_counter;
+use crate::state::BusyGuard;
+use crate::store::ConversationInfo;
+use crate::turn::{Turn, TurnContext, TurnError};
+use parlor_domain::chain::{ModelLimits, ModelSwitch};
+use parlor_domain::command::{Command, HELP};
+use parlor_domain::plan::model_switch;
+use parlor_domain::{ChatEvent, DoneEvent};
+use tokio::sync::mpsc;
+
+/// Answers `command` (or its usage, when it was malformed) in the conversation `info`.
+pub(crate) async fn answer(
+    turn: &TurnContext<'_>,
+    command: Result<Command, String>,
+    mut info: ConversationInfo,
+    _busy: BusyGuard,
+) -> Result<Turn, TurnError> {
+    let notice = match command {
+        Err(usage) => usage,
+        Ok(Command::Help) => HELP.to_owned(),
+        Ok(Command::Model(None)) => current_model(turn, &info),
+        Ok(Command::Model(Some(name))) => switch_model(turn, &mut info, name).await?,
+        Ok(Command::Reset) => reset(turn, &mut info).await?,
+        Ok(admin) => self::admin(turn, admin).await,
+    };
+
+    let store = &turn.history.store;
+    let stored = store.load(&info.session_id).await?;
+    let total = stored.len();
+    let model = turn
+        .services
+        .models
+        .for_conversation(turn.agent, info.model.as_deref());
+    let plan = turn.plan(model.as_ref(), stored, total);
+    let meta = turn.meta(&mut info, model.as_ref(), &plan);
+    store.put_info(&info).await?;
+    let (tx, rx) = mpsc::channel(2);
+    let _ = tx.try_send(ChatEvent::Notice { text: notice });
+    let _ = tx.try_send(ChatEvent::Done(DoneEvent {
+        finish_reason: "command".into(),
+        usage: None,
+        html: None,
+    }));
+    Ok(Turn { meta, events: rx })
+}
+
+/// `!model`: the current model and the ones to switch to.
+fn current_model(turn: &TurnContext<'_>, info: &ConversationInfo) -> String {
+    let models = &turn.services.models;
+    let current = models.for_conversation(turn.agent, info.model.as_deref());
+    format!(
+        "Current model: '{}'. Available: {}.",
+        current.as_ref().map(|m| m.name()).unwrap_or("none"),
+        models.available(turn.agent).join(", ")
+    )
+}
+
+/// `!model <name>`: switches the conversation's model and applies the new window at once
+/// (each processor's model-switch step, in chain order).
+async fn switch_model(
+    turn: &TurnContext<'_>,
+    info: &mut ConversationInfo,
+    name: String,
+) -> Result<String, TurnError> {
+    let models = &turn.services.models;
+    let available = models.available(turn.agent);
+    if !available.contains(&name) {
+        return Ok(format!(
+            "Unknown model '{name}'; nothing changed. Available: {}.",
+            available.join(", ")
+        ));
+    }
+    let from = models.for_conversation(turn.agent, info.model.as_deref());
+    let to = models.named(&name);
+    let stored = turn.history.store.load(&info.session_id).await?;
+    let fallback = ModelLimits::default();
+    let switch = ModelSwitch {
+        from: from.as_ref().map(|m| &m.limits).unwrap_or(&fallback),
+        to: &to.limits,
+    };
+    let tokens = token_counter(&to.upstream);
+    let (removed, kept) = model_switch(
+        stored,
+        &turn.settings,
+        &turn.services.chain_for(turn.agent),
+        &switch,
+        turn.services.max_ctx_for(turn.agent),
+        tokens.as_ref(),
+    );
+    info.model = Some(name.clone());
+    let mut notice = format!("Model set to '{name}'.");
+    if removed > 0 {
+        notice.push_str(&format!(
+            "\nHistory trimmed: {removed} message(s) removed ({kept} kept)."
+        ));
+    }
+    Ok(notice)
+}
+
+/// `!reset`: clears the conversation (file histories keep a backup first).
+async fn reset(turn: &TurnContext<'_>, info: &mut ConversationInfo) -> Result<String, TurnError> {
+    let backup = turn.history.store.clear(&info.session_id).await?;
+    info.last_turn = None;
+    Ok(match backup {
+        Some(backup) => format!("Conversation cleared. A backup was kept ({}).", backup.id),
+        None => "Conversation cleared.".to_owned(),
+    })
+}
+
+/// Applies an admin command (the token was checked) and saves it unless temporary.
+async fn admin(turn: &TurnContext<'_>, command: Command) -> String {
+    let services = turn.services;
+    let limits = &services.limits;
+    let (edit, what, temporary) = match command {
+        Command::MaxCtx { value, temporary } => {
+            limits.set_agent_max_ctx(value);
+            let what = format!("agent_max_ctx set to {value}");
+            (Edit::AgentMaxCtx(value), what, temporary)
+        }
+        Command::MaxUsers(n) => {
+            limits.set_max_users(n);
+            let label = if n == 0 {
+                "no limit".to_owned()
+            } else {
+                n.to_string()
+            };
+            let what = format!("max_users set to {label}");
+            (Edit::MaxUsers(n), what, false)
+        }
+        Command::SessionTimeout(minutes) => {
+            limits.set_idle_timeout_minutes(minutes);
+            let label = if minutes == 0 {
+                "never (reaper off)".to_owned()
+            } else {
+                format!("{minutes} minute(s)")
+            };
+            let what = format!("session_idle_timeout_minutes set to {label}");
+            (Edit::IdleTimeoutMinutes(minutes), what, false)
+        }
+        Command::Model(_) | Command::Reset | Command::Help => {
+            return "not an admin command".to_owned()
+        }
+    };
+    tracing::info!("admin: {what}");
+    if temporary {
+        return format!("{what} (until Parlor restarts).");
+    }
+    let path = services.config_path.clone();
+    let data_dir = services.config.data_dir.clone();
+    let saved = tokio::task::spawn_blocking(move || apply_edit(&path, &edit, &data_dir))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    match saved {
+        Ok(()) => format!("{what} (saved to {}).", services.config_path.display()),
+        Err(e) => format!("{what} for now, but it could not be saved: {e}"),
+    }
+}

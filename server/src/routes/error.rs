@@ -1,0 +1,159 @@
+//! The HTTP edge's errors: every refusal is a status and `{"error": "…"}`, mapped in one
+//! place, so handlers use `?`.
+
+use crate::store::AccessDenied;
+use crate::turn::TurnError;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::sse::Sse;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use parlor_domain::{ChatEvent, ChatRequestError};
+use serde::de::DeserializeOwned;
+use std::convert::Infallible;
+
+/// A refused request: its status and a message a person can read.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = parlor_domain::ApiError {
+            error: self.message,
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<ChatRequestError> for ApiError {
+    fn from(e: ChatRequestError) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<parlor_domain::SessionIdError> for ApiError {
+    fn from(e: parlor_domain::SessionIdError) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<AccessDenied> for ApiError {
+    fn from(e: AccessDenied) -> Self {
+        match e {
+            AccessDenied::NotFound => ApiError::not_found(e.to_string()),
+            AccessDenied::OtherAgent(_) => ApiError::bad_request(e.to_string()),
+        }
+    }
+}
+
+/// A turn that could not start. A failed history store is answered as a chat stream with
+/// one `error` event (the page shows it with Retry); everything else is a refusal.
+impl IntoResponse for TurnError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            TurnError::Access(e) => return ApiError::from(e).into_response(),
+            TurnError::Store(ref e) => {
+                tracing::error!("history store failed: {e}");
+                let event = ChatEvent::Error {
+                    message: self.to_string(),
+                };
+                let events = futures::stream::once(async move {
+                    Ok::<_, Infallible>(super::chat::to_sse(&event))
+                });
+                return Sse::<_>::new(events).into_response();
+            }
+            TurnError::Busy => StatusCode::CONFLICT,
+            TurnError::NothingToRegenerate => StatusCode::BAD_REQUEST,
+            TurnError::LimitReached(_) => StatusCode::SERVICE_UNAVAILABLE,
+            TurnError::NotAllowed => StatusCode::FORBIDDEN,
+        };
+        ApiError::new(status, self.to_string()).into_response()
+    }
+}
+
+/// A JSON object body, refused with the API's error body: 413 over the size limit, 400 when
+/// it is not a JSON object or does not have the expected shape.
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection: BytesRejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!(
+                            "request body is larger than {} bytes",
+                            super::MAX_BODY_BYTES
+                        ),
+                    )
+                } else {
+                    ApiError::bad_request(rejection.body_text())
+                }
+            })?;
+        parse_object(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses a JSON object into `T`: anything else (an array, a string, bad JSON, a wrong
+/// shape) is a 400 saying what is wrong.
+fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let invalid = |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
+    match serde_json::from_slice::<serde_json::Value>(bytes).map_err(invalid)? {
+        value @ serde_json::Value::Object(_) => serde_json::from_value(value).map_err(invalid),
+        _ => Err(ApiError::bad_request(
+            "invalid JSON body: expected an object",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parlor_domain::ChatRequest;
+
+    #[test]
+    fn only_a_json_object_of_the_right_shape_is_a_body() {
+        let ok: ChatRequest = parse_object(br#"{"message": "hi"}"#).unwrap();
+        assert_eq!(ok.message.as_deref(), Some("hi"));
+        for (body, expected) in [
+            (&b"[1]"[..], "expected an object"),
+            (b"\"hi\"", "expected an object"),
+            (b"{", "invalid JSON body: EOF"),
+            (b"\xff", "invalid JSON body"),
+            (br#"{"mesage": "hi"}"#, "unknown field `mesage`"),
+        ] {
+            let error = parse_object::<ChatRequest>(body).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST);
+            assert!(error.message.contains(expected), "{}", error.message);
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! One chat turn, as its phases: resolve the conversation, admit the request, answer a `!`
+//! command or store the message (or drop the reply to regenerate), plan the model call
+//! (the domain's [`parlor_domain::plan`] decides what the model receives), then spawn the
+//! reply, which relays the model's stream and stores it ([`reply`]).
+
+mod reply;
+
+use crate::commands;
+use crate::histories::History;
+use crate::llm::{LlmError, ModelRequest};
+use crate::models::{token_counter, ModelSpec};
+use crate::session;
+use crate::state::{BusyGuard, Services};
+use crate::store::{now_ms, AccessDenied, ConversationInfo, ConversationStore, StoreError};
+use parlor_app::ssr::BrowserSession;
+use parlor_domain::command::{parse_command, Parsed};
+use parlor_domain::history::{tail_hint, tail_suffices};
+use parlor_domain::message::title_of;
+use parlor_domain::plan::{plan, Plan, PlanInput};
+use parlor_domain::sessions::LimitReached;
+use parlor_domain::{
+    Agent, ChatEvent, HistorySettings, Message, MetaEvent, Role, SessionId, TurnReport,
+};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What a turn was asked to do.
+pub struct TurnInput {
+    pub agent: Arc<Agent>,
+    /// The conversation to continue (the body's `session_id`); see [`start`] when absent.
+    pub session_id: Option<SessionId>,
+    /// The conversation named by the `parlor_chat` cookie.
+    pub cookie_session: Option<SessionId>,
+    /// Start a new conversation even if the cookie names one.
+    pub new_conversation: bool,
+    pub browser: Option<BrowserSession>,
+    /// The user's new message, or `None` to reply again to the last one (Retry, Regenerate).
+    pub message: Option<String>,
+    pub url_policy: Option<String>,
+    pub url_length: Option<String>,
+    /// The `X-Parlor-Admin-Token` header, for admin commands.
+    pub admin_token: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("{0}")]
+    Access(#[from] AccessDenied),
+    #[error("a reply is already being written in this conversation; wait for it or press Stop")]
+    Busy,
+    #[error("there is no user message to reply to")]
+    NothingToRegenerate,
+    #[error("history store unavailable, your message was not saved ({0})")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    LimitReached(#[from] LimitReached),
+    #[error(
+        "not allowed: this command changes server-wide settings; it needs the operator's admin \
+         token (PARLOR_ADMIN_TOKEN) in the X-Parlor-Admin-Token header"
+    )]
+    NotAllowed,
+}
+
+/// A started turn: the facts about the model call, then the rest of its events.
+pub struct Turn {
+    pub meta: MetaEvent,
+    pub events: mpsc::Receiver<ChatEvent>,
+}
+
+/// What every phase of a turn shares: where the conversation lives, for which agent, and
+/// the settings this request resolved.
+pub(crate) struct TurnContext<'a> {
+    pub services: &'a Arc<Services>,
+    pub history: &'a Arc<History>,
+    pub agent: &'a Arc<Agent>,
+    pub settings: HistorySettings,
+}
+
+/// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
+/// one this browser may continue with this agent, and `new_conversation` is not set), else a
+/// new one with an unguessable id. A message that is a `!` command is answered by Parlor.
+pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
+    let history = services.histories.for_agent(&input.agent).clone();
+    let (session_id, existing) = resolve_conversation(&history, &input).await?;
+    let command = input
+        .message
+        .as_deref()
+        .and_then(|text| match parse_command(text) {
+            Parsed::Command(command) => Some(Ok(command)),
+            Parsed::Invalid(usage) => Some(Err(usage)),
+            _ => None,
+        });
+    let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
+    let busy = admit(services, &history, &session_id, &input, is_admin).await?;
+    let turn = TurnContext {
+        services,
+        history: &history,
+        agent: &input.agent,
+        settings: services.history_settings(
+            &input.agent,
+            input.url_policy.as_deref(),
+            input.url_length.as_deref(),
+        ),
+    };
+    let is_new = existing.is_none();
+    let info = conversation_info(existing, &session_id, &input);
+    if is_new {
+        // The owner is durable before anything of the conversation is stored or
+        // acknowledged: a crash can never leave a browser's conversation without its owner.
+        history.store.put_info(&info).await?;
+    }
+    if let Some(command) = command {
+        return commands::answer(&turn, command, info, busy).await;
+    }
+    let (tail, total) = match &input.message {
+        Some(text) => turn.store_message(&session_id, text).await?,
+        None => turn.drop_last_reply(&session_id).await?,
+    };
+    turn.reply(info, tail, total, busy)
+}
+
+/// The conversation a request continues, and what is stored about it (`None`: a new one).
+async fn resolve_conversation(
+    history: &History,
+    input: &TurnInput,
+) -> Result<(SessionId, Option<ConversationInfo>), TurnError> {
+    let owner = input.browser.as_ref().map(session::owner);
+    let visible = |info: &Option<ConversationInfo>| match info {
+        Some(info) => info.visible_to(owner.as_deref(), &input.agent.id),
+        None => Ok(()),
+    };
+    match (&input.session_id, &input.cookie_session) {
+        (Some(id), _) => {
+            let info = history.store.info(id).await?;
+            visible(&info)?;
+            Ok((id.clone(), info))
+        }
+        (None, Some(id)) if !input.new_conversation => {
+            let info = history.store.info(id).await?;
+            // The cookie is a hint, not a request: a conversation of another agent or
+            // browser is simply not continued.
+            match visible(&info) {
+                Ok(()) => Ok((id.clone(), info)),
+                Err(_) => Ok((new_session_id(), None)),
+            }
+        }
+        _ => Ok((new_session_id(), None)),
+    }
+}
+
+/// Admission: admin commands need the token; one reply at a time per conversation; a new
+/// session only within `max_users` (administrators always get in, or they could not raise
+/// a limit that was reached). The returned guard keeps the conversation busy.
+async fn admit(
+    services: &Arc<Services>,
+    history: &History,
+    session_id: &SessionId,
+    input: &TurnInput,
+    is_admin: bool,
+) -> Result<BusyGuard, TurnError> {
+    if is_admin
+        && !services
+            .config
+            .admin_token_matches(input.admin_token.as_deref())
+    {
+        return Err(TurnError::NotAllowed);
+    }
+    let busy = services
+        .claim(&history.id, session_id)
+        .ok_or(TurnError::Busy)?;
+    let max_users = if is_admin {
+        0
+    } else {
+        services.limits.max_users()
+    };
+    let live_key = match &input.browser {
+        Some(browser) => session::live_key(browser),
+        None => format!("api:{}:{session_id}", history.id),
+    };
+    services
+        .live
+        .touch(&live_key, now_ms(), max_users, true)
+        .await??;
+    Ok(busy)
+}
+
+/// The conversation's details for this turn: the stored ones, touched now, or new ones
+/// owned by the requesting browser.
+fn conversation_info(
+    existing: Option<ConversationInfo>,
+    session_id: &SessionId,
+    input: &TurnInput,
+) -> ConversationInfo {
+    let now = now_ms();
+    match existing {
+        Some(info) => ConversationInfo {
+            updated_ms: now,
+            ..info
+        },
+        None => ConversationInfo {
+            session_id: session_id.clone(),
+            agent_id: input.agent.id.clone(),
+            owner: input.browser.as_ref().map(session::owner),
+            title: String::new(),
+            created_ms: now,
+            updated_ms: now,
+            last_turn: None,
+            model: None,
+        },
+    }
+}
+
+fn new_session_id() -> SessionId {
+    SessionId::from_random(uuid::Uuid::new_v4().as_u128())
+}
+
+impl TurnContext<'_> {
+    /// Stores the user's message. Returns the stored messages the plan needs (the new one
+    /// last) and how many the conversation holds in all.
+    async fn store_message(
+        &self,
+        id: &SessionId,
+        text: &str,
+    ) -> Result<(Vec<Message>, usize), TurnError> {
+        let message = Message::user(text, now_ms());
+        let store = self.history.store.as_ref();
+        let window = load_window(store, id, &self.settings, &message).await?;
+        store.append(id, std::slice::from_ref(&message)).await?;
+        Ok(window)
+    }
+
+    /// For Retry and Regenerate: drops what follows the last user message (the reply to
+    /// write again) and returns the conversation and its length.
+    async fn drop_last_reply(&self, id: &SessionId) -> Result<(Vec<Message>, usize), TurnError> {
+        let store = &self.history.store;
+        let mut stored = store.load(id).await?;
+        let last_user = stored
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .ok_or(TurnError::NothingToRegenerate)?;
+        if last_user + 1 < stored.len() {
+            stored.truncate(last_user + 1);
+            store.replace(id, &stored).await?;
+        }
+        let total = stored.len();
+        Ok((stored, total))
+    }
+
+    /// Plans the model call for the conversation's current model.
+    pub(crate) fn plan(&self, model: Option<&ModelSpec>, tail: Vec<Message>, total: usize) -> Plan {
+        let limits = model.map(|m| m.limits.clone()).unwrap_or_default();
+        let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
+        let system: Vec<String> = self
+            .history
+            .system_message
+            .iter()
+            .chain(Some(&self.agent.system_prompt).filter(|p| !p.is_empty()))
+            .cloned()
+            .collect();
+        plan(PlanInput {
+            system: &system,
+            tail: &tail.into(),
+            stored_total: total,
+            settings: &self.settings,
+            chain: &self.services.chain_for(self.agent),
+            model: &limits,
+            max_ctx: self.services.max_ctx_for(self.agent),
+            tokens: tokens.as_ref(),
+        })
+    }
+
+    /// The `meta` event of a planned call, and the report kept with the conversation.
+    pub(crate) fn meta(
+        &self,
+        info: &mut ConversationInfo,
+        model: Option<&ModelSpec>,
+        plan: &Plan,
+    ) -> MetaEvent {
+        let name = model.map(|m| m.name().to_owned()).unwrap_or_default();
+        info.last_turn = Some(TurnReport::new(plan.report.clone(), name.clone()));
+        MetaEvent {
+            session_id: info.session_id.to_string(),
+            agent_id: self.agent.id.clone(),
+            model: name,
+            provider: self.services.models.provider_label(model).to_owned(),
+            history: plan.report.clone(),
+        }
+    }
+
+    /// Plans the call, then spawns the task that streams the reply and stores it.
+    fn reply(
+        &self,
+        mut info: ConversationInfo,
+        tail: Vec<Message>,
+        total: usize,
+        busy: BusyGuard,
+    ) -> Result<Turn, TurnError> {
+        if info.title.is_empty() {
+            if let Some(first) = tail.iter().find(|m| m.role == Role::User) {
+                info.title = title_of(&first.text);
+            }
+        }
+        let model = self
+            .services
+            .models
+            .for_conversation(self.agent, info.model.as_deref());
+        let plan = self.plan(model.as_ref(), tail, total);
+        self.log_decision(&plan);
+        let meta = self.meta(&mut info, model.as_ref(), &plan);
+        let request = match (model, plan.error) {
+            (_, Some(e)) => Err(e.to_string()),
+            (None, None) => Err(LlmError::NoModel {
+                agent: self.agent.id.clone(),
+            }
+            .to_string()),
+            (Some(model), None) => Ok((
+                self.services.models.client_for(&model),
+                ModelRequest {
+                    model: model.upstream.clone(),
+                    messages: plan.messages,
+                    temperature: self.agent.llm.as_ref().and_then(|l| l.temperature),
+                    max_tokens: self.agent.llm.as_ref().and_then(|l| l.max_tokens),
+                },
+            )),
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let reply = reply::Reply {
+            history: self.history.clone(),
+            info,
+            tx,
+            _busy: busy,
+        };
+        tokio::spawn(reply.write(request));
+        Ok(Turn { meta, events: rx })
+    }
+
+    /// The decision in the log, in AgentDock's words (debug level).
+    fn log_decision(&self, plan: &Plan) {
+        let report = &plan.report;
+        tracing::debug!(
+            "[History] Agent {} history settings: {{policy: \"{}\", length: {}, messageCount: {}}}",
+            self.agent.id,
+            self.settings.policy.value,
+            self.settings.length.value,
+            report.messages_stored
+        );
+        if report.messages_trimmed > 0 {
+            tracing::debug!(
+                "[History] Trimmed messages from {} to {}",
+                report.messages_stored,
+                report.messages_stored - report.messages_trimmed
+            );
+        }
+    }
+}
+
+/// The stored messages a turn needs for `settings`, and how many are stored in all. Reads
+/// only the tail when the store can and the policy allows, so with Redis a turn's cost does
+/// not grow with the conversation. Both count `new` (the user's message, not stored yet),
+/// which is last.
+async fn load_window(
+    store: &dyn ConversationStore,
+    id: &SessionId,
+    settings: &HistorySettings,
+    new: &Message,
+) -> Result<(Vec<Message>, usize), StoreError> {
+    let (policy, length) = (settings.policy.value, settings.length.value);
+    if let Some(count) = tail_hint(policy, length) {
+        let mut tail = store.load_tail(id, count).await?;
+        let whole = tail.is_whole();
+        tail.messages.push(new.clone());
+        if whole || tail_suffices(&tail.messages, policy, length) {
+            return Ok((tail.messages, tail.total + 1));
+        }
+    }
+    let mut all = store.load(id).await?;
+    all.push(new.clone());
+    let total = all.len();
+    Ok((all, total))
+}

@@ -1,0 +1,181 @@
+//! The reply of a turn: relays the model's stream to the browser and stores what arrived,
+//! whatever happens to the browser or the upstream on the way. Runs as its own task, so the
+//! reply is stored even when the browser disconnects; dropping the upstream stream cancels
+//! the upstream request.
+
+use crate::histories::History;
+use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
+use crate::state::BusyGuard;
+use crate::store::{now_ms, ConversationInfo};
+use futures::StreamExt;
+use parlor_domain::markdown::StreamingMarkdown;
+use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus, Role};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// How a reply ended.
+enum Outcome {
+    Finished(DoneEvent),
+    Failed(String),
+    /// The browser went away (Stop, closed tab): nobody is listening any more.
+    Abandoned,
+}
+
+impl Outcome {
+    fn status(&self) -> Option<ReplyStatus> {
+        match self {
+            Outcome::Finished(_) => None,
+            Outcome::Failed(_) => Some(ReplyStatus::Incomplete),
+            Outcome::Abandoned => Some(ReplyStatus::Stopped),
+        }
+    }
+}
+
+/// A reply being written: where it is stored and who listens.
+pub(super) struct Reply {
+    pub history: Arc<History>,
+    pub info: ConversationInfo,
+    pub tx: mpsc::Sender<ChatEvent>,
+    /// Keeps the conversation busy until the reply is stored.
+    pub _busy: BusyGuard,
+}
+
+impl Reply {
+    /// Streams the reply (or reports why there is none), then stores it and sends the last
+    /// event.
+    pub async fn write(self, request: Result<(LlmClient, ModelRequest), String>) {
+        let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
+        let mut text = String::new();
+        let reply = async {
+            match request {
+                Ok((client, request)) => relay(&client, request, &self.tx, &mut text).await,
+                Err(e) => Outcome::Failed(e),
+            }
+        };
+        // The user's message is already stored; the conversation's title and time are
+        // written while the model starts answering, so that write adds nothing to the first
+        // token.
+        let (saved_info, outcome) = tokio::join!(self.history.store.put_info(&self.info), reply);
+        if let Err(e) = saved_info {
+            tracing::error!(
+                "could not store the details of conversation {}: {e}",
+                self.info.session_id
+            );
+        }
+        self.record_usage(&outcome).await;
+        if !text.is_empty() && !self.store(text, model, outcome.status()).await {
+            return;
+        }
+        self.finish(outcome).await;
+    }
+
+    /// The model's own token count replaces the estimate in the debug report.
+    async fn record_usage(&self, outcome: &Outcome) {
+        let Outcome::Finished(DoneEvent {
+            usage: Some(usage), ..
+        }) = outcome
+        else {
+            return;
+        };
+        let mut info = self.info.clone();
+        info.last_turn = info.last_turn.map(|t| t.with_usage(Some(usage)));
+        if let Err(e) = self.history.store.put_info(&info).await {
+            tracing::error!(
+                "could not store the token count of {}: {e}",
+                info.session_id
+            );
+        }
+    }
+
+    /// Stores the reply; on failure tells the browser and returns `false`.
+    async fn store(
+        &self,
+        text: String,
+        model: Option<String>,
+        status: Option<ReplyStatus>,
+    ) -> bool {
+        let id = &self.info.session_id;
+        let reply = Message {
+            role: Role::Assistant,
+            text,
+            ts: now_ms(),
+            meta: Some(MessageMeta { status, model }),
+        };
+        match self.history.store.append(id, &[reply]).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("could not store the reply in {id}: {e}");
+                let _ = self
+                    .tx
+                    .send(ChatEvent::Error {
+                        message: format!("The reply could not be saved: {e}"),
+                    })
+                    .await;
+                false
+            }
+        }
+    }
+
+    /// The last event: `done` or `error` (nothing when nobody listens).
+    async fn finish(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Finished(done) => {
+                let _ = self.tx.send(ChatEvent::Done(done)).await;
+            }
+            Outcome::Failed(message) => {
+                tracing::warn!("model call for {} failed: {message}", self.info.session_id);
+                let _ = self.tx.send(ChatEvent::Error { message }).await;
+            }
+            Outcome::Abandoned => {}
+        }
+    }
+}
+
+/// Relays the model's stream as `delta` events (with the Markdown blocks each completes),
+/// collecting the text in `text`.
+async fn relay(
+    llm: &LlmClient,
+    request: ModelRequest,
+    tx: &mpsc::Sender<ChatEvent>,
+    text: &mut String,
+) -> Outcome {
+    let mut stream = tokio::select! {
+        started = llm.stream(request) => match started {
+            Ok(stream) => stream,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        },
+        _ = tx.closed() => return Outcome::Abandoned,
+    };
+    let mut markdown = StreamingMarkdown::new();
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = tx.closed() => return Outcome::Abandoned,
+            item = stream.next() => item,
+        };
+        let piece = match item {
+            Some(Ok(LlmEvent::Delta(piece))) => piece,
+            Some(Ok(LlmEvent::Finished { reason, usage })) => {
+                return Outcome::Finished(DoneEvent {
+                    finish_reason: reason,
+                    usage,
+                    html: Some(markdown.finish()),
+                })
+            }
+            Some(Err(e)) => return Outcome::Failed(e.to_string()),
+            None => return Outcome::Failed(LlmError::Dropped.to_string()),
+        };
+        text.push_str(&piece);
+        let rendered = markdown.push(&piece).map(|html| Rendered {
+            html,
+            upto: markdown.rendered_len(),
+        });
+        let delta = ChatEvent::Delta {
+            text: piece,
+            rendered,
+        };
+        if tx.send(delta).await.is_err() {
+            return Outcome::Abandoned;
+        }
+    }
+}
