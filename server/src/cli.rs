@@ -51,6 +51,74 @@ pub enum HistoryCommand {
         #[arg(allow_negative_numbers = true)]
         n: i64,
     },
+    /// Read a JSON array of {"role", "content"} messages on stdin and print, as JSON, the
+    /// messages a history policy sends (no request starts with an orphaned reply).
+    Trim {
+        /// lastN, all or none.
+        #[arg(long)]
+        policy: String,
+        /// For lastN: how many user turns; 0 or less acts as 1.
+        #[arg(long, allow_negative_numbers = true)]
+        length: String,
+        /// Drop system messages (under lastN and none) instead of sending them first.
+        #[arg(long)]
+        no_preserve_system: bool,
+    },
+}
+
+/// A message as `parlor history trim` reads and prints it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct TrimMessage {
+    role: String,
+    content: String,
+}
+
+/// `parlor history trim`: the messages `policy` sends from `input` (a JSON array of
+/// `{"role", "content"}`), as a JSON array; or what is wrong with the arguments or input.
+pub fn run_trim(
+    policy: &str,
+    length: &str,
+    preserve_system: bool,
+    input: &str,
+) -> Result<String, String> {
+    use parlor_domain::history::{HistoryLength, HistoryPolicy};
+    use parlor_domain::{Message, Role};
+    let policy: HistoryPolicy = policy.parse().map_err(|e| format!("--policy: {e}"))?;
+    let length: HistoryLength = length.parse().map_err(|e| format!("--length: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(input).map_err(|e| format!("stdin is not JSON: {e}"))?;
+    let serde_json::Value::Array(items) = value else {
+        return Err("stdin must be a JSON array of {\"role\", \"content\"} messages".into());
+    };
+    let mut messages = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let item: TrimMessage = serde_json::from_value(item).map_err(|e| {
+            format!("message {i}: {e} (expected {{\"role\": …, \"content\": \"…\"}})")
+        })?;
+        let role = match item.role.as_str() {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            other => {
+                return Err(format!(
+                    "message {i}: unknown role {other:?} (allowed: system, user, assistant, tool)"
+                ))
+            }
+        };
+        messages.push(Message::new(role, item.content, i as i64));
+    }
+    let sent: Vec<TrimMessage> =
+        parlor_domain::plan::trim(messages, policy, length, preserve_system)
+            .into_iter()
+            .map(|m| TrimMessage {
+                role: m.role.as_str().to_owned(),
+                content: m.text,
+            })
+            .collect();
+    let mut out = serde_json::to_string_pretty(&sent).map_err(|e| e.to_string())?;
+    out.push('\n');
+    Ok(out)
 }
 
 #[derive(Debug, Subcommand)]
@@ -144,7 +212,9 @@ pub fn run_config(
             apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
             Ok(saved(format!("session_idle_timeout_minutes: {minutes}")))
         }
-        Command::Serve | Command::Store(_) => Err("not a configuration command".into()),
+        Command::Serve | Command::Store(_) | Command::History(HistoryCommand::Trim { .. }) => {
+            Err("not a configuration command".into())
+        }
     }
 }
 

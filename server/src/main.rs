@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use parlor_server::agents::AgentCatalog;
-use parlor_server::cli::Command;
+use parlor_server::cli::{Command, HistoryCommand};
 use parlor_server::config::Config;
 use tracing_subscriber::EnvFilter;
 
@@ -20,6 +20,20 @@ async fn main() -> std::process::ExitCode {
 async fn run() -> anyhow::Result<()> {
     use clap::Parser;
     let cli = parlor_server::cli::Cli::parse();
+    if let Some(Command::History(HistoryCommand::Trim {
+        policy,
+        length,
+        no_preserve_system,
+    })) = &cli.command
+    {
+        let mut input = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+            .context("reading the messages from stdin")?;
+        let output = parlor_server::cli::run_trim(policy, length, !no_preserve_system, &input)
+            .map_err(anyhow::Error::msg)?;
+        print!("{output}");
+        return Ok(());
+    }
     if let Some(
         command @ (Command::History(_) | Command::MaxUsers { .. } | Command::SessionTimeout { .. }),
     ) = cli.command

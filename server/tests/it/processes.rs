@@ -441,3 +441,146 @@ fn the_admin_command_line_edits_the_configuration_file_and_refuses_bad_changes()
         );
     }
 }
+
+/// `parlor history trim` with `args`, `stdin` as its input: (success, stdout, stderr).
+fn trim(args: &[&str], stdin: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let data = tempfile::tempdir().unwrap();
+    let mut child = crate::support::process::command(&[], data.path())
+        .args(["history", "trim"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn history_trim_prints_what_a_policy_sends() {
+    let conversation = r#"[
+        {"role": "assistant", "content": "orphaned reply"},
+        {"role": "user", "content": "q1"},
+        {"role": "system", "content": "be brief"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "tool", "content": "t2"},
+        {"role": "assistant", "content": "a2"}
+    ]"#;
+    let sent = |args: &[&str]| -> Vec<(String, String)> {
+        let (ok, out, err) = trim(args, conversation);
+        assert!(ok, "{args:?}: {err}");
+        let messages: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        messages
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(r, c)| (r.to_string(), c.to_string()))
+            .collect()
+    };
+    // lastN 1: the system message first, then the last user turn with what follows it.
+    assert_eq!(
+        sent(&["--policy", "lastN", "--length", "1"]),
+        pairs(&[
+            ("system", "be brief"),
+            ("user", "q2"),
+            ("tool", "t2"),
+            ("assistant", "a2")
+        ])
+    );
+    // 0 acts as 1; without preserving, system messages are dropped.
+    assert_eq!(
+        sent(&["--policy", "lastN", "--length", "0", "--no-preserve-system"]),
+        pairs(&[("user", "q2"), ("tool", "t2"), ("assistant", "a2")])
+    );
+    // all: everything in order, but never an orphaned reply first.
+    assert_eq!(
+        sent(&["--policy", "all", "--length", "5"]),
+        pairs(&[
+            ("user", "q1"),
+            ("system", "be brief"),
+            ("assistant", "a1"),
+            ("user", "q2"),
+            ("tool", "t2"),
+            ("assistant", "a2")
+        ])
+    );
+    // lastN with more turns than there are: the same as all, system first.
+    assert_eq!(
+        sent(&["--policy", "lastN", "--length", "5"])[0].1,
+        "be brief"
+    );
+    assert_eq!(
+        sent(&["--policy", "none", "--length", "1"]),
+        pairs(&[
+            ("system", "be brief"),
+            ("user", "q2"),
+            ("tool", "t2"),
+            ("assistant", "a2")
+        ])
+    );
+    let (ok, out, _) = trim(&["--policy", "all", "--length", "1"], "[]");
+    assert!(ok);
+    assert_eq!(out.trim(), "[]");
+}
+
+#[test]
+fn history_trim_refuses_bad_input_with_a_clear_message() {
+    let good = r#"[{"role": "user", "content": "hi"}]"#;
+    for (args, stdin, expected) in [
+        (
+            vec!["--policy", "LastN", "--length", "1"],
+            good,
+            "--policy: unknown history policy \"LastN\"",
+        ),
+        (
+            vec!["--policy", "lastN", "--length", "5.9"],
+            good,
+            "--length",
+        ),
+        (
+            vec!["--policy", "lastN", "--length", "2"],
+            "not json",
+            "stdin is not JSON",
+        ),
+        (
+            vec!["--policy", "lastN", "--length", "2"],
+            r#"{"role": "user", "content": "hi"}"#,
+            "must be a JSON array",
+        ),
+        (
+            vec!["--policy", "lastN", "--length", "2"],
+            r#"[{"role": "user", "content": "hi"}, {"role": "bot", "content": "x"}]"#,
+            "message 1: unknown role \"bot\"",
+        ),
+        (
+            vec!["--policy", "lastN", "--length", "2"],
+            r#"[{"role": "user"}]"#,
+            "message 0: missing field `content`",
+        ),
+        (vec!["--policy", "lastN"], good, "--length"),
+    ] {
+        let (ok, out, err) = trim(&args, stdin);
+        assert!(!ok, "{args:?} {stdin}: succeeded with {out}");
+        assert!(out.is_empty(), "nothing on stdout: {out}");
+        assert!(err.contains(expected), "{args:?} {stdin}: {err}");
+    }
+}

@@ -282,3 +282,95 @@ async fn with_redis_a_turn_reads_only_the_window_and_reports_the_whole_conversat
     assert_eq!(sent[1], "u4");
     assert_eq!(sent[3], "u5");
 }
+
+#[tokio::test]
+async fn a_request_never_starts_with_a_reply_whose_question_max_turns_dropped() {
+    let config = config_file(
+        r#"
+        [[histories]]
+        id = "default"
+        backend = { type = "memory", max_turns = 3 }
+        "#,
+    );
+    let agents = agents(&[agent("desk", None)]);
+    let agents_dir = agents.path().display().to_string();
+    let config_path = config.path().display().to_string();
+    let (fake, server) = TestServer::with_upstream(&[
+        ("PARLOR_AGENTS_DIR", &agents_dir),
+        ("PARLOR_CONFIG", &config_path),
+    ])
+    .await;
+    let session = server
+        .chat("desk", json!({"message": "one"}))
+        .await
+        .session_id();
+    server
+        .chat("desk", json!({"session_id": session, "message": "two"}))
+        .await;
+    // Stored now: reply one, two, reply two (the cap dropped "one").
+    let third = server
+        .chat("desk", json!({"session_id": session, "message": "three"}))
+        .await;
+    let sent = fake.requests()[2]["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = sent.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"], "{sent:?}");
+    assert_eq!(sent[1]["content"], "two");
+    let history = &third.meta().history;
+    assert_eq!(history.messages_stored, 4);
+    assert_eq!(
+        history.first_sent_index, 1,
+        "the orphaned reply is not sent"
+    );
+    assert_eq!(history.chain[0].name, "policy");
+    assert_eq!(history.chain[0].removed, 1);
+}
+
+#[tokio::test]
+async fn agent_max_ctx_is_a_ceiling_templates_and_chains_cannot_lift() {
+    // Odd windows: the window's cut moves forward to a question, and these conversations
+    // alternate question and reply, ending with a question.
+    let config = config_file("[history]\nagent_max_ctx = 5\n");
+    let mut wide = agent("wide", None);
+    wide.1["chatSettings"] = json!({"maxContext": 50, "historyPolicy": "all"});
+    let mut narrow = agent("narrow", None);
+    narrow.1["chatSettings"] = json!({"maxContext": 3, "historyPolicy": "all"});
+    let mut windowless = agent("windowless", None);
+    windowless.1["chatSettings"] =
+        json!({"historyPolicy": "all", "historyProcessors": ["role_alternation"]});
+    let agents = agents(&[wide, narrow, windowless]);
+    let agents_dir = agents.path().display().to_string();
+    let config_path = config.path().display().to_string();
+    let (fake, server) = TestServer::with_upstream(&[
+        ("PARLOR_AGENTS_DIR", &agents_dir),
+        ("PARLOR_CONFIG", &config_path),
+    ])
+    .await;
+    for (agent, window) in [("wide", 5), ("narrow", 3), ("windowless", 5)] {
+        let mut session = None;
+        let mut last = None;
+        for i in 0..5 {
+            let mut body = json!({"message": format!("question {i}")});
+            if let Some(id) = &session {
+                body["session_id"] = json!(id);
+            }
+            let turn = server.chat(agent, body).await;
+            session = Some(turn.session_id());
+            last = Some(turn);
+        }
+        let last = last.unwrap();
+        let sent = fake.requests().last().unwrap()["messages"].clone();
+        let body = sent.as_array().unwrap().len() - 1;
+        assert_eq!(body, window, "{agent}: {sent}");
+        assert_eq!(last.meta().history.effective_ctx, window, "{agent}");
+        if agent == "windowless" {
+            let steps: Vec<&str> = last
+                .meta()
+                .history
+                .chain
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            assert_eq!(steps, ["policy", "max_ctx", "role_alternation"]);
+        }
+    }
+}
