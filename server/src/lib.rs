@@ -151,6 +151,43 @@ fn spawn_reaper(services: &Arc<Services>) {
     });
 }
 
+/// Server functions (`/api/…`; Leptos registers each at its own path) answer every error with
+/// 500: see [`client_errors`].
+async fn server_fn_errors(
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let is_server_fn = request.uri().path().starts_with("/api/");
+    let response = next.run(request).await;
+    if is_server_fn {
+        client_errors(response).await
+    } else {
+        response
+    }
+}
+
+/// Server functions answer every error with 500; the ones the request caused (arguments
+/// that do not parse or are missing, an unknown function) are client errors: 400 and 404,
+/// with the same body, which the browser's server-function client reads the same way.
+async fn client_errors(response: axum::response::Response) -> axum::response::Response {
+    use axum::http::StatusCode;
+    if response.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        parts.status = StatusCode::BAD_REQUEST;
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let kind = bytes.split(|&b| b == b'|').next().unwrap_or_default();
+    parts.status = match kind {
+        b"Args" | b"MissingArg" | b"Deserialization" => StatusCode::BAD_REQUEST,
+        b"Registration" => StatusCode::NOT_FOUND,
+        _ => parts.status,
+    };
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
 /// The whole HTTP application: the chat API, server functions, pages and static files.
 pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
     let state = AppState {
@@ -169,15 +206,21 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
     };
     let pages = Router::new()
         .route("/api/{*fn_name}", post(server_fns))
-        .leptos_routes_with_context(&state, routes, context, {
+        .leptos_routes_with_context(&state, routes, context.clone(), {
             let options = leptos_options.clone();
             move || shell(options.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        // Unknown paths render the app's 404 page, which needs the same context as every
+        // page (without it, rendering panicked and the connection was dropped).
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(context, shell))
         .layer(middleware::from_fn_with_state(
             services.clone(),
             session::ensure_browser_session,
-        ));
+        ))
+        .layer(middleware::from_fn(server_fn_errors));
 
     Router::new()
         .merge(routes::api().layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))

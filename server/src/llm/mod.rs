@@ -2,6 +2,7 @@
 
 mod mirror;
 mod openai;
+pub mod redact;
 
 pub use mirror::MirrorModel;
 pub use openai::OpenAiClient;

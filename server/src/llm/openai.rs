@@ -49,10 +49,7 @@ impl OpenAiClient {
     }
 
     fn scrub(&self, text: &str) -> String {
-        match &self.api_key {
-            Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "[redacted]"),
-            _ => text.to_owned(),
-        }
+        super::redact::redact(text, self.api_key.as_ref().map(|k| k.expose()))
     }
 
     pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
@@ -268,12 +265,8 @@ impl Reader {
                     .and_then(|m| m.as_str())
                     .map(str::to_owned)
                     .unwrap_or_else(|| error.to_string());
-                let message = match &self.scrub_key {
-                    Some(key) if !key.expose().is_empty() => {
-                        message.replace(key.expose(), "[redacted]")
-                    }
-                    _ => message,
-                };
+                let message =
+                    super::redact::redact(&message, self.scrub_key.as_ref().map(|k| k.expose()));
                 return self.end(Err(LlmError::Upstream { message }));
             }
             if chunk.usage.is_some() {

@@ -478,3 +478,28 @@ async fn a_browsers_conversation_is_invisible_to_other_browsers() {
         "the refused attempts stored nothing"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_page_echoing_part_of_the_key_never_shows_it() {
+    let key = "sk-live-Zq81xKpW3mNv5tRbYc4";
+    let (fake, server) = TestServer::with_upstream(&[("OPENAI_API_KEY", key)]).await;
+    let reply = server
+        .chat("general", json!({"message": "hi [echo-key]"}))
+        .await;
+    assert_eq!(
+        fake.authorizations()[0].as_deref(),
+        Some(format!("Bearer {key}").as_str()),
+        "the key did reach the upstream"
+    );
+    let error = reply.error().expect("error event");
+    assert!(error.contains("HTTP 502"), "{error}");
+    assert!(error.contains("[redacted]"), "{error}");
+    for fragment in key.as_bytes().windows(8) {
+        let fragment = std::str::from_utf8(fragment).unwrap();
+        assert!(
+            !reply.body.contains(fragment),
+            "{fragment} in {}",
+            reply.body
+        );
+    }
+}

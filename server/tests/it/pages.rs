@@ -143,3 +143,65 @@ fn leptos_toml_agrees_with_the_cargo_leptos_metadata() {
         value(&cargo_toml, "output-name")
     );
 }
+
+/// Posts `body` (with `content_type`) to a server function: (status, body).
+async fn post_raw(
+    server: &TestServer,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let response = server
+        .http
+        .post(server.url(path))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("an answer, not a dropped connection");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn bad_input_to_server_functions_is_a_client_error_never_a_crash() {
+    use leptos::server_fn::ServerFn;
+    let server = TestServer::start(&[]).await;
+    let load_chat = <parlor_app::api::LoadChat as ServerFn>::PATH;
+    let load_home = <parlor_app::api::LoadHome as ServerFn>::PATH;
+    let form = "application/x-www-form-urlencoded";
+    for (path, content_type, body) in [
+        (load_chat, form, b"".to_vec()),
+        (
+            load_chat,
+            form,
+            b"query[agent]=general&query[debug]=maybe".to_vec(),
+        ),
+        (load_chat, form, b"query=%FF%FE".to_vec()),
+        (load_chat, form, vec![0xff, 0xfe, 0x00]),
+        (load_chat, "application/json", b"{\"query\": 5}".to_vec()),
+        (load_home, "application/json", b"[1, 2".to_vec()),
+        ("/api/load_nothing", form, b"".to_vec()),
+    ] {
+        let (status, text) = post_raw(&server, path, content_type, body.clone()).await;
+        assert!(
+            (400..500).contains(&status),
+            "{path} {:?}: {status} {text}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    // A well-formed call still works.
+    let (status, _) = post_raw(
+        &server,
+        load_chat,
+        form,
+        b"query[agent]=general&query[debug]=false".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Pages the router does not know are a 404 page, not a closed connection.
+    for path in ["/chat/", "/nope", "/chat/x/y"] {
+        let (status, _) = server.get(path, None).await;
+        assert_eq!(status, 404, "{path}");
+    }
+}

@@ -584,3 +584,55 @@ fn history_trim_refuses_bad_input_with_a_clear_message() {
         assert!(err.contains(expected), "{args:?} {stdin}: {err}");
     }
 }
+
+#[test]
+fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging_it() {
+    use std::io::Read;
+    let data = tempfile::tempdir().unwrap();
+    // A slow reply: the server is killed while the model is still answering.
+    let vars = [("PARLOR_MIRROR_DELAY_MS", "500")];
+    let mut sessions = Vec::new();
+    for attempt in 0..5 {
+        let mut server = start(&vars, data.path());
+        let mut response = reqwest::blocking::Client::new()
+            .post(server.url("/api/chat/general"))
+            .header("cookie", BROWSER)
+            .json(&serde_json::json!({"message": format!("first message {attempt}")}))
+            .send()
+            .unwrap();
+        // Read until the first event (`meta`) is complete, then kill at once.
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 512];
+        while !String::from_utf8_lossy(&seen).contains("\n\n") {
+            let n = response.read(&mut buffer).unwrap();
+            assert!(n > 0, "the stream ended before its first event");
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        server.kill();
+        let events = String::from_utf8_lossy(&seen).into_owned();
+        assert!(events.starts_with("event: meta"), "{events}");
+        sessions.push(field(&events, "session_id").to_owned());
+    }
+    let server = start(&vars, data.path());
+    let page = |session: &str, cookie: &str| {
+        reqwest::blocking::Client::new()
+            .get(server.url(&format!("/chat?agent=general&session={session}")))
+            .header("cookie", cookie)
+            .send()
+            .unwrap()
+    };
+    let stranger = "parlor_session=0123456789abcdef0123456789abcdef";
+    for (attempt, session) in sessions.iter().enumerate() {
+        let own = page(session, BROWSER);
+        assert_eq!(own.status(), 200, "attempt {attempt}");
+        assert!(own
+            .text()
+            .unwrap()
+            .contains(&format!("first message {attempt}")));
+        assert_eq!(
+            page(session, stranger).status(),
+            404,
+            "attempt {attempt}: another browser must not see it"
+        );
+    }
+}

@@ -144,6 +144,24 @@ async fn chat_completions(
     let include_usage = request["stream_options"]["include_usage"] == json!(true);
     let prompt_tokens = request.to_string().len() as u64 / 4;
 
+    if last_user.contains("[echo-key]") {
+        // A proxy's error page that echoes the start of the credentials it was given.
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let token = authorization.trim_start_matches("Bearer ");
+        let cut: String = token.chars().take(14).collect();
+        let page = format!(
+            "<html><body><h1>502 Bad Gateway</h1><p>upstream refused credentials {cut}…</p></body></html>"
+        );
+        return (
+            StatusCode::BAD_GATEWAY,
+            [(header::CONTENT_TYPE, "text/html")],
+            page,
+        )
+            .into_response();
+    }
     if let Some(code) = directive_status(&last_user) {
         return openai_error(code, "The fake model was told to fail.");
     }
