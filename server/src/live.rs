@@ -107,7 +107,7 @@ impl LiveSessions for RedisSessions {
         max_users: usize,
         refresh: bool,
     ) -> Result<Result<(), LimitReached>, StoreError> {
-        let active: i64 = redis::cmd("EVAL")
+        let cmd = &redis::cmd("EVAL")
             .arg(TOUCH)
             .arg(1)
             .arg(&self.key)
@@ -115,8 +115,12 @@ impl LiveSessions for RedisSessions {
             .arg(now)
             .arg(max_users)
             .arg(if refresh { "1" } else { "0" })
-            .query_async(&mut self.connection.clone())
-            .await?;
+            .clone();
+        // Touching twice is touching once, so it may be retried after a lost connection.
+        let active: i64 = crate::store::redis_retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
         Ok(if active < 0 {
             Ok(())
         } else {

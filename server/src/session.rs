@@ -37,9 +37,14 @@ pub fn live_key(browser: &BrowserSession) -> String {
 }
 
 /// Gives every page visitor a browser session: reuses the cookie's, or issues a new one and
-/// sets the cookie on the response. The session is put in the request's extensions. A
-/// browser that is not a live session is admitted only within `max_users`; beyond it the
-/// visitor gets a 503 page saying so.
+/// sets the cookie on the response. The session is put in the request's extensions.
+///
+/// A browser takes one of the `max_users` slots only once it shows it is one: when it comes
+/// back with its cookie to a page (or sends its first chat message, see `turn::start`).
+/// First visits (uptime probes, crawlers, scripts without a cookie jar), static files and
+/// self-declared bots never take a slot, so they cannot lock real users out. A returning
+/// browser that is not live yet is admitted only within `max_users`; beyond it, it gets a
+/// 503 page saying so.
 pub async fn ensure_browser_session(
     State(services): State<Arc<Services>>,
     jar: CookieJar,
@@ -50,20 +55,22 @@ pub async fn ensure_browser_session(
         Some(session) => (session, false),
         None => (BrowserSession(new_id()), true),
     };
-    let admitted = services
-        .live
-        .touch(
-            &live_key(&session),
-            crate::store::now_ms(),
-            services.limits.max_users(),
-            false,
-        )
-        .await;
-    match admitted {
-        Ok(Ok(())) => {}
-        Ok(Err(limit)) => return limit_page(&limit.to_string()),
-        // The store being away must not hide the pages; chatting reports it.
-        Err(e) => tracing::warn!("could not count live sessions: {e}"),
+    if !fresh && takes_slot(&request) {
+        let admitted = services
+            .live
+            .touch(
+                &live_key(&session),
+                crate::store::now_ms(),
+                services.limits.max_users(),
+                false,
+            )
+            .await;
+        match admitted {
+            Ok(Ok(())) => {}
+            Ok(Err(limit)) => return limit_page(&limit.to_string()),
+            // The store being away must not hide the pages; chatting reports it.
+            Err(e) => tracing::warn!("could not count live sessions: {e}"),
+        }
     }
     request.extensions_mut().insert(session.clone());
     let mut response = next.run(request).await;
@@ -78,6 +85,32 @@ pub async fn ensure_browser_session(
         }
     }
     response
+}
+
+/// Whether a request with a browser cookie counts as that browser being here: pages and
+/// the pages' server functions do; static files (a path whose last part has an extension,
+/// or the site's package folder) and clients that call themselves bots do not.
+fn takes_slot(request: &Request) -> bool {
+    let path = request.uri().path();
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let is_static = path.starts_with("/pkg/") || last.contains('.');
+    !is_static && !is_bot(request.headers())
+}
+
+/// A client whose User-Agent says it is a crawler, a link previewer or a monitor.
+fn is_bot(headers: &axum::http::HeaderMap) -> bool {
+    let Some(agent) = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let agent = agent.to_ascii_lowercase();
+    [
+        "bot", "crawl", "spider", "slurp", "preview", "monitor", "uptime",
+    ]
+    .iter()
+    .any(|word| agent.contains(word))
 }
 
 /// What a store records as the owner of conversations started in this browser.

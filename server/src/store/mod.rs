@@ -8,7 +8,7 @@ mod file;
 mod memory;
 mod redis;
 
-pub use self::redis::{RedisOptions, RedisStore};
+pub use self::redis::{retrying as redis_retrying, RedisOptions, RedisStore};
 pub use file::FileStore;
 pub use memory::MemoryStore;
 

@@ -106,6 +106,29 @@ impl RedisStore {
     }
 }
 
+/// Whether an error means the connection was lost (not that Redis refused the command).
+fn is_disconnect(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal()
+}
+
+/// Runs `query`, and once more when the connection had been lost: after Redis restarts, the
+/// connection manager reports the broken connection once and reconnects, so without this
+/// the first request after Redis came back would fail. Only for commands that may safely
+/// run twice (reads, and writes that set rather than add).
+pub async fn retrying<T, F, Fut>(connection: &ConnectionManager, query: F) -> redis::RedisResult<T>
+where
+    F: Fn(ConnectionManager) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    match query(connection.clone()).await {
+        Err(e) if is_disconnect(&e) => {
+            tracing::info!("the Redis connection was lost ({e}); trying again once");
+            query(connection.clone()).await
+        }
+        other => other,
+    }
+}
+
 fn encode(messages: &[Message]) -> Result<Vec<String>, StoreError> {
     messages
         .iter()
@@ -151,28 +174,28 @@ impl ConversationStore for RedisStore {
 
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         let key = self.messages_key(id);
-        let items: Vec<String> = redis::cmd("LRANGE")
-            .arg(&key)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut self.conn())
-            .await?;
+        let cmd = &redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone();
+        let items: Vec<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
         decode(items, &key)
     }
 
     async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
         if count == 0 {
-            let total: usize = redis::cmd("LLEN")
-                .arg(self.messages_key(id))
-                .query_async(&mut self.conn())
-                .await?;
+            let cmd = &redis::cmd("LLEN").arg(self.messages_key(id)).clone();
+            let total: usize = retrying(&self.connection, |mut c| async move {
+                cmd.query_async(&mut c).await
+            })
+            .await?;
             return Ok(Tail {
                 messages: Vec::new(),
                 total,
             });
         }
         let key = self.messages_key(id);
-        let (total, items): (usize, Vec<String>) = redis::pipe()
+        let pipe = &redis::pipe()
             .atomic()
             .cmd("LLEN")
             .arg(&key)
@@ -180,8 +203,11 @@ impl ConversationStore for RedisStore {
             .arg(&key)
             .arg(-(count.min(i64::MAX as usize) as i64))
             .arg(-1)
-            .query_async(&mut self.conn())
-            .await?;
+            .clone();
+        let (total, items): (usize, Vec<String>) = retrying(&self.connection, |mut c| async move {
+            pipe.query_async(&mut c).await
+        })
+        .await?;
         Ok(Tail {
             messages: decode(items, &key)?,
             total,
@@ -192,15 +218,30 @@ impl ConversationStore for RedisStore {
         if messages.is_empty() {
             return Ok(());
         }
+        let key = self.messages_key(id);
+        let encoded = encode(messages)?;
         let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("RPUSH")
-            .arg(self.messages_key(id))
-            .arg(encode(messages)?)
-            .ignore();
+        pipe.atomic().cmd("RPUSH").arg(&key).arg(&encoded).ignore();
         self.finish_write(&mut pipe, id);
-        let () = pipe.query_async(&mut self.conn()).await?;
-        Ok(())
+        match pipe.query_async::<()>(&mut self.conn()).await {
+            Err(e) if is_disconnect(&e) => {
+                // The transaction may have run before the connection was lost: append only
+                // if the list does not already end with these messages, so a message is
+                // never stored twice.
+                tracing::info!("the Redis connection was lost ({e}); trying again once");
+                let tail: Vec<String> = redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(-(encoded.len() as i64))
+                    .arg(-1)
+                    .query_async(&mut self.conn())
+                    .await?;
+                if tail != encoded {
+                    let () = pipe.query_async(&mut self.conn()).await?;
+                }
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
@@ -211,15 +252,20 @@ impl ConversationStore for RedisStore {
             pipe.cmd("RPUSH").arg(&key).arg(encode(messages)?).ignore();
             self.finish_write(&mut pipe, id);
         }
-        let () = pipe.query_async(&mut self.conn()).await?;
+        let pipe = &pipe;
+        retrying(&self.connection, |mut c| async move {
+            pipe.query_async::<()>(&mut c).await
+        })
+        .await?;
         Ok(())
     }
 
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
-        let () = redis::cmd("DEL")
-            .arg(self.messages_key(id))
-            .query_async(&mut self.conn())
-            .await?;
+        let cmd = &redis::cmd("DEL").arg(self.messages_key(id)).clone();
+        retrying(&self.connection, |mut c| async move {
+            cmd.query_async::<()>(&mut c).await
+        })
+        .await?;
         Ok(None)
     }
 
@@ -284,10 +330,11 @@ impl ConversationStore for RedisStore {
 
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         let key = self.info_key(id);
-        let raw: Option<String> = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut self.conn())
-            .await?;
+        let cmd = &redis::cmd("GET").arg(&key).clone();
+        let raw: Option<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
         raw.map(|raw| {
             serde_json::from_str(&raw).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))
         })
@@ -320,19 +367,22 @@ impl ConversationStore for RedisStore {
                 pipe.cmd("EXPIRE").arg(&owned).arg(ttl.as_secs()).ignore();
             }
         }
-        let () = pipe.query_async(&mut self.conn()).await?;
+        let pipe = &pipe;
+        retrying(&self.connection, |mut c| async move {
+            pipe.query_async::<()>(&mut c).await
+        })
+        .await?;
         Ok(())
     }
 
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
         let owned = self.owner_key(owner);
         let mut conn = self.conn();
-        let sessions: Vec<String> = redis::cmd("ZRANGE")
-            .arg(&owned)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
-            .await?;
+        let cmd = &redis::cmd("ZRANGE").arg(&owned).arg(0).arg(-1).clone();
+        let sessions: Vec<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
         let ids: Vec<SessionId> = sessions
             .iter()
             .filter_map(|s| SessionId::parse(s).ok())

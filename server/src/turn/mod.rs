@@ -148,9 +148,10 @@ async fn resolve_conversation(
     }
 }
 
-/// Admission: admin commands need the token; one reply at a time per conversation; a new
-/// session only within `max_users` (administrators always get in, or they could not raise
-/// a limit that was reached). The returned guard keeps the conversation busy.
+/// Admission: admin commands need the token; one reply at a time per conversation; a
+/// browser that is not live yet only within `max_users` (administrators always get in, or
+/// they could not raise a limit that was reached). The returned guard keeps the
+/// conversation busy.
 async fn admit(
     services: &Arc<Services>,
     history: &History,
@@ -168,19 +169,20 @@ async fn admit(
     let busy = services
         .claim(&history.id, session_id)
         .ok_or(TurnError::Busy)?;
-    let max_users = if is_admin {
-        0
-    } else {
-        services.limits.max_users()
-    };
-    let live_key = match &input.browser {
-        Some(browser) => session::live_key(browser),
-        None => format!("api:{}:{session_id}", history.id),
-    };
-    services
-        .live
-        .touch(&live_key, now_ms(), max_users, true)
-        .await??;
+    // Browsers are the sessions `max_users` counts; API clients without the browser cookie
+    // take no slot (they cannot starve browsers).
+    if let Some(browser) = &input.browser {
+        let max_users = if is_admin {
+            0
+        } else {
+            services.limits.max_users()
+        };
+        let key = session::live_key(browser);
+        services
+            .live
+            .touch(&key, now_ms(), max_users, true)
+            .await??;
+    }
     Ok(busy)
 }
 

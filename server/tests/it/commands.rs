@@ -274,19 +274,23 @@ async fn admin_commands_need_the_operators_token() {
     assert!(usage.notice().unwrap().starts_with("Usage: !maxusers"));
 }
 
+/// A browser's cookie, `n` as its 32 hex digits.
+fn browser(n: u8) -> String {
+    format!("parlor_session={}", format!("{n:02x}").repeat(16))
+}
+
 #[tokio::test]
 async fn the_session_limit_refuses_new_sessions_only() {
     let (_fake, server, _config) =
         server_with("max_users = 2\n", &[("PARLOR_ADMIN_TOKEN", "t")]).await;
-    let a = server
-        .chat("general", json!({"message": "a"}))
-        .await
-        .session_id();
-    let b = server
-        .chat("general", json!({"message": "b"}))
-        .await
-        .session_id();
-    let refused = server.chat("general", json!({"message": "c"})).await;
+    let (a, b, c) = (browser(1), browser(2), browser(3));
+    let chat = |cookie: String, body: serde_json::Value| {
+        let server = &server;
+        async move { server.chat_with("general", "", body, Some(&cookie)).await }
+    };
+    let first = chat(a.clone(), json!({"message": "a"})).await;
+    let second = chat(b.clone(), json!({"message": "b"})).await;
+    let refused = chat(c.clone(), json!({"message": "c"})).await;
     assert_eq!(refused.status, 503);
     assert!(
         refused
@@ -295,10 +299,7 @@ async fn the_session_limit_refuses_new_sessions_only() {
         "{}",
         refused.body
     );
-    // A client-chosen new session id is a new session too.
-    let named = server
-        .chat("general", json!({"session_id": "mine", "message": "c"}))
-        .await;
+    let named = chat(c.clone(), json!({"session_id": "mine", "message": "c"})).await;
     assert_eq!(named.status, 503);
     assert!(
         server.stored("mine").is_empty(),
@@ -312,7 +313,7 @@ async fn the_session_limit_refuses_new_sessions_only() {
             "general",
             "",
             json!({"message": "!maxusers 1"}),
-            None,
+            Some(&c),
             &headers,
         )
         .await;
@@ -320,14 +321,13 @@ async fn the_session_limit_refuses_new_sessions_only() {
         lowered.notice().is_some(),
         "admins get in even at the limit"
     );
-    for session in [&a, &b] {
-        let turn = server
-            .chat(
-                "general",
-                json!({"session_id": session, "message": "still here"}),
-            )
-            .await;
-        assert!(turn.done().is_some(), "{}", turn.body);
+    for (cookie, turn) in [(a, &first), (b, &second)] {
+        let again = chat(
+            cookie,
+            json!({"session_id": turn.session_id(), "message": "still here"}),
+        )
+        .await;
+        assert!(again.done().is_some(), "{}", again.body);
     }
     // 0 means no limit.
     server
@@ -339,8 +339,62 @@ async fn the_session_limit_refuses_new_sessions_only() {
             &headers,
         )
         .await;
-    let fresh = server.chat("general", json!({"message": "d"})).await;
+    let fresh = chat(browser(4), json!({"message": "d"})).await;
     assert!(fresh.done().is_some());
+}
+
+#[tokio::test]
+async fn probes_bots_static_files_and_api_scripts_never_take_a_browsers_slot() {
+    let (_fake, server, _config) = server_with("max_users = 1\n", &[]).await;
+    for i in 0..50 {
+        // First visits without a cookie: uptime probes, crawlers, curl.
+        let (status, _) = server
+            .get(
+                if i % 2 == 0 {
+                    "/"
+                } else {
+                    "/chat?agent=general"
+                },
+                None,
+            )
+            .await;
+        assert_eq!(status, 200);
+        // Scripts posting new API conversations.
+        let turn = server
+            .chat("general", json!({"message": format!("script {i}")}))
+            .await;
+        assert!(turn.done().is_some(), "{}", turn.body);
+    }
+    let (status, _) = server.get("/healthz", None).await;
+    assert_eq!(status, 200);
+    // A crawler that keeps its cookie, and static files fetched with one.
+    let crawler = server
+        .http
+        .get(server.url("/chat?agent=general"))
+        .header("cookie", browser(9))
+        .header("user-agent", "Mozilla/5.0 (compatible; Googlebot/2.1)")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(crawler.status(), 200);
+    let (status, _) = server.get("/favicon.ico", Some(&browser(8))).await;
+    assert_ne!(status, 503);
+    assert_eq!(
+        server.services.live.count().await.unwrap(),
+        0,
+        "none of them is a live session"
+    );
+
+    // A real browser comes back with its cookie: it gets the one slot.
+    let (status, _) = server.get("/chat?agent=general", Some(&browser(1))).await;
+    assert_eq!(status, 200);
+    let turn = server
+        .chat_with("general", "", json!({"message": "hi"}), Some(&browser(1)))
+        .await;
+    assert!(turn.done().is_some(), "{}", turn.body);
+    // The next returning browser is told the limit is reached.
+    let (status, _) = server.get("/chat?agent=general", Some(&browser(2))).await;
+    assert_eq!(status, 503);
 }
 
 #[tokio::test]
@@ -354,14 +408,25 @@ async fn with_redis_every_process_counts_the_same_sessions() {
     let path = file.path().display().to_string();
     let one = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
     let two = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
-    let first = one.chat("general", json!({"message": "hi"})).await;
+    let first = one
+        .chat_with("general", "", json!({"message": "hi"}), Some(&browser(1)))
+        .await;
     assert!(first.done().is_some());
-    let refused = two.chat("general", json!({"message": "me too"})).await;
+    let refused = two
+        .chat_with(
+            "general",
+            "",
+            json!({"message": "me too"}),
+            Some(&browser(2)),
+        )
+        .await;
     assert_eq!(refused.status, 503, "{}", refused.body);
     let continued = two
-        .chat(
+        .chat_with(
             "general",
+            "",
             json!({"session_id": first.session_id(), "message": "same session"}),
+            Some(&browser(1)),
         )
         .await;
     assert!(continued.done().is_some(), "{}", continued.body);
@@ -442,7 +507,7 @@ async fn a_browser_is_one_session_however_many_conversations_it_starts() {
         "{page}"
     );
     let (status, _) = server.get("/", None).await;
-    assert_eq!(status, 503, "a first visit creates a session too");
+    assert_eq!(status, 200, "a first visit takes no slot");
     let refused = server
         .chat_with("general", "", json!({"message": "hi"}), Some(b))
         .await;
