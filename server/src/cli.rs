@@ -66,6 +66,24 @@ pub enum HistoryCommand {
     },
 }
 
+/// Why a command failed: its message is what `parlor` prints.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A bad argument or input, said in words.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Edit(#[from] crate::settings::EditError),
+    #[error(transparent)]
+    ConfigFile(#[from] crate::config_file::ConfigFileError),
+    #[error(transparent)]
+    Chain(#[from] parlor_domain::chain::ChainConfigError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] serde_json::Error),
+}
+
 /// A message as `parlor history trim` reads and prints it.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct TrimMessage {
@@ -80,20 +98,28 @@ pub fn run_trim(
     length: &str,
     preserve_system: bool,
     input: &str,
-) -> Result<String, String> {
+) -> Result<String, CliError> {
     use parlor_domain::history::{HistoryLength, HistoryPolicy};
     use parlor_domain::{Message, Role};
-    let policy: HistoryPolicy = policy.parse().map_err(|e| format!("--policy: {e}"))?;
-    let length: HistoryLength = length.parse().map_err(|e| format!("--length: {e}"))?;
-    let value: serde_json::Value =
-        serde_json::from_str(input).map_err(|e| format!("stdin is not JSON: {e}"))?;
+    let policy: HistoryPolicy = policy
+        .parse()
+        .map_err(|e| CliError::Usage(format!("--policy: {e}")))?;
+    let length: HistoryLength = length
+        .parse()
+        .map_err(|e| CliError::Usage(format!("--length: {e}")))?;
+    let value: serde_json::Value = serde_json::from_str(input)
+        .map_err(|e| CliError::Usage(format!("stdin is not JSON: {e}")))?;
     let serde_json::Value::Array(items) = value else {
-        return Err("stdin must be a JSON array of {\"role\", \"content\"} messages".into());
+        return Err(CliError::Usage(
+            "stdin must be a JSON array of {\"role\", \"content\"} messages".into(),
+        ));
     };
     let mut messages = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let item: TrimMessage = serde_json::from_value(item).map_err(|e| {
-            format!("message {i}: {e} (expected {{\"role\": …, \"content\": \"…\"}})")
+            CliError::Usage(format!(
+                "message {i}: {e} (expected {{\"role\": …, \"content\": \"…\"}})"
+            ))
         })?;
         let role = match item.role.as_str() {
             "system" => Role::System,
@@ -101,9 +127,9 @@ pub fn run_trim(
             "assistant" => Role::Assistant,
             "tool" => Role::Tool,
             other => {
-                return Err(format!(
+                return Err(CliError::Usage(format!(
                     "message {i}: unknown role {other:?} (allowed: system, user, assistant, tool)"
-                ))
+                )))
             }
         };
         messages.push(Message::new(role, item.content, i as i64));
@@ -116,7 +142,7 @@ pub fn run_trim(
                 content: m.text,
             })
             .collect();
-    let mut out = serde_json::to_string_pretty(&sent).map_err(|e| e.to_string())?;
+    let mut out = serde_json::to_string_pretty(&sent)?;
     out.push('\n');
     Ok(out)
 }
@@ -140,16 +166,17 @@ pub fn run_config(
     command: Command,
     path: &std::path::Path,
     data_dir: &std::path::Path,
-) -> Result<String, String> {
-    use crate::config_file::{apply_edit, ConfigFile, Edit, ServerSettings};
+) -> Result<String, CliError> {
+    use crate::config_file::ConfigFile;
+    use crate::settings::{apply_edit, Edit, ServerSettings};
     use parlor_domain::chain::{builtins, edit_chain, ChainEdit, POLICY_STEP};
-    let current = || -> Result<ServerSettings, String> {
+    let current = || -> Result<ServerSettings, CliError> {
         let file = if path.exists() {
-            Some(ConfigFile::read(path).map_err(|e| e.to_string())?)
+            Some(ConfigFile::read(path)?)
         } else {
             None
         };
-        ServerSettings::from_file(file.as_ref().map(|f| (path, f))).map_err(|e| e.to_string())
+        Ok(ServerSettings::from_file(file.as_ref().map(|f| (path, f)))?)
     };
     let saved = |what: String| {
         format!(
@@ -185,35 +212,39 @@ pub fn run_config(
                 ChainCommand::Remove { name } => ChainEdit::Remove(name),
                 ChainCommand::Move { name, position } => ChainEdit::Move(name, position),
             };
-            let chain = edit_chain(&settings.chain, &edit).map_err(|e| e.to_string())?;
+            let chain = edit_chain(&settings.chain, &edit)?;
             apply_edit(path, &Edit::Chain(chain.clone()), data_dir)?;
             Ok(saved(format!("chain: {POLICY_STEP}, {}", chain.join(", "))))
         }
         Command::History(HistoryCommand::MaxCtx { n }) => {
             if n < 1 {
-                return Err(format!("agent_max_ctx must be at least 1 (got {n})"));
+                return Err(CliError::Usage(format!(
+                    "agent_max_ctx must be at least 1 (got {n})"
+                )));
             }
             apply_edit(path, &Edit::AgentMaxCtx(n as usize), data_dir)?;
             Ok(saved(format!("agent_max_ctx: {n}")))
         }
         Command::MaxUsers { n } => {
             if n < 0 {
-                return Err(format!("max_users must be 0 (no limit) or more (got {n})"));
+                return Err(CliError::Usage(format!(
+                    "max_users must be 0 (no limit) or more (got {n})"
+                )));
             }
             apply_edit(path, &Edit::MaxUsers(n as usize), data_dir)?;
             Ok(saved(format!("max_users: {n}")))
         }
         Command::SessionTimeout { minutes } => {
             if minutes < 0 {
-                return Err(format!(
+                return Err(CliError::Usage(format!(
                     "session_idle_timeout_minutes must be 0 (never) or more (got {minutes})"
-                ));
+                )));
             }
             apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
             Ok(saved(format!("session_idle_timeout_minutes: {minutes}")))
         }
         Command::Serve | Command::Store(_) | Command::History(HistoryCommand::Trim { .. }) => {
-            Err("not a configuration command".into())
+            Err(CliError::Usage("not a configuration command".into()))
         }
     }
 }
@@ -251,22 +282,23 @@ pub struct Target {
 }
 
 /// Runs a store command; its output, or a message saying what was wrong.
-pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<String, String> {
+pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<String, CliError> {
     let store_of = |history: &str| {
         histories
             .get(history)
             .map(|h| h.store.clone())
             .ok_or_else(|| {
-                format!(
+                CliError::Usage(format!(
                     "no history {history:?} (declared: {})",
                     histories.ids().join(", ")
-                )
+                ))
             })
     };
     let parse =
-        |target: &Target| -> Result<(std::sync::Arc<dyn ConversationStore>, SessionId), String> {
-            let id = SessionId::parse(&target.session)
-                .map_err(|e| format!("{:?} is not a session id: {e}", target.session))?;
+        |target: &Target| -> Result<(std::sync::Arc<dyn ConversationStore>, SessionId), CliError> {
+            let id = SessionId::parse(&target.session).map_err(|e| {
+                CliError::Usage(format!("{:?} is not a session id: {e}", target.session))
+            })?;
             Ok((store_of(&target.history)?, id))
         };
     let mut out = String::new();
@@ -281,7 +313,7 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
             };
             for id in ids {
                 let store = store_of(&id)?;
-                let mut sessions = store.list().await.map_err(|e| e.to_string())?;
+                let mut sessions = store.list().await?;
                 sessions.sort();
                 let _ = writeln!(
                     out,
@@ -290,7 +322,7 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
                     sessions.len()
                 );
                 for session in sessions {
-                    let stats = store.stats(&session).await.map_err(|e| e.to_string())?;
+                    let stats = store.stats(&session).await?;
                     let _ = writeln!(
                         out,
                         "  {session}  {} message(s), {} bytes",
@@ -301,12 +333,12 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
         }
         StoreCommand::Stats(target) => {
             let (store, id) = parse(&target)?;
-            let stats = store.stats(&id).await.map_err(|e| e.to_string())?;
-            out = serde_json::to_string_pretty(&stats).map_err(|e| e.to_string())? + "\n";
+            let stats = store.stats(&id).await?;
+            out = serde_json::to_string_pretty(&stats)? + "\n";
         }
         StoreCommand::Clear(target) => {
             let (store, id) = parse(&target)?;
-            match store.clear(&id).await.map_err(|e| e.to_string())? {
+            match store.clear(&id).await? {
                 Some(backup) => {
                     let _ = writeln!(out, "cleared {id}; backup {}", backup.id);
                 }
@@ -317,7 +349,7 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
         }
         StoreCommand::Backups(target) => {
             let (store, id) = parse(&target)?;
-            let backups = store.list_backups(&id).await.map_err(|e| e.to_string())?;
+            let backups = store.list_backups(&id).await?;
             if backups.is_empty() {
                 let _ = writeln!(out, "no backups of {id}");
             }
@@ -327,10 +359,7 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
         }
         StoreCommand::Restore { target, backup } => {
             let (store, id) = parse(&target)?;
-            store
-                .restore_backup(&id, &backup)
-                .await
-                .map_err(|e| e.to_string())?;
+            store.restore_backup(&id, &backup).await?;
             let _ = writeln!(out, "restored {id} from {backup}");
         }
     }

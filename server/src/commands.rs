@@ -1,8 +1,8 @@
 //! Parlor's answers to `!` commands: a `meta` event (the window that applies from now on), a
 //! `notice`, and `done`. Commands and notices are not stored in the conversation.
 
-use crate::config_file::{apply_edit, Edit};
 use crate::models::token_counter;
+use crate::settings::{apply_edit, Edit};
 use crate::state::BusyGuard;
 use crate::store::ConversationInfo;
 use crate::turn::{Turn, TurnContext, TurnError};
@@ -151,11 +151,10 @@ async fn admin(turn: &TurnContext<'_>, command: Command) -> String {
     }
     let path = services.config_path.clone();
     let data_dir = services.config.data_dir.clone();
-    let saved = tokio::task::spawn_blocking(move || apply_edit(&path, &edit, &data_dir))
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
+    let saved = tokio::task::spawn_blocking(move || apply_edit(&path, &edit, &data_dir)).await;
     match saved {
-        Ok(()) => format!("{what} (saved to {}).", services.config_path.display()),
+        Ok(Ok(())) => format!("{what} (saved to {}).", services.config_path.display()),
+        Ok(Err(e)) => format!("{what} for now, but it could not be saved: {e}"),
         Err(e) => format!("{what} for now, but it could not be saved: {e}"),
     }
 }

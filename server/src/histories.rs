@@ -203,6 +203,18 @@ pub struct History {
     pub redis: Option<(redis::aio::ConnectionManager, String)>,
 }
 
+/// An agent names a history that is not declared.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "agent {agent:?}: chatSettings.historyId {history:?} names no history (declared: {})",
+    declared.join(", ")
+)]
+pub struct UnknownHistory {
+    pub agent: String,
+    pub history: String,
+    pub declared: Vec<String>,
+}
+
 /// All histories, by id.
 pub struct Histories {
     by_id: HashMap<String, Arc<History>>,
@@ -322,17 +334,17 @@ impl Histories {
     pub fn check_agents<'a>(
         &self,
         agents: impl IntoIterator<Item = &'a Agent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), UnknownHistory> {
         for agent in agents {
             if let Some(id) = &agent.history_id {
                 if !self.by_id.contains_key(id) {
-                    let mut known: Vec<&str> = self.by_id.keys().map(String::as_str).collect();
-                    known.sort();
-                    return Err(format!(
-                        "agent {:?}: chatSettings.historyId {id:?} names no history (declared: {})",
-                        agent.id,
-                        known.join(", ")
-                    ));
+                    let mut declared: Vec<String> = self.by_id.keys().cloned().collect();
+                    declared.sort();
+                    return Err(UnknownHistory {
+                        agent: agent.id.clone(),
+                        history: id.clone(),
+                        declared,
+                    });
                 }
             }
         }

@@ -2,6 +2,7 @@
 #![recursion_limit = "256"]
 
 pub mod agents;
+pub mod atomic;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod models;
 pub mod pages;
 pub mod routes;
 pub mod session;
+pub mod settings;
 pub mod state;
 pub mod store;
 pub mod turn;
@@ -51,7 +53,7 @@ pub fn llm_client(config: &Config) -> LlmClient {
 /// What the configuration file sets up: the histories and the server-wide settings.
 pub struct Setup {
     pub histories: Histories,
-    pub settings: crate::config_file::ServerSettings,
+    pub settings: crate::settings::ServerSettings,
     /// The configuration file (where admin changes are saved; created when first needed).
     pub config_path: std::path::PathBuf,
 }
@@ -59,7 +61,8 @@ pub struct Setup {
 /// Reads the configuration file (if any), opens every history and checks that each agent's
 /// `historyId` names one. Errors name the file, entry and field.
 pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Setup> {
-    use crate::config_file::{locate, ConfigFile, ServerSettings};
+    use crate::config_file::{locate, ConfigFile};
+    use crate::settings::ServerSettings;
     let file = match locate(config.config_file.as_deref()) {
         Some(path) => {
             let file = ConfigFile::read(&path)?;
@@ -72,9 +75,7 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let settings = ServerSettings::from_file(file_ref)?;
     let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
-    histories
-        .check_agents(agents.list().iter().map(|a| a.as_ref()))
-        .map_err(anyhow::Error::msg)?;
+    histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     let config_path = file
         .map(|(path, _)| path)
         .unwrap_or_else(|| "parlor.toml".into());

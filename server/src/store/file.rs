@@ -13,6 +13,7 @@
 
 use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
 use super::{Stats, StoreError};
+use crate::atomic::{sync_dir, write_atomically};
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
@@ -287,28 +288,6 @@ fn timestamp() -> String {
         now.second(),
         now.millisecond()
     )
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-/// Writes `dir/name` so that readers and crashes see the old or the new contents only.
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(name))?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
