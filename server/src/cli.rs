@@ -17,6 +17,17 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// Parses the command line; `--help` lists every environment variable with its default.
+    pub fn parse_with_env_help() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Cli::command()
+            .after_help(crate::config::variables_help())
+            .get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the chat app (what `parlor` does without a command).

@@ -54,24 +54,158 @@ struct ParlorEnv {
 
 mod defaults {
     use std::path::PathBuf;
+    pub const LLM_TIMEOUT_SECS: u64 = 60;
+    pub const AGENTS_DIR: &str = "agents";
+    pub const DATA_DIR: &str = "data";
+    pub const MAX_MESSAGE_CHARS: usize = 32_000;
+    pub const MIRROR_DELAY_MS: u64 = 25;
+    pub const BACKUP_RETENTION: usize = 5;
+
     pub fn llm_timeout_secs() -> u64 {
-        60
+        LLM_TIMEOUT_SECS
     }
     pub fn agents_dir() -> PathBuf {
-        PathBuf::from("agents")
+        PathBuf::from(AGENTS_DIR)
     }
     pub fn data_dir() -> PathBuf {
-        PathBuf::from("data")
+        PathBuf::from(DATA_DIR)
     }
     pub fn max_message_chars() -> usize {
-        32_000
+        MAX_MESSAGE_CHARS
     }
     pub fn mirror_delay_ms() -> u64 {
-        25
+        MIRROR_DELAY_MS
     }
     pub fn yes() -> bool {
         true
     }
+}
+
+/// An environment variable Parlor reads: its name, its default (as the README's tables say
+/// it) and what it does. `parlor --help` prints these, and a test keeps the README's tables
+/// and the defaults above in step with them.
+pub struct Variable {
+    pub name: &'static str,
+    pub default: String,
+    pub meaning: &'static str,
+}
+
+/// Every environment variable Parlor reads.
+pub fn variables() -> Vec<Variable> {
+    let v = |name, default: &str, meaning| Variable {
+        name,
+        default: default.to_owned(),
+        meaning,
+    };
+    vec![
+        v(
+            "OPENAI_BASE_URL",
+            "https://api.openai.com/v1",
+            "an OpenAI-compatible endpoint (the default applies when only a key is set)",
+        ),
+        v(
+            "OPENAI_API_KEY",
+            "none",
+            "sent upstream as a bearer token; never sent to the browser or logged",
+        ),
+        v(
+            "PARLOR_MODEL",
+            "the agent template's model",
+            "overrides every agent's model; `mirror` forces the offline model",
+        ),
+        v(
+            "PARLOR_LLM_TIMEOUT_SECS",
+            &defaults::LLM_TIMEOUT_SECS.to_string(),
+            "seconds the model server may take to answer, and to send each next piece",
+        ),
+        v(
+            "PARLOR_AGENTS_DIR",
+            defaults::AGENTS_DIR,
+            "folder of <id>/template.json agent templates",
+        ),
+        v(
+            "PARLOR_DATA_DIR",
+            defaults::DATA_DIR,
+            "where file-backed histories store conversations",
+        ),
+        v(
+            "PARLOR_CONFIG",
+            "parlor.toml",
+            "the configuration file (the default only if present; must exist when set)",
+        ),
+        v(
+            "HISTORY_BACKUP_RETENTION",
+            &defaults::BACKUP_RETENTION.to_string(),
+            "backups kept per conversation by file histories (at least 1)",
+        ),
+        v(
+            "PARLOR_ADMIN_TOKEN",
+            "unset",
+            "allows admin chat commands to requests carrying it in X-Parlor-Admin-Token",
+        ),
+        v(
+            "PARLOR_MAX_MESSAGE_CHARS",
+            &defaults::MAX_MESSAGE_CHARS.to_string(),
+            "the longest message accepted, in characters",
+        ),
+        v(
+            "PARLOR_MIRROR_DELAY_MS",
+            &defaults::MIRROR_DELAY_MS.to_string(),
+            "pause between the mirror model's words",
+        ),
+        v(
+            "DEFAULT_HISTORY_POLICY",
+            "unset",
+            "lastN, all or none; beats the URL and the template",
+        ),
+        v(
+            "DEFAULT_HISTORY_LENGTH",
+            "unset",
+            "an integer (0 or less acts as 1); beats the URL and the template",
+        ),
+        v(
+            "NEXT_PUBLIC_DEFAULT_HISTORY_POLICY",
+            "unset",
+            "AgentDock's name for DEFAULT_HISTORY_POLICY",
+        ),
+        v(
+            "NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH",
+            "unset",
+            "AgentDock's name for DEFAULT_HISTORY_LENGTH",
+        ),
+        v(
+            "HISTORY_URL_OVERRIDES",
+            "true",
+            "false ignores historyPolicy / historyLength in page URLs",
+        ),
+        v(
+            "PARLOR_DEBUG_PANEL",
+            "true",
+            "false turns off the ?debug=true panel and the debug endpoint",
+        ),
+        v(
+            "RUST_LOG",
+            "info",
+            "log filter (tracing), e.g. parlor_server=debug",
+        ),
+        v(
+            "LEPTOS_SITE_ADDR",
+            "127.0.0.1:3000",
+            "the address to listen on (Leptos.toml's when unset)",
+        ),
+    ]
+}
+
+/// The variables as `parlor --help` lists them.
+pub fn variables_help() -> String {
+    let mut out = String::from("Environment variables (default in brackets):\n");
+    for var in variables() {
+        out.push_str(&format!(
+            "  {:<36} {} [{}]\n",
+            var.name, var.meaning, var.default
+        ));
+    }
+    out
 }
 
 /// Where replies come from.
@@ -238,7 +372,7 @@ impl Config {
         };
 
         let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
-            None => 5,
+            None => defaults::BACKUP_RETENTION,
             Some(value) => match value.parse::<usize>() {
                 Ok(n) if n >= 1 => n,
                 _ => {
@@ -320,6 +454,73 @@ fn one_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_documents_every_variable_with_its_default() {
+        let readme = include_str!("../../README.md");
+        for var in variables() {
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with("| ") && l.contains(&format!("`{}`", var.name)))
+                .unwrap_or_else(|| panic!("{} is not in the README's tables", var.name));
+            let default_cell = row.rsplit('|').nth(1).unwrap();
+            assert!(
+                default_cell.contains(&var.default),
+                "README gives {} the default {default_cell:?}; Parlor's is {:?}",
+                var.name,
+                var.default
+            );
+        }
+    }
+
+    #[test]
+    fn the_listed_defaults_are_the_ones_that_apply() {
+        let config = Config::from_vars(Vec::new()).unwrap();
+        let default = |name: &str| {
+            variables()
+                .into_iter()
+                .find(|v| v.name == name)
+                .unwrap()
+                .default
+        };
+        assert_eq!(
+            default("PARLOR_LLM_TIMEOUT_SECS"),
+            config.llm_timeout.as_secs().to_string()
+        );
+        assert_eq!(
+            default("PARLOR_AGENTS_DIR"),
+            config.agents_dir.display().to_string()
+        );
+        assert_eq!(
+            default("PARLOR_DATA_DIR"),
+            config.data_dir.display().to_string()
+        );
+        assert_eq!(
+            default("PARLOR_MAX_MESSAGE_CHARS"),
+            config.max_message_chars.to_string()
+        );
+        assert_eq!(
+            default("PARLOR_MIRROR_DELAY_MS"),
+            config.mirror_delay.as_millis().to_string()
+        );
+        assert_eq!(
+            default("HISTORY_BACKUP_RETENTION"),
+            config.backup_retention.to_string()
+        );
+        assert_eq!(
+            default("HISTORY_URL_OVERRIDES"),
+            config.history.url_overrides.to_string()
+        );
+        assert_eq!(
+            default("PARLOR_DEBUG_PANEL"),
+            config.debug_panel.to_string()
+        );
+        let with_key = Config::from_vars(vec![("OPENAI_API_KEY".into(), "k".into())]).unwrap();
+        match with_key.llm {
+            LlmConfig::OpenAi { base_url, .. } => assert_eq!(base_url, default("OPENAI_BASE_URL")),
+            LlmConfig::Mirror => panic!("a key selects the upstream"),
+        }
+    }
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         Config::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))

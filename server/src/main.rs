@@ -18,8 +18,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    use clap::Parser;
-    let cli = parlor_server::cli::Cli::parse();
+    let cli = parlor_server::cli::Cli::parse_with_env_help();
     if let Some(Command::History(HistoryCommand::Trim {
         policy,
         length,

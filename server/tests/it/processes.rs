@@ -636,3 +636,17 @@ fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging
         );
     }
 }
+
+#[test]
+fn help_lists_every_environment_variable_with_its_default() {
+    let data = tempfile::tempdir().unwrap();
+    let (ok, out, err) = parlor_cli(&[], &["--help"], data.path());
+    assert!(ok, "{err}");
+    for var in parlor_server::config::variables() {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(var.name))
+            .unwrap_or_else(|| panic!("{} missing from --help:\n{out}", var.name));
+        assert!(line.contains(&format!("[{}]", var.default)), "{line}");
+    }
+}
