@@ -1,6 +1,6 @@
-//! Data the pages load from the server, and the server functions that load it.
+//! The data the pages load from the server (the server functions that load it live beside
+//! their pages, in `pages/`).
 
-use leptos::prelude::*;
 use parlor_domain::{DebugInfo, ReplyStatus, Role};
 use serde::{Deserialize, Serialize};
 
@@ -79,26 +79,4 @@ pub enum ChatPageData {
     Ready(Box<ChatData>),
     UnknownAgent(String),
     UnknownConversation,
-}
-
-#[server]
-pub async fn load_home() -> Result<HomeData, ServerFnError> {
-    let backend = expect_context::<crate::ssr::BackendHandle>();
-    Ok(backend.0.home().await)
-}
-
-#[server]
-pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> {
-    let backend = expect_context::<crate::ssr::BackendHandle>();
-    let browser = crate::ssr::browser_session().await;
-    let page = backend
-        .0
-        .chat(query, browser)
-        .await
-        .map_err(ServerFnError::new)?;
-    if !matches!(page, ChatPageData::Ready(_)) {
-        let response = expect_context::<leptos_axum::ResponseOptions>();
-        response.set_status(axum::http::StatusCode::NOT_FOUND);
-    }
-    Ok(page)
 }

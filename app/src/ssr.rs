@@ -12,7 +12,15 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         query: ChatQuery,
         browser: Option<BrowserSession>,
-    ) -> Result<ChatPageData, String>;
+    ) -> Result<ChatPageData, BackendError>;
+}
+
+/// Why the server could not load a page's data.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The history store could not be read (e.g. Redis is down).
+    #[error("history store unavailable: {0}")]
+    Store(String),
 }
 
 #[derive(Clone)]

@@ -7,7 +7,10 @@
 use crate::api::{ChatData, ChatQuery, ConversationItem};
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
-use parlor_domain::{ChatEvent, ChatRequest, DebugInfo, ReplyStatus, Role, TurnReport};
+use parlor_domain::{
+    ChatEvent, ChatRequest, DebugInfo, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role,
+    TurnReport,
+};
 
 #[derive(Clone, Copy)]
 pub struct UiMessage {
@@ -200,110 +203,24 @@ impl ChatState {
             regenerate: user.is_none(),
         };
         let body = serde_json::to_string(&request).unwrap_or_default();
-        let user_key = user.as_ref().map(|(m, _)| m.key);
-        let user_text = user.map(|(_, text)| text);
-        let restore_text = user_text.clone();
-        let finished = self.owned(|| StoredValue::new(false));
-        // How many messages the conversation holds after this turn (from `meta`).
-        let stored_after = self.owned(|| StoredValue::new(usize::MAX));
-
-        let on_event = move |event: ChatEvent| match event {
-            ChatEvent::Meta(meta) => {
-                self.adopt_session(&meta.session_id, user_text.as_deref());
-                self.model.set(meta.model.clone());
-                self.provider.set(meta.provider.clone());
-                stored_after.set_value(meta.history.messages_stored);
-                self.debug.update(|d| {
-                    if let Some(d) = d {
-                        d.session_id = Some(meta.session_id.clone());
-                        d.model = meta.model.clone();
-                        d.provider = meta.provider.clone();
-                        d.settings = meta.history.settings.clone();
-                        d.last_turn = Some(TurnReport::new(meta.history, meta.model));
-                    }
-                });
-            }
-            ChatEvent::Delta { text, rendered } => {
-                reply.text.update(|t| t.push_str(&text));
-                if let Some(rendered) = rendered {
-                    reply.html.update(|h| h.push_str(&rendered.html));
-                    reply.rendered_len.set(rendered.upto);
-                }
-            }
-            ChatEvent::Done(done) => {
-                finished.set_value(true);
-                self.debug.update(|d| {
-                    if let Some(turn) = d.as_mut().and_then(|d| d.last_turn.as_mut()) {
-                        *turn = turn.clone().with_usage(done.usage.as_ref());
-                    }
-                });
-                if let Some(html) = done.html {
-                    reply.html.set(html);
-                    reply
-                        .rendered_len
-                        .set(reply.text.with_untracked(String::len));
-                }
-            }
-            ChatEvent::Notice { text } => {
-                // A command: neither it nor the answer is stored.
-                reply.notice.set(true);
-                reply.text.set(text);
-                if let Some(key) = user_key {
-                    self.messages.with_untracked(|list| {
-                        if let Some(user) = list.iter().find(|m| m.key == key) {
-                            user.notice.set(true);
-                        }
-                    });
-                }
-                // After `!reset` the conversation is empty: so is the transcript, but for the
-                // command and its answer.
-                if stored_after.get_value() == 0 {
-                    self.messages
-                        .update(|list| list.retain(|m| m.notice.get_untracked()));
-                }
-            }
-            ChatEvent::Error { message } => {
-                finished.set_value(true);
-                self.error.set(Some(message));
-                reply.status.set(Some(ReplyStatus::Incomplete));
-            }
-        };
-        let on_end = move |end: StreamEnd| {
-            reply.streaming.set(false);
-            self.streaming.set(false);
-            match end {
-                StreamEnd::Closed if !finished.get_value() => {
-                    reply.status.set(Some(ReplyStatus::Incomplete));
-                    self.error.set(Some(
-                        "The connection to Parlor closed before the reply finished.".into(),
-                    ));
-                }
-                StreamEnd::Closed => {}
-                StreamEnd::Aborted => reply.status.set(Some(ReplyStatus::Stopped)),
-                StreamEnd::Refused(message) => {
-                    // Nothing was stored: take the turn back and return the text to the composer.
-                    self.remove(reply.key);
-                    if let Some(key) = user_key {
-                        self.remove(key);
-                    }
-                    if let Some(text) = &restore_text {
-                        self.draft.set(text.clone());
-                    }
-                    self.error.set(Some(message));
-                }
-                StreamEnd::Network(message) => {
-                    reply.status.set(Some(ReplyStatus::Incomplete));
-                    self.error
-                        .set(Some(format!("Could not reach Parlor: {message}")));
-                }
-            }
-            if reply.text.get_untracked().is_empty() {
-                self.remove(reply.key);
-            }
-        };
+        let turn = self.owned(|| TurnView {
+            state: self,
+            reply,
+            user_key: user.as_ref().map(|(m, _)| m.key),
+            user_text: StoredValue::new(user.map(|(_, text)| text)),
+            finished: StoredValue::new(false),
+            stored_after: StoredValue::new(usize::MAX),
+        });
         let url = self.api_url();
-        self.abort
-            .update_value(|abort| stream::spawn_chat(url, body, abort, on_event, on_end));
+        self.abort.update_value(|abort| {
+            stream::spawn_chat(
+                url,
+                body,
+                abort,
+                move |event| turn.event(event),
+                move |end| turn.end(end),
+            )
+        });
     }
 
     fn adopt_session(&self, session_id: &str, first_text: Option<&str>) {
@@ -334,6 +251,148 @@ impl ChatState {
             updated_ms: 0,
         };
         self.conversations.update(|list| list.insert(0, item));
+    }
+}
+
+/// One turn on screen: the reply being written, and what the turn's events update.
+#[derive(Clone, Copy)]
+struct TurnView {
+    state: ChatState,
+    reply: UiMessage,
+    /// The user's message of this turn (none for Regenerate).
+    user_key: Option<u64>,
+    user_text: StoredValue<Option<String>>,
+    /// Whether `done` or `error` arrived.
+    finished: StoredValue<bool>,
+    /// How many messages the conversation holds after this turn (from `meta`).
+    stored_after: StoredValue<usize>,
+}
+
+impl TurnView {
+    fn event(self, event: ChatEvent) {
+        match event {
+            ChatEvent::Meta(meta) => self.meta(meta),
+            ChatEvent::Delta { text, rendered } => self.delta(&text, rendered),
+            ChatEvent::Done(done) => self.done(done),
+            ChatEvent::Notice { text } => self.notice(text),
+            ChatEvent::Error { message } => self.error(message),
+        }
+    }
+
+    /// The turn's conversation, model and history report.
+    fn meta(self, meta: MetaEvent) {
+        let state = self.state;
+        let first_text = self.user_text.get_value();
+        state.adopt_session(&meta.session_id, first_text.as_deref());
+        state.model.set(meta.model.clone());
+        state.provider.set(meta.provider.clone());
+        self.stored_after.set_value(meta.history.messages_stored);
+        state.debug.update(|d| {
+            if let Some(d) = d {
+                d.session_id = Some(meta.session_id.clone());
+                d.model = meta.model.clone();
+                d.provider = meta.provider.clone();
+                d.settings = meta.history.settings.clone();
+                d.last_turn = Some(TurnReport::new(meta.history, meta.model));
+            }
+        });
+    }
+
+    /// A piece of the reply, with the Markdown blocks it completed.
+    fn delta(self, text: &str, rendered: Option<Rendered>) {
+        let reply = self.reply;
+        reply.text.update(|t| t.push_str(text));
+        if let Some(rendered) = rendered {
+            reply.html.update(|h| h.push_str(&rendered.html));
+            reply.rendered_len.set(rendered.upto);
+        }
+    }
+
+    /// The reply is complete: the model's token count, the whole reply's HTML.
+    fn done(self, done: DoneEvent) {
+        self.finished.set_value(true);
+        self.state.debug.update(|d| {
+            if let Some(turn) = d.as_mut().and_then(|d| d.last_turn.as_mut()) {
+                *turn = turn.clone().with_usage(done.usage.as_ref());
+            }
+        });
+        if let Some(html) = done.html {
+            let reply = self.reply;
+            reply.html.set(html);
+            reply
+                .rendered_len
+                .set(reply.text.with_untracked(String::len));
+        }
+    }
+
+    /// Parlor's answer to a command: neither it nor the command is stored.
+    fn notice(self, text: String) {
+        let state = self.state;
+        self.reply.notice.set(true);
+        self.reply.text.set(text);
+        if let Some(key) = self.user_key {
+            state.messages.with_untracked(|list| {
+                if let Some(user) = list.iter().find(|m| m.key == key) {
+                    user.notice.set(true);
+                }
+            });
+        }
+        // After `!reset` the conversation is empty: so is the transcript, but for the
+        // command and its answer.
+        if self.stored_after.get_value() == 0 {
+            state
+                .messages
+                .update(|list| list.retain(|m| m.notice.get_untracked()));
+        }
+    }
+
+    fn error(self, message: String) {
+        self.finished.set_value(true);
+        self.state.error.set(Some(message));
+        self.reply.status.set(Some(ReplyStatus::Incomplete));
+    }
+
+    /// The stream ended: how, and what the transcript keeps of the turn.
+    fn end(self, end: StreamEnd) {
+        self.reply.streaming.set(false);
+        self.state.streaming.set(false);
+        match end {
+            StreamEnd::Closed if !self.finished.get_value() => self.cut_short(),
+            StreamEnd::Closed => {}
+            StreamEnd::Aborted => self.reply.status.set(Some(ReplyStatus::Stopped)),
+            StreamEnd::Refused(message) => self.refused(message),
+            StreamEnd::Network(message) => {
+                self.reply.status.set(Some(ReplyStatus::Incomplete));
+                self.state
+                    .error
+                    .set(Some(format!("Could not reach Parlor: {message}")));
+            }
+        }
+        if self.reply.text.get_untracked().is_empty() {
+            self.state.remove(self.reply.key);
+        }
+    }
+
+    /// The connection closed before `done` or `error`.
+    fn cut_short(self) {
+        self.reply.status.set(Some(ReplyStatus::Incomplete));
+        self.state.error.set(Some(
+            "The connection to Parlor closed before the reply finished.".into(),
+        ));
+    }
+
+    /// Parlor refused the request and stored nothing: take the turn back and return the
+    /// text to the composer.
+    fn refused(self, message: String) {
+        let state = self.state;
+        state.remove(self.reply.key);
+        if let Some(key) = self.user_key {
+            state.remove(key);
+        }
+        if let Some(text) = self.user_text.get_value() {
+            state.draft.set(text);
+        }
+        state.error.set(Some(message));
     }
 }
 

@@ -9,13 +9,13 @@ pub mod chain;
 pub mod command;
 pub mod event;
 pub mod history;
+pub mod live_sessions;
 #[cfg(feature = "markdown")]
 pub mod markdown;
 pub mod message;
 pub mod mirror;
 pub mod plan;
 pub mod session;
-pub mod sessions;
 pub mod settings;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod atomic;
+pub mod browser;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -13,7 +14,6 @@ pub mod llm;
 pub mod models;
 pub mod pages;
 pub mod routes;
-pub mod session;
 pub mod settings;
 pub mod state;
 pub mod store;
@@ -219,7 +219,7 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         >(context, shell))
         .layer(middleware::from_fn_with_state(
             services.clone(),
-            session::ensure_browser_session,
+            browser::ensure_browser_session,
         ))
         .layer(middleware::from_fn(server_fn_errors));
 

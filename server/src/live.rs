@@ -9,7 +9,7 @@
 
 use crate::store::StoreError;
 use async_trait::async_trait;
-use parlor_domain::sessions::{LimitReached, SessionTable};
+use parlor_domain::live_sessions::{LimitReached, LiveSessionTable};
 use redis::aio::ConnectionManager;
 use std::sync::Mutex;
 
@@ -31,7 +31,7 @@ pub trait LiveSessions: Send + Sync + 'static {
 }
 
 #[derive(Default)]
-pub struct LocalSessions(Mutex<SessionTable>);
+pub struct LocalSessions(Mutex<LiveSessionTable>);
 
 #[async_trait]
 impl LiveSessions for LocalSessions {

@@ -5,10 +5,16 @@ use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
     StoredMessage,
 };
-use parlor_app::ssr::{Backend, BrowserSession};
+use parlor_app::ssr::{Backend, BackendError, BrowserSession};
 use parlor_domain::markdown::render_markdown;
 use parlor_domain::{Role, SessionId};
 use std::sync::Arc;
+
+impl From<crate::store::StoreError> for BackendError {
+    fn from(e: crate::store::StoreError) -> Self {
+        BackendError::Store(e.to_string())
+    }
+}
 
 pub struct PageBackend {
     pub services: Arc<Services>,
@@ -37,7 +43,7 @@ impl Backend for PageBackend {
         &self,
         query: ChatQuery,
         browser: Option<BrowserSession>,
-    ) -> Result<ChatPageData, String> {
+    ) -> Result<ChatPageData, BackendError> {
         let services = &self.services;
         let Some(agent) = services.agents.get(&query.agent) else {
             return Ok(ChatPageData::UnknownAgent(query.agent));
@@ -50,24 +56,23 @@ impl Backend for PageBackend {
             let Ok(id) = SessionId::parse(raw) else {
                 return Ok(ChatPageData::UnknownConversation);
             };
-            let info = store.info(&id).await.map_err(|e| e.to_string())?;
-            let owner = browser.as_ref().map(crate::session::owner);
+            let info = store.info(&id).await?;
+            let owner = browser.as_ref().map(crate::browser::owner);
             let visible = info
                 .as_ref()
                 .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
             if !visible {
                 return Ok(ChatPageData::UnknownConversation);
             }
-            messages = store.load(&id).await.map_err(|e| e.to_string())?;
+            messages = store.load(&id).await?;
             session_id = Some(id.to_string());
             conversation = info;
         }
         let conversations = match &browser {
             Some(b) => services
                 .histories
-                .list_owned(&crate::session::owner(b))
-                .await
-                .map_err(|e| e.to_string())?
+                .list_owned(&crate::browser::owner(b))
+                .await?
                 .into_iter()
                 .map(|info| ConversationItem {
                     session_id: info.session_id.to_string(),

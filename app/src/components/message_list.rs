@@ -60,7 +60,7 @@ pub fn MessageList(
                 </div>
             </Show>
             <For each=move || state.messages.get() key=|m| m.key let:message>
-                <Message state message last_assistant/>
+                <MessageItem state message last_assistant/>
             </For>
             <Show when=unanswered>
                 <div class="notice-row">
@@ -86,7 +86,7 @@ pub fn MessageList(
 }
 
 #[component]
-fn Message(
+fn MessageItem(
     state: ChatState,
     message: UiMessage,
     last_assistant: Memo<Option<u64>>,

@@ -3,7 +3,7 @@
 //! Query parameters: `session` (which conversation), `historyPolicy` / `historyLength`
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
-use crate::api::{load_chat, ChatData, ChatPageData, ChatQuery};
+use crate::api::{ChatData, ChatPageData, ChatQuery};
 use crate::components::{Composer, DebugPanel, MessageList, Sidebar};
 use crate::state::ChatState;
 use leptos::prelude::*;
@@ -149,4 +149,21 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
             </Show>
         </div>
     }
+}
+
+/// The chat page's data for its URL, as this browser may see it.
+#[server]
+pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> {
+    let backend = expect_context::<crate::ssr::BackendHandle>();
+    let browser = crate::ssr::browser_session().await;
+    let page = backend
+        .0
+        .chat(query, browser)
+        .await
+        .map_err(|e| ServerFnError::new(e.to_string()))?;
+    if !matches!(page, ChatPageData::Ready(_)) {
+        let response = expect_context::<leptos_axum::ResponseOptions>();
+        response.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+    Ok(page)
 }

@@ -1,6 +1,6 @@
 //! `/`: the agents to chat with.
 
-use crate::api::{load_home, HomeData};
+use crate::api::HomeData;
 use crate::state::encode;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -56,4 +56,11 @@ fn AgentList(home: HomeData) -> impl IntoView {
                 .collect_view()}
         </ul>
     }
+}
+
+/// The home page's data: the agents.
+#[server]
+pub async fn load_home() -> Result<HomeData, ServerFnError> {
+    let backend = expect_context::<crate::ssr::BackendHandle>();
+    Ok(backend.0.home().await)
 }

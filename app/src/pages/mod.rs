@@ -1,7 +1,7 @@
 //! One file per route.
 
-mod chat;
-mod home;
+pub mod chat;
+pub mod home;
 
 pub use chat::ChatPage;
 pub use home::HomePage;

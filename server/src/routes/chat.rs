@@ -7,7 +7,7 @@
 
 use super::error::{ApiError, JsonBody};
 use super::first_value;
-use crate::session;
+use crate::browser;
 use crate::state::AppState;
 use crate::turn::{self, Turn, TurnInput};
 use axum::extract::{Path, Query, State};
@@ -40,9 +40,9 @@ pub async fn post_chat(
     let input = TurnInput {
         agent,
         session_id: request.session_id,
-        cookie_session: session::chat_from_jar(&jar),
+        cookie_session: browser::chat_from_jar(&jar),
         new_conversation: request.new_conversation,
-        browser: session::from_jar(&jar),
+        browser: browser::from_jar(&jar),
         message: request.message,
         url_policy: first_value(&query, "historyPolicy").map(str::to_owned),
         url_length: first_value(&query, "historyLength").map(str::to_owned),
@@ -62,7 +62,7 @@ pub async fn post_chat(
 fn stream(turn: Turn) -> Response {
     let chat_cookie = SessionId::parse(&turn.meta.session_id)
         .ok()
-        .and_then(|id| session::chat_cookie(&id));
+        .and_then(|id| browser::chat_cookie(&id));
     let meta = futures::stream::once(async move { ChatEvent::Meta(turn.meta) });
     let rest = futures::stream::unfold(turn.events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))

@@ -6,7 +6,7 @@
 
 use super::error::ApiError;
 use super::first_value;
-use crate::session;
+use crate::browser;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -40,7 +40,7 @@ pub async fn get_debug(
                 .await
                 .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
                 .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-            let owner = session::from_jar(&jar).map(|b| session::owner(&b));
+            let owner = browser::from_jar(&jar).map(|b| browser::owner(&b));
             info.visible_to(owner.as_deref(), &agent.id)?;
             Some(info)
         }

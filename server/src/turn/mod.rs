@@ -5,19 +5,19 @@
 
 mod reply;
 
+use crate::browser;
 use crate::commands;
 use crate::histories::History;
 use crate::llm::{LlmError, ModelRequest};
 use crate::models::{token_counter, ModelSpec};
-use crate::session;
 use crate::state::{BusyGuard, Services};
 use crate::store::{now_ms, AccessDenied, ConversationInfo, ConversationStore, StoreError};
 use parlor_app::ssr::BrowserSession;
 use parlor_domain::command::{parse_command, Parsed};
 use parlor_domain::history::{tail_hint, tail_suffices};
+use parlor_domain::live_sessions::LimitReached;
 use parlor_domain::message::title_of;
 use parlor_domain::plan::{plan, Plan, PlanInput};
-use parlor_domain::sessions::LimitReached;
 use parlor_domain::{
     Agent, ChatEvent, HistorySettings, Message, MetaEvent, Role, SessionId, TurnReport,
 };
@@ -124,7 +124,7 @@ async fn resolve_conversation(
     history: &History,
     input: &TurnInput,
 ) -> Result<(SessionId, Option<ConversationInfo>), TurnError> {
-    let owner = input.browser.as_ref().map(session::owner);
+    let owner = input.browser.as_ref().map(browser::owner);
     let visible = |info: &Option<ConversationInfo>| match info {
         Some(info) => info.visible_to(owner.as_deref(), &input.agent.id),
         None => Ok(()),
@@ -177,7 +177,7 @@ async fn admit(
         } else {
             services.limits.max_users()
         };
-        let key = session::live_key(browser);
+        let key = browser::live_key(browser);
         services
             .live
             .touch(&key, now_ms(), max_users, true)
@@ -202,7 +202,7 @@ fn conversation_info(
         None => ConversationInfo {
             session_id: session_id.clone(),
             agent_id: input.agent.id.clone(),
-            owner: input.browser.as_ref().map(session::owner),
+            owner: input.browser.as_ref().map(browser::owner),
             title: String::new(),
             created_ms: now,
             updated_ms: now,

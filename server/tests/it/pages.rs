@@ -167,8 +167,8 @@ async fn post_raw(
 async fn bad_input_to_server_functions_is_a_client_error_never_a_crash() {
     use leptos::server_fn::ServerFn;
     let server = TestServer::start(&[]).await;
-    let load_chat = <parlor_app::api::LoadChat as ServerFn>::PATH;
-    let load_home = <parlor_app::api::LoadHome as ServerFn>::PATH;
+    let load_chat = <parlor_app::pages::chat::LoadChat as ServerFn>::PATH;
+    let load_home = <parlor_app::pages::home::LoadHome as ServerFn>::PATH;
     let form = "application/x-www-form-urlencoded";
     for (path, content_type, body) in [
         (load_chat, form, b"".to_vec()),

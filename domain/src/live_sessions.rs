@@ -11,11 +11,11 @@ pub struct LimitReached {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct SessionTable {
+pub struct LiveSessionTable {
     last_active: HashMap<String, i64>,
 }
 
-impl SessionTable {
+impl LiveSessionTable {
     pub fn new() -> Self {
         Self::default()
     }
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn the_limit_admits_up_to_n_and_refuses_the_next() {
-        let mut table = SessionTable::new();
+        let mut table = LiveSessionTable::new();
         table.touch("a", 0, 2).unwrap();
         table.touch("b", 0, 2).unwrap();
         assert_eq!(table.touch("c", 0, 2), Err(LimitReached { active: 2 }));
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn lowering_the_limit_keeps_live_sessions_and_zero_means_no_limit() {
-        let mut table = SessionTable::new();
+        let mut table = LiveSessionTable::new();
         for key in ["a", "b", "c"] {
             table.touch(key, 0, 0).unwrap();
         }
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn the_reaper_frees_sessions_strictly_older_than_the_timeout() {
-        let mut table = SessionTable::new();
+        let mut table = LiveSessionTable::new();
         table.touch("old", 0, 0).unwrap();
         table.touch("edge", 1_000, 0).unwrap();
         table.touch("new", 1_500, 0).unwrap();
