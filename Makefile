@@ -43,4 +43,5 @@ lint:
 bench:
 	scripts/setup.sh test
 	scripts/bench.sh
+	cargo bench -p parlor-domain --bench plan
 	cargo bench -p parlor-server --bench stores --bench chain

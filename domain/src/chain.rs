@@ -122,17 +122,18 @@ pub trait HistoryProcessor: Send + Sync {
     fn name(&self) -> &'static str;
     /// One line for `parlor history list`.
     fn describe(&self) -> &'static str;
-    /// The messages to send instead of `messages`.
+    /// The messages to send instead of `messages` (taken by value, so a processor that
+    /// only drops messages copies none).
     fn process(
         &self,
-        messages: &[Outgoing],
+        messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError>;
     /// Runs when the session switches model, with the new model's context, so the new
     /// window applies at once. By default the same as [`Self::process`].
     fn on_model_switch(
         &self,
-        messages: &[Outgoing],
+        messages: Vec<Outgoing>,
         _switch: &ModelSwitch<'_>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
@@ -140,13 +141,19 @@ pub trait HistoryProcessor: Send + Sync {
     }
 }
 
-/// System messages stay first, untouched by the window and the turn logic.
-fn split_system(messages: &[Outgoing]) -> (Vec<Outgoing>, &[Outgoing]) {
-    let systems = messages
+/// How many system messages lead: they stay first, untouched by the window and the turn
+/// logic.
+fn leading_systems(messages: &[Outgoing]) -> usize {
+    messages
         .iter()
         .take_while(|m| m.role() == Role::System)
-        .count();
-    (messages[..systems].to_vec(), &messages[systems..])
+        .count()
+}
+
+/// `messages` without the `count` messages after its `systems` leading system messages.
+fn drop_after_systems(mut messages: Vec<Outgoing>, systems: usize, count: usize) -> Vec<Outgoing> {
+    messages.drain(systems..systems + count);
+    messages
 }
 
 /// Index (in `rest`) of the first user message at or after `from`; the last user message
@@ -165,6 +172,22 @@ fn user_at_or_after(rest: &[Outgoing], from: usize) -> usize {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SlidingWindow;
 
+impl SlidingWindow {
+    /// The window itself: the last `window` messages after the leading system messages,
+    /// from a user message on.
+    pub fn keep_last(messages: Vec<Outgoing>, window: usize) -> Vec<Outgoing> {
+        let systems = leading_systems(&messages);
+        let rest = &messages[systems..];
+        let cut = rest.len().saturating_sub(window);
+        let start = if cut == 0 {
+            0
+        } else {
+            user_at_or_after(rest, cut)
+        };
+        drop_after_systems(messages, systems, start)
+    }
+}
+
 impl HistoryProcessor for SlidingWindow {
     fn name(&self) -> &'static str {
         "sliding_window"
@@ -174,18 +197,10 @@ impl HistoryProcessor for SlidingWindow {
     }
     fn process(
         &self,
-        messages: &[Outgoing],
+        messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
-        let (mut out, rest) = split_system(messages);
-        let cut = rest.len().saturating_sub(ctx.effective_ctx);
-        let start = if cut == 0 {
-            0
-        } else {
-            user_at_or_after(rest, cut)
-        };
-        out.extend_from_slice(&rest[start..]);
-        Ok(out)
+        Ok(Self::keep_last(messages, ctx.effective_ctx))
     }
 }
 
@@ -204,13 +219,14 @@ impl HistoryProcessor for TokenBudget {
     }
     fn process(
         &self,
-        messages: &[Outgoing],
+        messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
         let Some(budget) = ctx.model.token_budget else {
-            return Ok(messages.to_vec());
+            return Ok(messages);
         };
-        let (mut out, rest) = split_system(messages);
+        let systems = leading_systems(&messages);
+        let (prompt, rest) = messages.split_at(systems);
         let cost = |part: &[Outgoing]| {
             part.iter()
                 .map(|m| ctx.tokens.count(&m.message))
@@ -220,7 +236,7 @@ impl HistoryProcessor for TokenBudget {
             .iter()
             .rposition(|m| m.role() == Role::User)
             .unwrap_or(rest.len());
-        let mut used = cost(&out) + cost(&rest[last_turn..]);
+        let mut used = cost(prompt) + cost(&rest[last_turn..]);
         if used > budget {
             return Err(ChainError::OverBudget {
                 model: ctx.model.name.clone(),
@@ -244,8 +260,7 @@ impl HistoryProcessor for TokenBudget {
             used += turn;
             start = begin;
         }
-        out.extend_from_slice(&rest[start..]);
-        Ok(out)
+        Ok(drop_after_systems(messages, systems, start))
     }
 }
 
@@ -265,20 +280,25 @@ impl HistoryProcessor for RoleAlternation {
     }
     fn process(
         &self,
-        messages: &[Outgoing],
+        messages: Vec<Outgoing>,
         _ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
-        let (mut out, rest) = split_system(messages);
-        let systems = out.len();
-        let first_user = rest
+        let systems = leading_systems(&messages);
+        let first_user = messages[systems..]
             .iter()
             .position(|m| m.role() == Role::User)
-            .unwrap_or(rest.len());
-        for item in &rest[first_user..] {
+            .map_or(messages.len(), |i| systems + i);
+        let mut out = Vec::with_capacity(messages.len());
+        let mut items = messages.into_iter();
+        out.extend(items.by_ref().take(systems));
+        // Where system messages found later go: after the leading ones, in their order.
+        let mut head = systems;
+        for item in items.skip(first_user - systems) {
             // A system message in the middle (rare: only when stored by another tool) joins
             // the others at the front, where providers expect it.
             if item.role() == Role::System {
-                out.insert(systems, item.clone());
+                out.insert(head, item);
+                head += 1;
                 continue;
             }
             let role = if item.role() == Role::User {
@@ -286,7 +306,7 @@ impl HistoryProcessor for RoleAlternation {
             } else {
                 Role::Assistant
             };
-            let has_body = out.len() > systems;
+            let has_body = out.len() > head;
             match out.last_mut() {
                 Some(previous) if has_body && previous.role() == role => {
                     previous.message.text.push_str("\n\n");
@@ -295,7 +315,7 @@ impl HistoryProcessor for RoleAlternation {
                 _ => out.push(Outgoing {
                     message: Message {
                         role,
-                        ..item.message.clone()
+                        ..item.message
                     },
                     stored_at: item.stored_at,
                 }),
@@ -424,12 +444,12 @@ impl Chain {
     fn run_with(
         &self,
         mut messages: Vec<Outgoing>,
-        step: impl Fn(&dyn HistoryProcessor, &[Outgoing]) -> Result<Vec<Outgoing>, ChainError>,
+        step: impl Fn(&dyn HistoryProcessor, Vec<Outgoing>) -> Result<Vec<Outgoing>, ChainError>,
     ) -> Result<ChainOutcome, ChainError> {
         let mut steps = Vec::with_capacity(self.steps.len());
         for processor in &self.steps {
             let before = messages.len();
-            messages = step(*processor, &messages)?;
+            messages = step(*processor, messages)?;
             steps.push(StepReport {
                 name: processor.name().to_owned(),
                 removed: before.saturating_sub(messages.len()),
@@ -562,38 +582,36 @@ mod tests {
     fn sliding_window_keeps_the_last_messages_and_starts_on_a_user_message() {
         let m = model(None, None);
         let input = msgs("suaauau");
-        let out = SlidingWindow.process(&input, &ctx(&m, 4)).unwrap();
+        let out = SlidingWindow.process(input.clone(), &ctx(&m, 4)).unwrap();
         // The last 4 are [3, 4, 5, 6]: 3 is an assistant reply, so the cut moves forward to
         // the user message at 4.
         assert_eq!(texts(&out), ["0", "4", "5", "6"]);
-        let out = SlidingWindow.process(&input, &ctx(&m, 10)).unwrap();
+        let out = SlidingWindow.process(input.clone(), &ctx(&m, 10)).unwrap();
         assert_eq!(
             out, input,
             "a window larger than the conversation keeps everything"
         );
         // Only replies after the cut: the window starts at the latest user message.
-        let out = SlidingWindow.process(&msgs("uaaaa"), &ctx(&m, 2)).unwrap();
+        let out = SlidingWindow.process(msgs("uaaaa"), &ctx(&m, 2)).unwrap();
         assert_eq!(texts(&out), ["0", "1", "2", "3", "4"]);
     }
 
     #[test]
     fn token_budget_drops_whole_old_turns_and_never_the_latest_user_message() {
         let m = model(None, Some(5));
-        let out = TokenBudget
-            .process(&msgs("suauaua"), &ctx(&m, 200))
-            .unwrap();
+        let out = TokenBudget.process(msgs("suauaua"), &ctx(&m, 200)).unwrap();
         // 7 tokens > 5: drop the first turn (u a), leaving s + 4 = 5.
         assert_eq!(texts(&out), ["0", "3", "4", "5", "6"]);
-        let out = TokenBudget.process(&msgs("auau"), &ctx(&m, 200)).unwrap();
+        let out = TokenBudget.process(msgs("auau"), &ctx(&m, 200)).unwrap();
         assert_eq!(texts(&out), ["0", "1", "2", "3"], "fits: unchanged");
         let tight = model(None, Some(2));
         let out = TokenBudget
-            .process(&msgs("auatau"), &ctx(&tight, 200))
+            .process(msgs("auatau"), &ctx(&tight, 200))
             .unwrap();
         assert_eq!(texts(&out), ["5"]);
         let too_small = model(None, Some(1));
         assert_eq!(
-            TokenBudget.process(&msgs("su"), &ctx(&too_small, 200)),
+            TokenBudget.process(msgs("su"), &ctx(&too_small, 200)),
             Err(ChainError::OverBudget {
                 model: "m".into(),
                 tokens: 2,
@@ -603,7 +621,7 @@ mod tests {
         let unlimited = model(None, None);
         assert_eq!(
             TokenBudget
-                .process(&msgs("uauau"), &ctx(&unlimited, 200))
+                .process(msgs("uauau"), &ctx(&unlimited, 200))
                 .unwrap()
                 .len(),
             5
@@ -614,7 +632,7 @@ mod tests {
     fn role_alternation_merges_neighbours_and_starts_with_the_user() {
         let m = model(None, None);
         let out = RoleAlternation
-            .process(&msgs("sauuataau"), &ctx(&m, 200))
+            .process(msgs("sauuataau"), &ctx(&m, 200))
             .unwrap();
         let shape: Vec<(Role, &str)> = out
             .iter()
@@ -629,6 +647,19 @@ mod tests {
                 (Role::User, "8"),
             ]
         );
+    }
+
+    #[test]
+    fn role_alternation_moves_later_system_messages_to_the_front_in_order() {
+        let m = model(None, None);
+        let out = RoleAlternation
+            .process(msgs("suasau"), &ctx(&m, 200))
+            .unwrap();
+        assert_eq!(texts(&out), ["0", "3", "1", "2\n\n4", "5"]);
+        let out = RoleAlternation
+            .process(msgs("usasau"), &ctx(&m, 200))
+            .unwrap();
+        assert_eq!(texts(&out), ["1", "3", "0", "2\n\n4", "5"]);
     }
 
     #[test]
@@ -724,7 +755,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn processors_never_mutate_and_always_keep_the_latest_user_message(
+        fn processors_always_keep_the_latest_user_message(
             input in conversation(),
             window in 1usize..30,
             budget in 20u64..400,
@@ -732,9 +763,7 @@ mod tests {
             let m = model(Some(window), Some(budget));
             let c = ChainContext { model: &m, effective_ctx: window, tokens: &EstimatedTokens };
             for processor in builtins() {
-                let before = input.clone();
-                let out = processor.process(&input, &c);
-                prop_assert_eq!(&input, &before, "{} changed its input", processor.name());
+                let out = processor.process(input.clone(), &c);
                 let out = match out {
                     Ok(out) => out,
                     // Only the budget may refuse, and only when the last turn alone is over.
@@ -773,7 +802,7 @@ mod tests {
                 start = input[start + 1..].iter().position(|m| m.role() == Role::User)
                     .map_or(last_user, |i| start + 1 + i).min(last_user);
             }
-            match TokenBudget.process(&input, &c) {
+            match TokenBudget.process(input.clone(), &c) {
                 Ok(out) => {
                     prop_assert!(total(start) <= budget);
                     prop_assert_eq!(out.len(), systems + input.len() - start);
@@ -785,7 +814,7 @@ mod tests {
         #[test]
         fn role_alternation_output_alternates(input in conversation()) {
             let m = model(None, None);
-            let out = RoleAlternation.process(&input, &ctx(&m, 200)).unwrap();
+            let out = RoleAlternation.process(input.clone(), &ctx(&m, 200)).unwrap();
             let body: Vec<Role> = out.iter().map(|m| m.role()).filter(|r| *r != Role::System).collect();
             prop_assert_eq!(body.first(), Some(&Role::User));
             for pair in body.windows(2) {
@@ -803,7 +832,7 @@ mod tests {
             input in conversation(), window in 1usize..30,
         ) {
             let m = model(None, None);
-            let out = SlidingWindow.process(&input, &ctx(&m, window)).unwrap();
+            let out = SlidingWindow.process(input.clone(), &ctx(&m, window)).unwrap();
             let body = out.iter().filter(|m| m.role() != Role::System).count();
             let latest_turn = input.len() - input.iter().rposition(|m| m.role() == Role::User).unwrap();
             prop_assert!(body <= window.max(latest_turn));

@@ -90,14 +90,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     }];
     if !chain.names().contains(&SlidingWindow.name()) {
         let before = outgoing.len();
-        let ceiling = ChainContext {
-            effective_ctx: max_ctx.max(1),
-            ..ctx
-        };
-        // The window never fails; should it ever, the policy's selection stands.
-        if let Ok(kept) = SlidingWindow.process(&outgoing, &ceiling) {
-            outgoing = kept;
-        }
+        outgoing = SlidingWindow::keep_last(outgoing, max_ctx.max(1));
         steps.push(StepReport {
             name: CEILING_STEP.to_owned(),
             removed: before - outgoing.len(),
@@ -516,8 +509,7 @@ mod tests {
                 tokens: &EstimatedTokens,
             };
             if !case.chain.names().contains(&"sliding_window") {
-                let ceiling = ChainContext { effective_ctx: case.max_ctx, ..ctx };
-                selected = SlidingWindow.process(&selected, &ceiling).unwrap();
+                selected = SlidingWindow::keep_last(selected, case.max_ctx);
             }
             let chained = case.chain.run(selected, &ctx).unwrap();
             let expected: Vec<Message> = chained.messages.into_iter().map(|m| m.message).collect();

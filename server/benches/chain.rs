@@ -1,19 +1,13 @@
-//! The plan of a model call (`make bench`; results in docs/performance.md).
+//! The processor chain on a 200-message window, with token counting (`make bench`; results
+//! in docs/performance.md). Budget: under 1 ms per turn.
 //!
-//! `chain_200_messages`: the processor chain on a 200-message window, with token counting.
-//! Budget: under 1 ms per turn. "warm": a turn as it happens in a conversation, where every
-//! message but the new one was counted on an earlier turn (token counts are cached by text).
-//! "cold": every message is new to the counter (the first turn after a restart on a long
-//! conversation).
-//!
-//! `plan_*`: the whole pure plan (policy, window, chain) on conversations of 10, 1,000 and
-//! 100,000 messages, as loaded. Budget for `lastN` with N = 20: under 5 µs at any length.
+//! "warm": a turn as it happens in a conversation, where every message but the new one was
+//! counted on an earlier turn (token counts are cached by text). "cold": every message is
+//! new to the counter (the first turn after a restart on a long conversation).
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use parlor_domain::chain::{effective_ctx, Chain, ChainContext, ModelLimits, Outgoing};
-use parlor_domain::history::{Conversation, HistoryLength, HistoryPolicy};
-use parlor_domain::plan::{plan, PlanInput};
-use parlor_domain::{HistorySettings, Message};
+use parlor_domain::Message;
 use parlor_server::models::token_counter;
 use std::time::Duration;
 
@@ -110,63 +104,12 @@ fn bench_chain(c: &mut Criterion) {
     group.finish();
 }
 
-/// A stored conversation of `len` messages, alternating user and assistant, ending with the
-/// new question.
-fn stored(len: usize) -> Conversation {
-    (0..len)
-        .map(|i| {
-            let text = format!("message {i}: a sentence of ordinary length for a chat turn");
-            if i % 2 == 0 || i + 1 == len {
-                Message::user(text, i as i64)
-            } else {
-                Message::assistant(text, i as i64)
-            }
-        })
-        .collect()
-}
-
-fn bench_plan(c: &mut Criterion) {
-    let system = vec!["You are a helpful assistant.".to_owned()];
-    let chain = Chain::default();
-    let model = ModelLimits::default();
-    let estimate = parlor_domain::chain::EstimatedTokens;
-    for (name, policy) in [
-        ("plan_last_n_20", HistoryPolicy::LastN),
-        ("plan_all", HistoryPolicy::All),
-    ] {
-        let settings = HistorySettings::fixed(policy, HistoryLength::new(20), true);
-        let mut group = c.benchmark_group(name);
-        for len in [10, 1_000, 100_000] {
-            let conversation = stored(len);
-            group.bench_with_input(
-                BenchmarkId::from_parameter(len),
-                &conversation,
-                |b, tail| {
-                    b.iter(|| {
-                        plan(PlanInput {
-                            system: &system,
-                            tail,
-                            stored_total: len,
-                            settings: &settings,
-                            chain: &chain,
-                            model: &model,
-                            max_ctx: 200,
-                            tokens: &estimate,
-                        })
-                    })
-                },
-            );
-        }
-        group.finish();
-    }
-}
-
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = bench_chain, bench_plan
+    targets = bench_chain
 }
 criterion_main!(benches);
