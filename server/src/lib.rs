@@ -5,7 +5,6 @@ pub mod agents;
 pub mod atomic;
 pub mod browser;
 pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod config_file;
 pub mod histories;

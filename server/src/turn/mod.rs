@@ -3,10 +3,10 @@
 //! (the domain's [`parlor_domain::plan`] decides what the model receives), then spawn the
 //! reply, which relays the model's stream and stores it ([`reply`]).
 
+mod commands;
 mod reply;
 
 use crate::browser;
-use crate::commands;
 use crate::histories::History;
 use crate::llm::{LlmError, ModelRequest};
 use crate::models::{token_counter, ModelSpec};

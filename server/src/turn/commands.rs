@@ -1,11 +1,11 @@
 //! Parlor's answers to `!` commands: a `meta` event (the window that applies from now on), a
 //! `notice`, and `done`. Commands and notices are not stored in the conversation.
 
+use super::{Turn, TurnContext, TurnError};
 use crate::models::token_counter;
 use crate::settings::{apply_edit, Edit};
 use crate::state::BusyGuard;
 use crate::store::ConversationInfo;
-use crate::turn::{Turn, TurnContext, TurnError};
 use parlor_domain::chain::{ModelLimits, ModelSwitch};
 use parlor_domain::command::{Command, HELP};
 use parlor_domain::plan::model_switch;
