@@ -1,5 +1,5 @@
 //! Browser sessions: an unguessable id in the `parlor_session` cookie (HttpOnly,
-//! SameSite=Lax). It owns the conversations started in that browser; no other browser can
+//! SameSite=Lax, and Secure when Parlor is served over HTTPS). It owns the conversations started in that browser; no other browser can
 //! read them.
 
 use crate::state::Services;
@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use axum_extra::extract::cookie::CookieJar;
+use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use parlor_app::ssr::BrowserSession;
 use std::sync::Arc;
 
@@ -76,11 +76,8 @@ pub async fn ensure_browser_session(
     let mut response = next.run(request).await;
     if fresh {
         // A year, so the sidebar keeps this browser's conversations across visits.
-        let cookie = format!(
-            "{COOKIE}={}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax",
-            session.0
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
+        let secure = services.config.cookie_secure;
+        if let Some(value) = set_cookie(COOKIE, session.0, "/", 365, secure) {
             response.headers_mut().append(SET_COOKIE, value);
         }
     }
@@ -130,11 +127,27 @@ pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::SessionId> {
 }
 
 /// The `Set-Cookie` value naming `id` as the current conversation (30 days, chat API only).
-pub fn chat_cookie(id: &parlor_domain::SessionId) -> Option<HeaderValue> {
-    HeaderValue::from_str(&format!(
-        "{CHAT_COOKIE}={id}; Path=/api/chat; Max-Age=2592000; HttpOnly; SameSite=Lax"
-    ))
-    .ok()
+pub fn chat_cookie(id: &parlor_domain::SessionId, secure: bool) -> Option<HeaderValue> {
+    set_cookie(CHAT_COOKIE, id.to_string(), "/api/chat", 30, secure)
+}
+
+/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, kept for `days`, `Secure` when the
+/// operator serves Parlor over HTTPS.
+fn set_cookie(
+    name: &'static str,
+    value: String,
+    path: &'static str,
+    days: i64,
+    secure: bool,
+) -> Option<HeaderValue> {
+    let cookie = Cookie::build((name, value))
+        .path(path)
+        .max_age(time::Duration::days(days))
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(secure)
+        .build();
+    HeaderValue::from_str(&cookie.to_string()).ok()
 }
 
 /// The page a visitor gets when the session limit is reached.

@@ -50,6 +50,10 @@ struct ParlorEnv {
     config: Option<PathBuf>,
     /// Allows the chat's admin commands to requests that carry it.
     admin_token: Option<ApiKey>,
+    /// The address users reach Parlor at (behind a proxy, its https address).
+    public_url: Option<String>,
+    /// Mark cookies `Secure`; by default when `public_url` is https.
+    cookie_secure: Option<bool>,
 }
 
 mod defaults {
@@ -184,6 +188,16 @@ pub fn variables() -> Vec<Variable> {
             "false turns off the ?debug=true panel and the debug endpoint",
         ),
         v(
+            "PARLOR_PUBLIC_URL",
+            "unset",
+            "the address users reach Parlor at, e.g. https://chat.example.com behind a proxy",
+        ),
+        v(
+            "PARLOR_COOKIE_SECURE",
+            "on when PARLOR_PUBLIC_URL is https",
+            "true marks cookies Secure (sent over HTTPS only); false never does",
+        ),
+        v(
             "RUST_LOG",
             "info",
             "log filter (tracing), e.g. parlor_server=debug",
@@ -242,6 +256,8 @@ pub struct Config {
     pub backup_retention: usize,
     /// `PARLOR_ADMIN_TOKEN`: without it, admin commands are refused to everyone.
     pub admin_token: Option<ApiKey>,
+    /// Cookies carry `Secure`.
+    pub cookie_secure: bool,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -402,6 +418,12 @@ impl Config {
             config_file: parlor.config,
             backup_retention,
             admin_token: parlor.admin_token,
+            cookie_secure: parlor.cookie_secure.unwrap_or_else(|| {
+                parlor
+                    .public_url
+                    .as_deref()
+                    .is_some_and(|url| url.starts_with("https://"))
+            }),
         })
     }
 
@@ -463,7 +485,7 @@ mod tests {
                 .lines()
                 .find(|l| l.starts_with("| ") && l.contains(&format!("`{}`", var.name)))
                 .unwrap_or_else(|| panic!("{} is not in the README's tables", var.name));
-            let default_cell = row.rsplit('|').nth(1).unwrap();
+            let default_cell = row.rsplit('|').nth(1).unwrap().replace('`', "");
             assert!(
                 default_cell.contains(&var.default),
                 "README gives {} the default {default_cell:?}; Parlor's is {:?}",

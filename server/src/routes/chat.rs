@@ -54,15 +54,15 @@ pub async fn post_chat(
     let turn = turn::start(&services, input)
         .await
         .map_err(IntoResponse::into_response)?;
-    Ok(stream(turn))
+    Ok(stream(turn, services.config.cookie_secure))
 }
 
 /// The turn as a server-sent event stream (`meta` first), naming its conversation in the
 /// `parlor_chat` cookie.
-fn stream(turn: Turn) -> Response {
+fn stream(turn: Turn, secure_cookie: bool) -> Response {
     let chat_cookie = SessionId::parse(&turn.meta.session_id)
         .ok()
-        .and_then(|id| browser::chat_cookie(&id));
+        .and_then(|id| browser::chat_cookie(&id, secure_cookie));
     let meta = futures::stream::once(async move { ChatEvent::Meta(turn.meta) });
     let rest = futures::stream::unfold(turn.events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))

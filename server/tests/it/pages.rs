@@ -205,3 +205,38 @@ async fn bad_input_to_server_functions_is_a_client_error_never_a_crash() {
         assert_eq!(status, 404, "{path}");
     }
 }
+
+#[tokio::test]
+async fn cookies_are_secure_when_parlor_is_served_over_https() {
+    for (vars, secure) in [
+        (vec![], false),
+        (
+            vec![("PARLOR_PUBLIC_URL", "https://chat.example.com")],
+            true,
+        ),
+        (vec![("PARLOR_PUBLIC_URL", "http://10.0.0.5:3000")], false),
+        (vec![("PARLOR_COOKIE_SECURE", "true")], true),
+        (
+            vec![
+                ("PARLOR_PUBLIC_URL", "https://chat.example.com"),
+                ("PARLOR_COOKIE_SECURE", "false"),
+            ],
+            false,
+        ),
+    ] {
+        let server = TestServer::start(&vars).await;
+        let page = server.http.get(server.url("/")).send().await.unwrap();
+        let session = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let chat = server.chat("general", json!({"message": "hi"})).await;
+        let chat_cookie = chat.set_cookies.join("; ");
+        for cookie in [&session, &chat_cookie] {
+            assert!(
+                cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+                "{cookie}"
+            );
+            assert_eq!(cookie.contains("Secure"), secure, "{vars:?}: {cookie}");
+        }
+        assert!(session.contains("Max-Age=31536000"), "{session}");
+        assert!(chat_cookie.contains("Path=/api/chat"), "{chat_cookie}");
+    }
+}
