@@ -141,6 +141,7 @@ impl Services {
         busy.insert(key.clone()).then(|| BusyGuard {
             services: self.clone(),
             key,
+            shared: None,
         })
     }
 }
@@ -148,6 +149,23 @@ impl Services {
 pub struct BusyGuard {
     services: Arc<Services>,
     key: (String, SessionId),
+    /// The lock shared with other processes, for stores they share (Redis).
+    shared: Option<crate::store::ReplyLock>,
+}
+
+impl BusyGuard {
+    /// Adds the store's cross-process lock; released with the guard.
+    pub fn hold(&mut self, lock: crate::store::ReplyLock) {
+        self.shared = Some(lock);
+    }
+
+    /// Frees the conversation for the next reply, here and in every process, before the
+    /// caller tells the browser the reply is over.
+    pub async fn release(mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.release().await;
+        }
+    }
 }
 
 impl Drop for BusyGuard {

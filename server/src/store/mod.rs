@@ -38,6 +38,48 @@ pub struct ConversationInfo {
     pub model: Option<String>,
 }
 
+type Release = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A held reply lock: [`ReplyLock::release`] frees it before the reply's last event goes
+/// out (so the browser's next message finds it free); dropped without that, it is freed in
+/// the background.
+#[derive(Default)]
+pub struct ReplyLock {
+    /// In a mutex only so that the lock can be shared between threads (`Sync`).
+    release: std::sync::Mutex<Option<Release>>,
+}
+
+impl ReplyLock {
+    pub fn new(release: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            release: std::sync::Mutex::new(Some(Box::pin(release))),
+        }
+    }
+
+    fn take(&mut self) -> Option<Release> {
+        self.release
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    pub async fn release(mut self) {
+        if let Some(release) = self.take() {
+            release.await;
+        }
+    }
+}
+
+impl Drop for ReplyLock {
+    fn drop(&mut self) {
+        if let Some(release) = self.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(release);
+            }
+        }
+    }
+}
+
 /// Why a request may not see a conversation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AccessDenied {
@@ -155,6 +197,12 @@ pub trait ConversationStore: Send + Sync + 'static {
         Err(StoreError::NoBackups(self.kind()))
     }
     fn kind(&self) -> &'static str;
+    /// Takes the "a reply is being written" lock of a conversation for every process that
+    /// shares this store; `Ok(None)` when another process holds it. Stores only one process
+    /// uses need nothing beyond the process's own lock (see `Services::claim`).
+    async fn lock_reply(&self, _id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        Ok(Some(ReplyLock::default()))
+    }
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.

@@ -12,11 +12,30 @@
 //! The connection manager reconnects by itself when Redis comes back.
 
 use super::{newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Stats};
-use super::{StoreError, Tail};
+use super::{ReplyLock, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::{Message, SessionId};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
+
+/// How long a reply lock outlives a holder that stopped renewing it (a process that died).
+pub const REPLY_LOCK_TTL: Duration = Duration::from_secs(30);
+
+/// Extends the lock `KEYS[1]` to `ARGV[2]` ms if it still holds the token `ARGV[1]`.
+const RENEW_IF_HELD: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Deletes the lock `KEYS[1]` if it still holds the token `ARGV[1]` (never another's).
+const RELEASE_IF_HELD: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+";
 
 #[derive(Clone, Debug)]
 pub struct RedisOptions {
@@ -80,6 +99,10 @@ impl RedisStore {
     /// The connection and key prefix, for other shared state (live sessions).
     pub fn shared(&self) -> (ConnectionManager, String) {
         (self.connection.clone(), self.options.key_prefix.clone())
+    }
+
+    fn lock_key(&self, id: &SessionId) -> String {
+        format!("{}{}:writing", self.base(), id.as_str())
     }
 
     fn conn(&self) -> ConnectionManager {
@@ -170,6 +193,66 @@ impl ConversationStore for RedisStore {
 
     fn kind(&self) -> &'static str {
         "redis"
+    }
+
+    /// `SET key token NX PX`: held by one process; renewed while the reply is written, so it
+    /// outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only by its holder)
+    /// when the reply ends.
+    async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        let key = self.lock_key(id);
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
+        let cmd = &redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .clone();
+        let taken: Option<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        if taken.is_none() {
+            return Ok(None);
+        }
+        let connection = self.conn();
+        let renew = tokio::spawn({
+            let (mut connection, key, token) = (connection.clone(), key.clone(), token.clone());
+            async move {
+                let mut tick = tokio::time::interval(REPLY_LOCK_TTL / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
+                        .arg(RENEW_IF_HELD)
+                        .arg(1)
+                        .arg(&key)
+                        .arg(&token)
+                        .arg(ttl_ms)
+                        .query_async(&mut connection)
+                        .await;
+                    if !matches!(renewed, Ok(1)) {
+                        tracing::warn!("lost the reply lock {key}");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Some(ReplyLock::new(async move {
+            renew.abort();
+            let mut connection = connection;
+            let released: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg(RELEASE_IF_HELD)
+                .arg(1)
+                .arg(&key)
+                .arg(&token)
+                .query_async(&mut connection)
+                .await;
+            if let Err(e) = released {
+                tracing::warn!("could not release the reply lock {key}: {e}");
+            }
+        })))
     }
 
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {

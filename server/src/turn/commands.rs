@@ -17,7 +17,7 @@ pub(crate) async fn answer(
     turn: &TurnContext<'_>,
     command: Result<Command, String>,
     mut info: ConversationInfo,
-    _busy: BusyGuard,
+    busy: BusyGuard,
 ) -> Result<Turn, TurnError> {
     let notice = match command {
         Err(usage) => usage,
@@ -38,6 +38,7 @@ pub(crate) async fn answer(
     let plan = turn.plan(model.as_ref(), stored, total);
     let meta = turn.meta(&mut info, model.as_ref(), &plan);
     store.put_info(&info).await?;
+    busy.release().await;
     let (tx, rx) = mpsc::channel(2);
     let _ = tx.try_send(ChatEvent::Notice { text: notice });
     let _ = tx.try_send(ChatEvent::Done(DoneEvent {

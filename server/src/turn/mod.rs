@@ -166,9 +166,12 @@ async fn admit(
     {
         return Err(TurnError::NotAllowed);
     }
-    let busy = services
+    let mut busy = services
         .claim(&history.id, session_id)
         .ok_or(TurnError::Busy)?;
+    // Another process sharing the store may be writing a reply here too.
+    let shared = history.store.lock_reply(session_id).await?;
+    busy.hold(shared.ok_or(TurnError::Busy)?);
     // Browsers are the sessions `max_users` counts; API clients without the browser cookie
     // take no slot (they cannot starve browsers).
     if let Some(browser) = &input.browser {
@@ -330,7 +333,7 @@ impl TurnContext<'_> {
             history: self.history.clone(),
             info,
             tx,
-            _busy: busy,
+            busy: Some(busy),
         };
         tokio::spawn(reply.write(request));
         Ok(Turn { meta, events: rx })

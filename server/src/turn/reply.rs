@@ -37,13 +37,13 @@ pub(super) struct Reply {
     pub info: ConversationInfo,
     pub tx: mpsc::Sender<ChatEvent>,
     /// Keeps the conversation busy until the reply is stored.
-    pub _busy: BusyGuard,
+    pub busy: Option<BusyGuard>,
 }
 
 impl Reply {
     /// Streams the reply (or reports why there is none), then stores it and sends the last
     /// event.
-    pub async fn write(self, request: Result<(LlmClient, ModelRequest), String>) {
+    pub async fn write(mut self, request: Result<(LlmClient, ModelRequest), String>) {
         let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
         let mut text = String::new();
         let reply = async {
@@ -63,10 +63,13 @@ impl Reply {
             );
         }
         self.record_usage(&outcome).await;
-        if !text.is_empty() && !self.store(text, model, outcome.status()).await {
-            return;
+        let stored = text.is_empty() || self.store(text, model, outcome.status()).await;
+        if let Some(busy) = self.busy.take() {
+            busy.release().await;
         }
-        self.finish(outcome).await;
+        if stored {
+            self.finish(outcome).await;
+        }
     }
 
     /// The model's own token count replaces the estimate in the debug report.

@@ -404,3 +404,94 @@ async fn agent_max_ctx_is_a_ceiling_templates_and_chains_cannot_lift() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_redis() {
+    let redis = RedisServer::start().unwrap();
+    let config = config_file(&format!(
+        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"lk:\" }}\n",
+        redis.url()
+    ));
+    let config_path = config.path().display().to_string();
+    let (_fake, one) = TestServer::with_upstream(&[("PARLOR_CONFIG", &config_path)]).await;
+    let fake_url = _fake.base_url();
+    let two = TestServer::start(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("OPENAI_BASE_URL", &fake_url),
+    ])
+    .await;
+    let session = one
+        .chat("general", json!({"message": "hello"}))
+        .await
+        .session_id();
+
+    // A slow reply on the first process…
+    let slow = {
+        let body = json!({"session_id": session, "message": "[words:20] take your time"});
+        let url = one.url("/api/chat/general");
+        let http = one.http.clone();
+        tokio::spawn(async move {
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // …and the second process refuses another in the same conversation.
+    let refused = two
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "me too"}),
+        )
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused
+        .json_error()
+        .contains("a reply is already being written"));
+    let finished = slow.await.unwrap().unwrap();
+    assert!(finished.contains("event: done"), "{finished}");
+    // Once the reply is stored, the very next request, on either process, goes through.
+    let after = two
+        .chat("general", json!({"session_id": session, "message": "now?"}))
+        .await;
+    assert!(after.done().is_some(), "{}", after.body);
+
+    // A holder that died leaves its lock to expire: until then the conversation is busy,
+    // then free again (here a lock written as a dead process would have left it, 1 s).
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let key = format!("lk:default:{session}:writing");
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg("a-dead-process")
+        .arg("PX")
+        .arg(1000)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let busy = one
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "blocked"}),
+        )
+        .await;
+    assert_eq!(busy.status, 409);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let taken_over = one
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "taken over"}),
+        )
+        .await;
+    assert!(taken_over.done().is_some(), "{}", taken_over.body);
+    let lock: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(lock, None, "released when the reply ended");
+}
