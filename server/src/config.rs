@@ -54,6 +54,8 @@ struct ParlorEnv {
     public_url: Option<String>,
     /// Mark cookies `Secure`; by default when `public_url` is https.
     cookie_secure: Option<bool>,
+    #[serde(default = "defaults::shutdown_grace_secs")]
+    shutdown_grace_secs: u64,
 }
 
 mod defaults {
@@ -64,6 +66,11 @@ mod defaults {
     pub const MAX_MESSAGE_CHARS: usize = 32_000;
     pub const MIRROR_DELAY_MS: u64 = 25;
     pub const BACKUP_RETENTION: usize = 5;
+    pub const SHUTDOWN_GRACE_SECS: u64 = 10;
+
+    pub fn shutdown_grace_secs() -> u64 {
+        SHUTDOWN_GRACE_SECS
+    }
 
     pub fn llm_timeout_secs() -> u64 {
         LLM_TIMEOUT_SECS
@@ -198,6 +205,11 @@ pub fn variables() -> Vec<Variable> {
             "true marks cookies Secure (sent over HTTPS only); false never does",
         ),
         v(
+            "PARLOR_SHUTDOWN_GRACE_SECS",
+            &defaults::SHUTDOWN_GRACE_SECS.to_string(),
+            "on SIGTERM, seconds replies in progress may take to finish before what they have is stored",
+        ),
+        v(
             "RUST_LOG",
             "info",
             "log filter (tracing), e.g. parlor_server=debug",
@@ -258,6 +270,8 @@ pub struct Config {
     pub admin_token: Option<ApiKey>,
     /// Cookies carry `Secure`.
     pub cookie_secure: bool,
+    /// `PARLOR_SHUTDOWN_GRACE_SECS`: how long replies may run on after SIGTERM.
+    pub shutdown_grace: Duration,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -418,6 +432,7 @@ impl Config {
             config_file: parlor.config,
             backup_retention,
             admin_token: parlor.admin_token,
+            shutdown_grace: Duration::from_secs(parlor.shutdown_grace_secs),
             cookie_secure: parlor.cookie_secure.unwrap_or_else(|| {
                 parlor
                     .public_url

@@ -109,6 +109,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         ),
         live,
         config_path: setup.config_path,
+        replies: state::Replies::default(),
     });
     spawn_reaper(&services);
     services

@@ -4,6 +4,7 @@ use anyhow::Context;
 use parlor_server::agents::AgentCatalog;
 use parlor_server::cli::{Command, HistoryCommand};
 use parlor_server::config::Config;
+use std::future::IntoFuture;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -109,19 +110,50 @@ async fn serve() -> anyhow::Result<()> {
         }
     }
     let addr = leptos.site_addr;
+    let grace = config.shutdown_grace;
     let services = parlor_server::services(config, agents, setup);
+    let replies = services.replies.clone();
     let app = parlor_server::router(leptos, services);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!("Parlor is listening on http://{bound}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
+
+    // On SIGTERM or Ctrl-C: stop accepting; replies in progress get `grace` to finish, then
+    // store what they have (marked incomplete); then Parlor exits, open connections or not.
+    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!(
+                "shutting down: no new requests; replies in progress get {} s to finish",
+                grace.as_secs()
+            );
+            let _ = signalled.send(true);
+        })
+        .into_future();
+    let deadline = {
+        let replies = replies.clone();
+        async move {
+            let _ = on_signal.wait_for(|s| *s).await;
+            replies.drain(grace, STORE_FOR).await;
+            // Time for the last events to reach the browsers still listening.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    };
+    tokio::select! {
+        served = server => served.context("serving")?,
+        _ = deadline => tracing::info!("the grace period is over: closing the remaining connections"),
+    }
+    // Replies whose browser has gone may still be storing what they have.
+    replies.drain(grace, STORE_FOR).await;
+    tracing::info!("Parlor stopped");
     Ok(())
 }
+
+/// How long replies cut short at shutdown may take to store what they have.
+const STORE_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

@@ -37,6 +37,47 @@ pub struct Services {
     pub live: Arc<dyn LiveSessions>,
     /// Where admin changes are saved.
     pub config_path: PathBuf,
+    /// The replies being written, for a shutdown that waits for them.
+    pub replies: Replies,
+}
+
+/// Every reply task, tracked whether or not its browser is still there, so that shutting
+/// down can let them finish, or tell them to store what they have, before Parlor exits.
+#[derive(Clone, Default)]
+pub struct Replies {
+    tracker: tokio_util::task::TaskTracker,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Replies {
+    pub fn spawn<F>(&self, reply: impl FnOnce(tokio_util::sync::CancellationToken) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn(reply(self.stop.clone()));
+    }
+
+    /// How many replies are being written.
+    pub fn running(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Waits (at most `grace`) for the running replies to finish; then tells the others to
+    /// stop and store what they have, and waits (at most `store_for`) for that.
+    pub async fn drain(&self, grace: std::time::Duration, store_for: std::time::Duration) {
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{} reply(ies) still running after {grace:?}: storing what they have",
+                self.tracker.len()
+            );
+            self.stop.cancel();
+            let _ = tokio::time::timeout(store_for, self.tracker.wait()).await;
+        }
+    }
 }
 
 /// Server-wide settings that admin commands change while Parlor runs.

@@ -335,7 +335,9 @@ impl TurnContext<'_> {
             tx,
             busy: Some(busy),
         };
-        tokio::spawn(reply.write(request));
+        self.services
+            .replies
+            .spawn(move |stop| reply.write(request, stop));
         Ok(Turn { meta, events: rx })
     }
 

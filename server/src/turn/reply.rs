@@ -12,6 +12,7 @@ use parlor_domain::markdown::StreamingMarkdown;
 use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus, Role};
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// How a reply ended.
 enum Outcome {
@@ -43,12 +44,26 @@ pub(super) struct Reply {
 impl Reply {
     /// Streams the reply (or reports why there is none), then stores it and sends the last
     /// event.
-    pub async fn write(mut self, request: Result<(LlmClient, ModelRequest), String>) {
+    /// When `stop` is cancelled (Parlor is shutting down and the grace period is over),
+    /// the reply ends where it is and what arrived is stored, marked incomplete.
+    pub async fn write(
+        mut self,
+        request: Result<(LlmClient, ModelRequest), String>,
+        stop: CancellationToken,
+    ) {
         let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
         let mut text = String::new();
         let reply = async {
             match request {
-                Ok((client, request)) => relay(&client, request, &self.tx, &mut text).await,
+                Ok((client, request)) => {
+                    tokio::select! {
+                        outcome = relay(&client, request, &self.tx, &mut text) => outcome,
+                        _ = stop.cancelled() => Outcome::Failed(
+                            "Parlor is shutting down: the reply was cut short; what arrived is kept."
+                                .into(),
+                        ),
+                    }
+                }
                 Err(e) => Outcome::Failed(e),
             }
         };

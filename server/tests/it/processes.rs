@@ -650,3 +650,139 @@ fn help_lists_every_environment_variable_with_its_default() {
         assert!(line.contains(&format!("[{}]", var.default)), "{line}");
     }
 }
+
+/// Sends SIGTERM to a running server and waits (at most 30 s) for it to exit.
+fn terminate(server: &mut crate::support::process::Running) -> std::process::ExitStatus {
+    let pid = server.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 30 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Starts a turn and reads its stream until `meta` and one `delta` arrived: (the response,
+/// to read on or drop, and the session id). The client must outlive the response.
+fn start_reply(
+    client: &reqwest::blocking::Client,
+    server: &crate::support::process::Running,
+) -> (reqwest::blocking::Response, String) {
+    use std::io::Read;
+    let mut response = client
+        .post(server.url("/api/chat/general"))
+        .header("cookie", BROWSER)
+        .json(&serde_json::json!({"message": "tell me everything"}))
+        .send()
+        .unwrap();
+    let mut seen = String::new();
+    let mut buffer = [0u8; 256];
+    while !seen.contains("event: delta") {
+        let n = response.read(&mut buffer).unwrap();
+        assert!(n > 0, "the stream ended early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    let session = field(&seen, "session_id").to_owned();
+    assert!(
+        !seen.contains("event: done"),
+        "the reply must still be running: {seen}"
+    );
+    (response, session)
+}
+
+/// The rest of a response whose start was read with `Read` (its `text()` would see only
+/// what `Read` had not touched, which is nothing, and close the connection).
+fn read_rest(mut response: reqwest::blocking::Response) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut rest = String::new();
+    response.read_to_string(&mut rest)?;
+    Ok(rest)
+}
+
+/// The conversation as stored in a file history.
+fn stored_messages(data: &std::path::Path, session: &str) -> Vec<serde_json::Value> {
+    let path = data
+        .join(".chat-history")
+        .join(session)
+        .join("messages.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn sigterm_lets_replies_finish_within_the_grace_period() {
+    let data = tempfile::tempdir().unwrap();
+    let vars = [
+        ("PARLOR_MIRROR_DELAY_MS", "20"),
+        ("PARLOR_SHUTDOWN_GRACE_SECS", "20"),
+    ];
+    let mut server = start(&vars, data.path());
+    let client = reqwest::blocking::Client::new();
+    let (response, session) = start_reply(&client, &server);
+    let status = {
+        let reader = std::thread::spawn(move || read_rest(response));
+        let status = terminate(&mut server);
+        let rest = reader.join().unwrap();
+        let log: Vec<String> = server.lines.try_iter().collect();
+        let rest = rest.unwrap_or_else(|e| panic!("{e:?} {log:?}"));
+        assert!(
+            rest.contains("event: done"),
+            "the reply finished: {rest} {log:?}"
+        );
+        status
+    };
+    assert!(status.success(), "{status:?}");
+    let messages = stored_messages(data.path(), &session);
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1]["role"], "assistant");
+    assert!(messages[1]["meta"]["status"].is_null(), "{:?}", messages[1]);
+}
+
+#[test]
+fn sigterm_stores_what_a_long_reply_has_when_the_grace_period_ends() {
+    let data = tempfile::tempdir().unwrap();
+    // About 80 words at 300 ms: far longer than the 1 s of grace.
+    let vars = [
+        ("PARLOR_MIRROR_DELAY_MS", "300"),
+        ("PARLOR_SHUTDOWN_GRACE_SECS", "1"),
+    ];
+    // With the browser still listening: it is told, and the part is kept.
+    let mut server = start(&vars, data.path());
+    let client = reqwest::blocking::Client::new();
+    let (response, session) = start_reply(&client, &server);
+    let reader = std::thread::spawn(move || read_rest(response).unwrap_or_default());
+    let started = std::time::Instant::now();
+    let status = terminate(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "exits after the grace period, not after the reply"
+    );
+    let rest = reader.join().unwrap();
+    assert!(rest.contains("shutting down"), "{rest}");
+    let messages = stored_messages(data.path(), &session);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1]["meta"]["status"], "incomplete");
+    assert!(!messages[1]["text"].as_str().unwrap().is_empty());
+
+    // With the browser gone: the reply's part is stored before Parlor exits.
+    let mut server = start(&vars, data.path());
+    let client = reqwest::blocking::Client::new();
+    let (response, session) = start_reply(&client, &server);
+    drop(response);
+    let status = terminate(&mut server);
+    assert!(status.success(), "{status:?}");
+    let messages = stored_messages(data.path(), &session);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert!(!messages[1]["text"].as_str().unwrap().is_empty());
+}
