@@ -14,9 +14,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_for() { for _ in $(seq 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "$1 never answered" >&2; exit 1; }
 
-# The load runs start many conversations from one client: no session limit.
+# The load runs start many conversations from one client: no session limit, no rate limits.
 printf 'max_users = 0\n' > "$data/parlor.toml"
-export PARLOR_CONFIG="$data/parlor.toml"
+export PARLOR_CONFIG="$data/parlor.toml" PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0
 
 fake_port=$(free_port)
 target/release/fake-llm "$fake_port" >/dev/null & pids+=($!)

@@ -56,6 +56,11 @@ struct ParlorEnv {
     cookie_secure: Option<bool>,
     #[serde(default = "defaults::shutdown_grace_secs")]
     shutdown_grace_secs: u64,
+    #[serde(default = "defaults::rate_limit_chat")]
+    rate_limit_chat: u32,
+    #[serde(default = "defaults::rate_limit_pages")]
+    rate_limit_pages: u32,
+    trusted_proxies: Option<String>,
 }
 
 mod defaults {
@@ -70,6 +75,14 @@ mod defaults {
 
     pub fn shutdown_grace_secs() -> u64 {
         SHUTDOWN_GRACE_SECS
+    }
+    pub const RATE_LIMIT_CHAT: u32 = 60;
+    pub const RATE_LIMIT_PAGES: u32 = 300;
+    pub fn rate_limit_chat() -> u32 {
+        RATE_LIMIT_CHAT
+    }
+    pub fn rate_limit_pages() -> u32 {
+        RATE_LIMIT_PAGES
     }
 
     pub fn llm_timeout_secs() -> u64 {
@@ -210,6 +223,21 @@ pub fn variables() -> Vec<Variable> {
             "on SIGTERM, seconds replies in progress may take to finish before what they have is stored",
         ),
         v(
+            "PARLOR_RATE_LIMIT_CHAT",
+            &defaults::RATE_LIMIT_CHAT.to_string(),
+            "chat API requests a client address may make per minute (0: no limit)",
+        ),
+        v(
+            "PARLOR_RATE_LIMIT_PAGES",
+            &defaults::RATE_LIMIT_PAGES.to_string(),
+            "page loads and page data requests per client address per minute (0: no limit)",
+        ),
+        v(
+            "PARLOR_TRUSTED_PROXIES",
+            "none",
+            "comma-separated proxy addresses whose X-Forwarded-For names the client",
+        ),
+        v(
             "RUST_LOG",
             "info",
             "log filter (tracing), e.g. parlor_server=debug",
@@ -272,6 +300,11 @@ pub struct Config {
     pub cookie_secure: bool,
     /// `PARLOR_SHUTDOWN_GRACE_SECS`: how long replies may run on after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Requests per minute per client address (0: no limit).
+    pub rate_limit_chat: u32,
+    pub rate_limit_pages: u32,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -415,6 +448,23 @@ impl Config {
             },
         };
 
+        let trusted_proxies = parlor
+            .trusted_proxies
+            .iter()
+            .flat_map(|list| list.split(','))
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                item.parse::<std::net::IpAddr>()
+                    .map_err(|_| ConfigError::Invalid {
+                        var: "PARLOR_TRUSTED_PROXIES",
+                        value: item.to_owned(),
+                        reason: "must be IP addresses separated by commas, e.g. 127.0.0.1,10.0.0.2"
+                            .into(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
         Ok(Config {
             llm,
             model_override,
@@ -433,6 +483,9 @@ impl Config {
             backup_retention,
             admin_token: parlor.admin_token,
             shutdown_grace: Duration::from_secs(parlor.shutdown_grace_secs),
+            rate_limit_chat: parlor.rate_limit_chat,
+            rate_limit_pages: parlor.rate_limit_pages,
+            trusted_proxies,
             cookie_secure: parlor.cookie_secure.unwrap_or_else(|| {
                 parlor
                     .public_url

@@ -12,6 +12,7 @@ pub mod live;
 pub mod llm;
 pub mod models;
 pub mod pages;
+pub mod rate_limit;
 pub mod routes;
 pub mod settings;
 pub mod state;
@@ -205,26 +206,41 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         let context = context.clone();
         move |request| handle_server_fns_with_context(context.clone(), request)
     };
+    let addresses = rate_limit::ClientAddress::new(services.config.trusted_proxies.clone());
     let pages = Router::new()
         .route("/api/{*fn_name}", post(server_fns))
         .leptos_routes_with_context(&state, routes, context.clone(), {
             let options = leptos_options.clone();
             move || shell(options.clone())
-        })
-        // Unknown paths render the app's 404 page, which needs the same context as every
-        // page (without it, rendering panicked and the connection was dropped).
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
-            AppState,
-            _,
-        >(context, shell))
-        .layer(middleware::from_fn_with_state(
-            services.clone(),
-            browser::ensure_browser_session,
-        ))
-        .layer(middleware::from_fn(server_fn_errors));
+        });
+    // Pages and their data are limited per client address; static files (the fallback) not.
+    let pages = rate_limit::limit(
+        pages,
+        services.config.rate_limit_pages,
+        addresses.clone(),
+        rate_limit::Answer::Html,
+    )
+    // Unknown paths render the app's 404 page, which needs the same context as every
+    // page (without it, rendering panicked and the connection was dropped).
+    .fallback(leptos_axum::file_and_error_handler_with_context::<
+        AppState,
+        _,
+    >(context, shell))
+    .layer(middleware::from_fn_with_state(
+        services.clone(),
+        browser::ensure_browser_session,
+    ))
+    .layer(middleware::from_fn(server_fn_errors));
 
+    let api = rate_limit::limit(
+        routes::api(),
+        services.config.rate_limit_chat,
+        addresses,
+        rate_limit::Answer::Json,
+    );
     Router::new()
-        .merge(routes::api().layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))
+        .merge(api.layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))
+        .merge(routes::health())
         .merge(pages)
         // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the
         // saving at a fraction of the time. Static files are served precompressed at the

@@ -123,6 +123,7 @@ async fn serve() -> anyhow::Result<()> {
     // On SIGTERM or Ctrl-C: stop accepting; replies in progress get `grace` to finish, then
     // store what they have (marked incomplete); then Parlor exits, open connections or not.
     let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

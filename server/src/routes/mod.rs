@@ -11,11 +11,16 @@ use axum::Router;
 /// The most a request body may hold; messages have their own, smaller limit.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The chat API (rate-limited per client address by the caller) and the health check.
 pub fn api() -> Router<AppState> {
     Router::new()
         .route("/api/chat/{agent_id}", post(chat::post_chat))
         .route("/api/chat/{agent_id}/debug", get(debug::get_debug))
-        .route("/healthz", get(|| async { "ok" }))
+}
+
+/// `/healthz`: never limited, never a session.
+pub fn health() -> Router<AppState> {
+    Router::new().route("/healthz", get(|| async { "ok" }))
 }
 
 /// A query parameter's first value (the page URL's rule: the first value counts if a key

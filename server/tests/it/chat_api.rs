@@ -503,3 +503,82 @@ async fn an_upstream_page_echoing_part_of_the_key_never_shows_it() {
         );
     }
 }
+
+#[tokio::test]
+async fn each_client_address_is_limited_per_minute_with_a_retry_after() {
+    let server = TestServer::start(&[
+        ("PARLOR_RATE_LIMIT_CHAT", "3"),
+        ("PARLOR_RATE_LIMIT_PAGES", "2"),
+    ])
+    .await;
+    for i in 0..3 {
+        let turn = server
+            .chat("general", json!({"message": format!("hi {i}")}))
+            .await;
+        assert_eq!(turn.status, 200, "{}", turn.body);
+    }
+    let limited = server
+        .http
+        .post(server.url("/api/chat/general"))
+        .json(&json!({"message": "one more"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(limited.status(), 429);
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    let body: serde_json::Value = limited.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Too many requests"),
+        "{body}"
+    );
+
+    // Pages have their own limit, answered as a page; health checks and static files none.
+    for _ in 0..2 {
+        assert_eq!(server.get("/", None).await.0, 200);
+    }
+    let page = server.http.get(server.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 429);
+    assert!(page.headers().contains_key("retry-after"));
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    for _ in 0..5 {
+        assert_eq!(server.get("/healthz", None).await.0, 200);
+        assert_ne!(server.get("/favicon.ico", None).await.0, 429);
+    }
+}
+
+#[tokio::test]
+async fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
+    let post = |server: &TestServer, client: &str| {
+        server
+            .http
+            .post(server.url("/api/chat/general"))
+            .header("x-forwarded-for", client.to_owned())
+            .json(&json!({"message": "hi"}))
+            .send()
+    };
+    // Behind a trusted proxy (the test client is 127.0.0.1): each forwarded client has its
+    // own allowance.
+    let trusted = TestServer::start(&[
+        ("PARLOR_RATE_LIMIT_CHAT", "1"),
+        ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
+    ])
+    .await;
+    assert_eq!(post(&trusted, "198.51.100.1").await.unwrap().status(), 200);
+    assert_eq!(post(&trusted, "198.51.100.2").await.unwrap().status(), 200);
+    assert_eq!(post(&trusted, "198.51.100.1").await.unwrap().status(), 429);
+    // Without trust, the header is the client's word and changes nothing.
+    let direct = TestServer::start(&[("PARLOR_RATE_LIMIT_CHAT", "1")]).await;
+    assert_eq!(post(&direct, "198.51.100.1").await.unwrap().status(), 200);
+    assert_eq!(post(&direct, "198.51.100.2").await.unwrap().status(), 429);
+}

@@ -61,6 +61,7 @@ impl TestServer {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app).await.expect("serve");
         });
         TestServer {
