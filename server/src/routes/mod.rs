@@ -3,6 +3,7 @@
 mod chat;
 mod debug;
 pub mod error;
+mod ready;
 
 use crate::state::AppState;
 use axum::routing::{get, post};
@@ -18,9 +19,12 @@ pub fn api() -> Router<AppState> {
         .route("/api/chat/{agent_id}/debug", get(debug::get_debug))
 }
 
-/// `/healthz`: never limited, never a session.
+/// `/healthz` (the process is up) and `/readyz` (it can serve chats): never limited, never
+/// a session.
 pub fn health() -> Router<AppState> {
-    Router::new().route("/healthz", get(|| async { "ok" }))
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready::get_ready))
 }
 
 /// A query parameter's first value (the page URL's rule: the first value counts if a key

@@ -296,6 +296,23 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreErro
 
 #[async_trait]
 impl ConversationStore for FileStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        let root = self.root.clone();
+        let usable = tokio::task::spawn_blocking(move || {
+            std::fs::metadata(&root).map(|m| m.is_dir() && !m.permissions().readonly())
+        })
+        .await;
+        match usable {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(StoreError::Io(std::io::Error::other(format!(
+                "{} is not a writable folder",
+                self.root.display()
+            )))),
+            Ok(Err(e)) => Err(StoreError::Io(e)),
+            Err(e) => Err(StoreError::Io(std::io::Error::other(e.to_string()))),
+        }
+    }
+
     fn describe(&self) -> String {
         format!("file ({})", self.root.display())
     }

@@ -197,6 +197,10 @@ pub trait ConversationStore: Send + Sync + 'static {
         Err(StoreError::NoBackups(self.kind()))
     }
     fn kind(&self) -> &'static str;
+    /// Whether the store can be reached now (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Takes the "a reply is being written" lock of a conversation for every process that
     /// shares this store; `Ok(None)` when another process holds it. Stores only one process
     /// uses need nothing beyond the process's own lock (see `Services::claim`).

@@ -195,6 +195,14 @@ impl ConversationStore for RedisStore {
         "redis"
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        let cmd = &redis::cmd("PING");
+        let _: String =
+            retrying(&self.connection, |mut c| async move { cmd.query_async(&mut c).await })
+                .await?;
+        Ok(())
+    }
+
     /// `SET key token NX PX`: held by one process; renewed while the reply is written, so it
     /// outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only by its holder)
     /// when the reply ends.

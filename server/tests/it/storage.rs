@@ -226,7 +226,26 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
     assert!(reply.done().is_some(), "{}", reply.body);
     assert_eq!(server.dialog_count(), 0, "nothing in files");
 
+    let (status, body) = server.get("/readyz", None).await;
+    assert_eq!(status, 200, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["histories"]["default"], "ok");
+    assert_eq!(ready["upstream"], "mirror");
+
     redis.stop();
+    // Not ready while Redis is down, though alive.
+    let (status, body) = server.get("/readyz", None).await;
+    assert_eq!(status, 503, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["ready"], false);
+    assert!(
+        ready["histories"]["default"]
+            .as_str()
+            .unwrap()
+            .starts_with("Redis"),
+        "{body}"
+    );
+    assert_eq!(server.get("/healthz", None).await.0, 200);
     let reply = server
         .chat("general", json!({"message": "while down"}))
         .await;
@@ -238,6 +257,7 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
     );
 
     redis.restart().unwrap();
+    assert_eq!(server.get("/readyz", None).await.0, 200, "ready again");
     // The very next request works, and stores its message once.
     let reply = server.chat("general", json!({"message": "after"})).await;
     assert!(

@@ -1,0 +1,54 @@
+//! `GET /readyz`: whether this process can serve chats now: every history's store answers
+//! (Redis `PING`, a writable folder) and a model is configured. 200 when ready, 503 with the
+//! reasons otherwise, so a load balancer sends no traffic to a process that would fail it,
+//! while `/healthz` (the process is alive) stays 200.
+
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize)]
+pub struct Readiness {
+    pub ready: bool,
+    /// Each history: `ok`, or why its store cannot be used.
+    pub histories: BTreeMap<String, String>,
+    /// Where replies come from: `mirror` (offline) or `openai`.
+    pub upstream: &'static str,
+}
+
+pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    let services = &app.services;
+    let mut histories = BTreeMap::new();
+    for id in services.histories.ids() {
+        let Some(history) = services.histories.get(id) else {
+            continue;
+        };
+        let state = match history.store.ping().await {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        histories.insert(id.to_owned(), state);
+    }
+    let ready = histories.values().all(|state| state == "ok");
+    let upstream = if services.config.uses_mirror() {
+        "mirror"
+    } else {
+        "openai"
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Readiness {
+            ready,
+            histories,
+            upstream,
+        }),
+    )
+}
