@@ -238,6 +238,11 @@ pub fn variables() -> Vec<Variable> {
             "comma-separated proxy addresses whose X-Forwarded-For names the client",
         ),
         v(
+            "PARLOR_LOG_FORMAT",
+            "text",
+            "json writes one JSON object per log line",
+        ),
+        v(
             "RUST_LOG",
             "info",
             "log filter (tracing), e.g. parlor_server=debug",

@@ -26,6 +26,7 @@ use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::state::{AppState, Services};
 use crate::store::StoreError;
 use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderName;
 use axum::routing::post;
 use axum::{middleware, Router};
 use leptos::config::LeptosOptions;
@@ -35,6 +36,8 @@ use parlor_app::ssr::BackendHandle;
 use parlor_app::{shell, App};
 use std::sync::Arc;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 /// Builds the model client the configuration asks for.
 pub fn llm_client(config: &Config) -> LlmClient {
@@ -190,6 +193,23 @@ async fn client_errors(response: axum::response::Response) -> axum::response::Re
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
+/// The span a request's log lines belong to: method, path and request id.
+fn request_span(request: &axum::extract::Request) -> tracing::Span {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        request_id = %id,
+    )
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
 /// The whole HTTP application: the chat API, server functions, pages and static files.
 pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
     let state = AppState {
@@ -246,5 +266,22 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         // saving at a fraction of the time. Static files are served precompressed at the
         // highest level instead, and the chat stream is never compressed (it would delay events).
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        // Request logs: every request is a `request` span (method, path, request id) in which
+        // its handler, and a chat's reply task, log; it ends with one line giving the status
+        // and latency. The request id is the `x-request-id` a proxy set, or a new one, and is
+        // returned in the response.
+        .layer(PropagateRequestIdLayer::new(HeaderName::from_static(
+            REQUEST_ID,
+        )))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(SetRequestIdLayer::new(
+            HeaderName::from_static(REQUEST_ID),
+            MakeRequestUuid,
+        ))
         .with_state(state)
 }

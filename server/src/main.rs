@@ -82,10 +82,14 @@ async fn serve() -> anyhow::Result<()> {
         })
     });
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match std::env::var("PARLOR_LOG_FORMAT").as_deref() {
+        Ok("json") => logs.json().init(),
+        Err(_) | Ok("" | "text") => logs.with_ansi(std::io::stdout().is_terminal()).init(),
+        Ok(other) => {
+            anyhow::bail!("PARLOR_LOG_FORMAT={other:?} is invalid: allowed values: text, json")
+        }
+    }
 
     let config = Config::from_env()?;
     let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)

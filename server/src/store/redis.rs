@@ -197,9 +197,10 @@ impl ConversationStore for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         let cmd = &redis::cmd("PING");
-        let _: String =
-            retrying(&self.connection, |mut c| async move { cmd.query_async(&mut c).await })
-                .await?;
+        let _: String = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
         Ok(())
     }
 

@@ -23,6 +23,7 @@ use parlor_domain::{
 };
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// What a turn was asked to do.
 pub struct TurnInput {
@@ -335,9 +336,11 @@ impl TurnContext<'_> {
             tx,
             busy: Some(busy),
         };
+        // The reply logs in the request's span (its request id), also after the response.
+        let span = tracing::Span::current();
         self.services
             .replies
-            .spawn(move |stop| reply.write(request, stop));
+            .spawn(move |stop| reply.write(request, stop).instrument(span));
         Ok(Turn { meta, events: rx })
     }
 

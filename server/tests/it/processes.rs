@@ -786,3 +786,73 @@ fn sigterm_stores_what_a_long_reply_has_when_the_grace_period_ends() {
     assert_eq!(messages[1]["role"], "assistant");
     assert!(!messages[1]["text"].as_str().unwrap().is_empty());
 }
+
+#[test]
+fn request_logs_carry_the_request_id_and_never_the_api_key_even_at_trace_level() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let fake = runtime.block_on(fake_llm::FakeLlm::start()).unwrap();
+    let key = "sk-trace-Qm4Zp8Lw2Xv6Rt0Ny5";
+    let base = fake.base_url();
+    let data = tempfile::tempdir().unwrap();
+    let vars = [
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", key),
+        ("RUST_LOG", "trace"),
+        ("PARLOR_LOG_FORMAT", "json"),
+    ];
+    let mut server = start(&vars, data.path());
+    let client = reqwest::blocking::Client::new();
+    let post = |message: &str, request_id: &str| {
+        client
+            .post(server.url("/api/chat/general"))
+            .header("x-request-id", request_id)
+            .json(&serde_json::json!({ "message": message }))
+            .send()
+            .unwrap()
+    };
+    let ok = post("hello", "req-hello-1");
+    assert_eq!(ok.headers()["x-request-id"], "req-hello-1", "propagated");
+    assert!(ok.text().unwrap().contains("event: done"));
+    let failed = post("hi [echo-key]", "req-echo-2");
+    assert!(failed.text().unwrap().contains("[redacted]"));
+    // Without one, Parlor makes an id and returns it.
+    let made = client.get(server.url("/healthz")).send().unwrap();
+    assert_eq!(made.headers()["x-request-id"].len(), 36);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.kill();
+    let mut log: Vec<String> = server.log.lines().map(str::to_owned).collect();
+    log.extend(server.lines.try_iter());
+    let stderr = {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Some(mut err) = server.child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        text
+    };
+    let all = format!("{}\n{stderr}", log.join("\n"));
+    for fragment in key.as_bytes().windows(8) {
+        let fragment = std::str::from_utf8(fragment).unwrap();
+        assert!(!all.contains(fragment), "{fragment} logged");
+    }
+    // One JSON object per line; the failed reply's line is under its request's id.
+    let lines: Vec<serde_json::Value> = log
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let failure = lines
+        .iter()
+        .find(|l| l.to_string().contains("model call for"))
+        .expect("the failed model call is logged");
+    assert!(failure.to_string().contains("req-echo-2"), "{failure}");
+    let finished = lines
+        .iter()
+        .find(|l| {
+            let text = l.to_string();
+            text.contains("req-hello-1") && text.contains("latency")
+        })
+        .expect("one line per request with its status and latency");
+    assert!(finished.to_string().contains("200"), "{finished}");
+    drop(fake);
+}

@@ -78,7 +78,9 @@ pub fn start(vars: &[(&str, &str)], data: &Path) -> Running {
         log.push_str(&line);
         log.push('\n');
         if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
-            let port = rest.trim().parse::<u16>().unwrap();
+            // The digits after the address (a JSON log line goes on after them).
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let port = digits.parse::<u16>().unwrap();
             return Running {
                 child,
                 log,
