@@ -18,6 +18,8 @@ use leptos_router::{
 
 /// The HTML document around every page.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    ssr::set_content_security_policy(&options);
     view! {
         <!DOCTYPE html>
         <html lang="en">

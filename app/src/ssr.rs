@@ -38,3 +38,34 @@ pub async fn browser_session() -> Option<BrowserSession> {
         .ok()
         .map(|axum::Extension(session)| session)
 }
+
+/// The Content-Security-Policy of a page: only Parlor's own scripts (and the inline
+/// hydration scripts carrying this response's `nonce`), its own styles, images from itself or
+/// `data:` (attachments), requests to itself; no framing, no plugins, no `<base>`. WASM may be
+/// compiled (`'wasm-unsafe-eval'`), nothing else evaluated. `dev` allows the live-reload
+/// websocket of `cargo leptos watch`.
+pub fn content_security_policy(nonce: &str, dev: bool) -> String {
+    let connect = if dev { "'self' ws: wss:" } else { "'self'" };
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self' data:; connect-src {connect}; font-src 'self'; \
+         object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+/// Sets the page's Content-Security-Policy, with this response's nonce, on the response.
+pub fn set_content_security_policy(options: &leptos::config::LeptosOptions) {
+    use leptos::prelude::use_context;
+    let (Some(response), Some(nonce)) = (
+        use_context::<leptos_axum::ResponseOptions>(),
+        leptos::nonce::use_nonce(),
+    ) else {
+        return;
+    };
+    let dev = matches!(options.env, leptos::config::Env::DEV);
+    if let Ok(value) =
+        axum::http::HeaderValue::from_str(&content_security_policy(&nonce.to_string(), dev))
+    {
+        response.insert_header(axum::http::header::CONTENT_SECURITY_POLICY, value);
+    }
+}

@@ -38,6 +38,40 @@ describe('offline, with the mirror model', () => {
     await context.close();
   });
 
+  test('the chat page works under its Content-Security-Policy, which blocks injected scripts', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    // Count every policy violation from the first byte of the page on.
+    await page.addInitScript(() => {
+      window.__violations = [];
+      document.addEventListener('securitypolicyviolation', (e) =>
+        window.__violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+    });
+    const response = await page.goto(`${parlor.url}/chat?agent=general`);
+    const policy = response.headers()['content-security-policy'];
+    assert.match(policy, /script-src 'self' 'nonce-[^']+' 'wasm-unsafe-eval'/);
+    await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+    await page.fill('textarea[name=message]', 'does everything still work?');
+    await page.press('textarea[name=message]', 'Enter');
+    await replyFinished(page);
+    assert.match(await lastReply(page).innerText(), /I received 2 messages/);
+    assert.deepEqual(await page.evaluate(() => window.__violations), [],
+      'hydration, the WASM, the stylesheet and the chat stream are all allowed');
+    // What an HTML injection would try: an inline script, and an inline event handler.
+    await page.evaluate(() => {
+      const script = document.createElement('script');
+      script.textContent = 'window.__injected = true;';
+      document.body.appendChild(script);
+      const img = document.createElement('img');
+      img.setAttribute('onerror', 'window.__injected = true;');
+      img.src = 'data:,not-an-image';
+      document.body.appendChild(img);
+    });
+    await page.waitForFunction(() => window.__violations.length >= 2);
+    assert.equal(await page.evaluate(() => window.__injected), undefined);
+    await context.close();
+  });
+
   test('light and dark follow the system setting', async () => {
     const background = async (colorScheme) => {
       const { page, context } = await openChat(browser, `${parlor.url}/chat?agent=general`, { colorScheme });

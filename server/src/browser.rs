@@ -155,7 +155,7 @@ fn limit_page(message: &str) -> Response {
     let body = format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Parlor is full</title>\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>\
-         <body style=\"font-family: system-ui, sans-serif; max-width: 32rem; margin: 4rem auto; padding: 0 1rem\">\
+         <body>\
          <h1>Parlor is full</h1><p role=\"alert\">{message}</p></body></html>"
     );
     (

@@ -26,7 +26,7 @@ use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::state::{AppState, Services};
 use crate::store::StoreError;
 use axum::extract::DefaultBodyLimit;
-use axum::http::HeaderName;
+use axum::http::{header, HeaderName, HeaderValue};
 use axum::routing::post;
 use axum::{middleware, Router};
 use leptos::config::LeptosOptions;
@@ -37,6 +37,7 @@ use parlor_app::{shell, App};
 use std::sync::Arc;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 /// Builds the model client the configuration asks for.
@@ -266,6 +267,21 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         // saving at a fraction of the time. Static files are served precompressed at the
         // highest level instead, and the chat stream is never compressed (it would delay events).
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        // Security headers on every response; pages set their own Content-Security-Policy
+        // (with the nonce of their hydration scripts), everything else gets one that allows
+        // nothing.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ))
         // Request logs: every request is a `request` span (method, path, request id) in which
         // its handler, and a chat's reply task, log; it ends with one line giving the status
         // and latency. The request id is the `x-request-id` a proxy set, or a new one, and is

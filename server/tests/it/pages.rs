@@ -240,3 +240,51 @@ async fn cookies_are_secure_when_parlor_is_served_over_https() {
         assert!(chat_cookie.contains("Path=/api/chat"), "{chat_cookie}");
     }
 }
+
+#[tokio::test]
+async fn pages_allow_only_their_own_scripts_and_every_response_has_the_security_headers() {
+    let server = TestServer::start(&[]).await;
+    let page = server
+        .http
+        .get(server.url("/chat?agent=general"))
+        .send()
+        .await
+        .unwrap();
+    let headers = page.headers().clone();
+    let html = page.text().await.unwrap();
+    let policy = headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let nonce = policy
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("a nonce in the policy");
+    assert!(nonce.len() >= 16, "{nonce}");
+    assert!(!policy.contains("unsafe-inline"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    // Every inline script of the page carries this response's nonce.
+    let scripts = html.matches("<script").count();
+    assert!(scripts > 0);
+    assert_eq!(
+        html.matches(&format!("<script type=\"module\" nonce=\"{nonce}\""))
+            .count()
+            + html.matches(&format!("<script nonce=\"{nonce}\"")).count(),
+        scripts,
+        "{html}"
+    );
+    // A new nonce for every response.
+    let again = server.http.get(server.url("/")).send().await.unwrap();
+    assert!(!again.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains(nonce));
+    for path in ["/", "/healthz", "/pkg/parlor.css", "/api/chat/nope/debug"] {
+        let response = server.http.get(server.url(path)).send().await.unwrap();
+        let h = response.headers();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
+        assert!(h.contains_key("content-security-policy"), "{path}");
+    }
+}
