@@ -61,6 +61,7 @@ struct ParlorEnv {
     #[serde(default = "defaults::rate_limit_pages")]
     rate_limit_pages: u32,
     trusted_proxies: Option<String>,
+    metrics_addr: Option<String>,
 }
 
 mod defaults {
@@ -243,6 +244,11 @@ pub fn variables() -> Vec<Variable> {
             "json writes one JSON object per log line",
         ),
         v(
+            "PARLOR_METRICS_ADDR",
+            "unset",
+            "also serve /metrics here, without the admin token (keep it private)",
+        ),
+        v(
             "RUST_LOG",
             "info",
             "log filter (tracing), e.g. parlor_server=debug",
@@ -310,6 +316,8 @@ pub struct Config {
     pub rate_limit_pages: u32,
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// A separate address serving `/metrics` without the admin token.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -470,6 +478,18 @@ impl Config {
             })
             .collect::<Result<Vec<_>, _>>()?;
 
+        let metrics_addr = parlor
+            .metrics_addr
+            .map(|addr| {
+                addr.parse::<std::net::SocketAddr>()
+                    .map_err(|_| ConfigError::Invalid {
+                        var: "PARLOR_METRICS_ADDR",
+                        value: addr.clone(),
+                        reason: "must be an address and port, e.g. 127.0.0.1:9100".into(),
+                    })
+            })
+            .transpose()?;
+
         Ok(Config {
             llm,
             model_override,
@@ -491,6 +511,7 @@ impl Config {
             rate_limit_chat: parlor.rate_limit_chat,
             rate_limit_pages: parlor.rate_limit_pages,
             trusted_proxies,
+            metrics_addr,
             cookie_secure: parlor.cookie_secure.unwrap_or_else(|| {
                 parlor
                     .public_url

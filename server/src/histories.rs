@@ -6,7 +6,9 @@
 //! folder) when the configuration does not declare it.
 
 use crate::config_file::{BackendEntry, ConfigFile, ConfigFileError, HistoryEntry};
-use crate::store::{ConversationStore, FileStore, MaxTurns, MemoryStore, RedisOptions, RedisStore};
+use crate::store::{
+    ConversationStore, FileStore, MaxTurns, Measured, MemoryStore, RedisOptions, RedisStore,
+};
 use parlor_domain::Agent;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -254,16 +256,16 @@ impl Histories {
                         "history {:?} keeps conversations in memory: they are lost when Parlor stops",
                         spec.id
                     );
-                    Arc::new(MemoryStore::new(spec.max_turns))
+                    Arc::new(Measured::new(MemoryStore::new(spec.max_turns)))
                 }
-                BackendSpec::File { path } => Arc::new(
+                BackendSpec::File { path } => Arc::new(Measured::new(
                     FileStore::open(path, spec.max_turns, backup_retention).map_err(|e| {
                         fail(
                             "backend.path",
                             format!("cannot open {}: {e}", path.display()),
                         )
                     })?,
-                ),
+                )),
                 BackendSpec::Redis { url, key_prefix } => {
                     let store = RedisStore::connect(RedisOptions {
                         url: url.clone(),
@@ -277,7 +279,7 @@ impl Histories {
                         fail("backend.url", format!("cannot reach Redis at {url}: {e}"))
                     })?;
                     redis = Some(store.shared());
-                    Arc::new(store)
+                    Arc::new(Measured::new(store))
                 }
             };
             tracing::info!("history {:?}: {}", spec.id, store.describe());

@@ -10,6 +10,7 @@ pub mod config_file;
 pub mod histories;
 pub mod live;
 pub mod llm;
+pub mod metrics;
 pub mod models;
 pub mod pages;
 pub mod rate_limit;
@@ -116,6 +117,8 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         config_path: setup.config_path,
         replies: state::Replies::default(),
     });
+    // The metrics recorder is installed before anything is measured.
+    metrics::handle();
     spawn_reaper(&services);
     services
 }
@@ -210,6 +213,18 @@ fn request_span(request: &axum::extract::Request) -> tracing::Span {
 }
 
 const REQUEST_ID: &str = "x-request-id";
+
+/// The router of `PARLOR_METRICS_ADDR`: `/metrics` only, without the admin token (the operator
+/// chose a private address for it).
+pub fn metrics_router(services: Arc<Services>) -> Router {
+    Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let services = services.clone();
+            async move { routes::metrics::text(&services).await }
+        }),
+    )
+}
 
 /// The whole HTTP application: the chat API, server functions, pages and static files.
 pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router {

@@ -115,7 +115,20 @@ async fn serve() -> anyhow::Result<()> {
     }
     let addr = leptos.site_addr;
     let grace = config.shutdown_grace;
+    let metrics_addr = config.metrics_addr;
     let services = parlor_server::services(config, agents, setup);
+    if let Some(addr) = metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening for metrics on {addr} (PARLOR_METRICS_ADDR)"))?;
+        let router = parlor_server::metrics_router(services.clone());
+        tracing::info!("metrics on http://{addr}/metrics");
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!("the metrics listener stopped: {e}");
+            }
+        });
+    }
     let replies = services.replies.clone();
     let app = parlor_server::router(leptos, services);
     let listener = tokio::net::TcpListener::bind(addr)

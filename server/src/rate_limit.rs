@@ -118,6 +118,12 @@ fn refusal(error: GovernorError, answer: Answer) -> Response<Body> {
         GovernorError::UnableToExtractKey => (StatusCode::INTERNAL_SERVER_ERROR, 0, None),
         GovernorError::Other { code, headers, .. } => (code, 0, headers),
     };
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        crate::metrics::rate_limited(match answer {
+            Answer::Json => "api",
+            Answer::Html => "pages",
+        });
+    }
     let message = if status == StatusCode::TOO_MANY_REQUESTS {
         format!("Too many requests from your address: try again in {wait} s.")
     } else {

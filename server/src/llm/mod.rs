@@ -51,6 +51,21 @@ pub enum LlmError {
     NoModel { agent: String },
 }
 
+impl LlmError {
+    /// A short name of the kind of failure, for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LlmError::Unreachable { .. } => "unreachable",
+            LlmError::Timeout { .. } => "timeout",
+            LlmError::Http { .. } => "http",
+            LlmError::Malformed { .. } => "malformed",
+            LlmError::Dropped => "dropped",
+            LlmError::Upstream { .. } => "upstream",
+            LlmError::NoModel { .. } => "no_model",
+        }
+    }
+}
+
 /// The model behind a Parlor deployment.
 pub enum LlmClient {
     Mirror(MirrorModel),

@@ -71,6 +71,7 @@ impl From<AccessDenied> for ApiError {
 /// one `error` event (the page shows it with Retry); everything else is a refusal.
 impl IntoResponse for TurnError {
     fn into_response(self) -> Response {
+        crate::metrics::turn("refused");
         let status = match self {
             TurnError::Access(e) => return ApiError::from(e).into_response(),
             TurnError::Store(ref e) => {

@@ -3,6 +3,7 @@
 mod chat;
 mod debug;
 pub mod error;
+pub mod metrics;
 mod ready;
 
 use crate::state::AppState;
@@ -25,6 +26,7 @@ pub fn health() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready::get_ready))
+        .route("/metrics", get(metrics::get_metrics))
 }
 
 /// A query parameter's first value (the page URL's rule: the first value counts if a key

@@ -5,11 +5,13 @@
 //! `max_turns` (a message count) is enforced by the backend on every write.
 
 mod file;
+mod measured;
 mod memory;
 mod redis;
 
 pub use self::redis::{retrying as redis_retrying, RedisOptions, RedisStore};
 pub use file::FileStore;
+pub use measured::Measured;
 pub use memory::MemoryStore;
 
 use async_trait::async_trait;

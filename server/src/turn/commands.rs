@@ -39,6 +39,7 @@ pub(crate) async fn answer(
     let meta = turn.meta(&mut info, model.as_ref(), &plan);
     store.put_info(&info).await?;
     busy.release().await;
+    crate::metrics::turn("command");
     let (tx, rx) = mpsc::channel(2);
     let _ = tx.try_send(ChatEvent::Notice { text: notice });
     let _ = tx.try_send(ChatEvent::Done(DoneEvent {

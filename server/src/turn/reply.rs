@@ -23,6 +23,15 @@ enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome's name in `parlor_turns_total`.
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Finished(_) => "done",
+            Outcome::Failed(_) => "error",
+            Outcome::Abandoned => "stopped",
+        }
+    }
+
     fn status(&self) -> Option<ReplyStatus> {
         match self {
             Outcome::Finished(_) => None,
@@ -52,12 +61,13 @@ impl Reply {
         stop: CancellationToken,
     ) {
         let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
+        let started = std::time::Instant::now();
         let mut text = String::new();
         let reply = async {
             match request {
                 Ok((client, request)) => {
                     tokio::select! {
-                        outcome = relay(&client, request, &self.tx, &mut text) => outcome,
+                        outcome = relay(&client, request, &self.tx, &mut text, started) => outcome,
                         _ = stop.cancelled() => Outcome::Failed(
                             "Parlor is shutting down: the reply was cut short; what arrived is kept."
                                 .into(),
@@ -77,6 +87,8 @@ impl Reply {
                 self.info.session_id
             );
         }
+        crate::metrics::reply(started.elapsed().as_secs_f64());
+        crate::metrics::turn(outcome.label());
         self.record_usage(&outcome).await;
         let stored = text.is_empty() || self.store(text, model, outcome.status()).await;
         if let Some(busy) = self.busy.take() {
@@ -156,11 +168,16 @@ async fn relay(
     request: ModelRequest,
     tx: &mpsc::Sender<ChatEvent>,
     text: &mut String,
+    started: std::time::Instant,
 ) -> Outcome {
+    let failed = |e: LlmError| {
+        crate::metrics::upstream_error(e.kind());
+        Outcome::Failed(e.to_string())
+    };
     let mut stream = tokio::select! {
-        started = llm.stream(request) => match started {
+        stream = llm.stream(request) => match stream {
             Ok(stream) => stream,
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return failed(e),
         },
         _ = tx.closed() => return Outcome::Abandoned,
     };
@@ -180,9 +197,12 @@ async fn relay(
                     html: Some(markdown.finish()),
                 })
             }
-            Some(Err(e)) => return Outcome::Failed(e.to_string()),
-            None => return Outcome::Failed(LlmError::Dropped.to_string()),
+            Some(Err(e)) => return failed(e),
+            None => return failed(LlmError::Dropped),
         };
+        if text.is_empty() {
+            crate::metrics::first_token(started.elapsed().as_secs_f64());
+        }
         text.push_str(&piece);
         let rendered = markdown.push(&piece).map(|html| Rendered {
             html,

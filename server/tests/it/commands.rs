@@ -515,3 +515,67 @@ async fn a_browser_is_one_session_however_many_conversations_it_starts() {
     let (status, _) = server.get("/chat?agent=general", Some(a)).await;
     assert_eq!(status, 200, "the live browser keeps working");
 }
+
+#[tokio::test]
+async fn metrics_are_for_the_operator_and_count_turns_errors_latency_sessions_and_limits() {
+    let (_fake, server, _config) = server_with(
+        "",
+        &[
+            ("PARLOR_ADMIN_TOKEN", "s3cret"),
+            ("PARLOR_RATE_LIMIT_PAGES", "1"),
+        ],
+    )
+    .await;
+    let get = |token: Option<&'static str>| {
+        let mut request = server.http.get(server.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(get(None).await.unwrap().status(), 401);
+    assert_eq!(get(Some("wrong")).await.unwrap().status(), 401);
+
+    let browser = "parlor_session=abababababababababababababababab";
+    let turn = server
+        .chat_with("general", "", json!({"message": "hi"}), Some(browser))
+        .await;
+    assert!(turn.done().is_some());
+    let failed = server
+        .chat("general", json!({"message": "x [status:500]"}))
+        .await;
+    assert!(failed.error().is_some());
+    server.chat("general", json!({"message": "!help"})).await;
+    server.get("/", None).await;
+    let (status, _) = server.get("/", None).await;
+    assert_eq!(status, 429);
+
+    let response = get(Some("s3cret")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    for line in [
+        "parlor_turns_total{outcome=\"done\"}",
+        "parlor_turns_total{outcome=\"error\"}",
+        "parlor_turns_total{outcome=\"command\"}",
+        "parlor_upstream_errors_total{kind=\"http\"}",
+        "parlor_first_token_seconds_bucket",
+        "parlor_reply_seconds_count",
+        "parlor_store_seconds_bucket{backend=\"file\",op=\"append\"",
+        "parlor_live_sessions",
+        "parlor_rate_limited_total{route=\"pages\"}",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    let live: f64 = text
+        .lines()
+        .find(|l| l.starts_with("parlor_live_sessions "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(live >= 1.0, "the chatting browser is live");
+
+    // Without an admin token the route is off.
+    let (_fake, open, _config) = server_with("", &[]).await;
+    let (status, _) = open.get("/metrics", None).await;
+    assert_eq!(status, 404);
+}

@@ -856,3 +856,27 @@ fn request_logs_carry_the_request_id_and_never_the_api_key_even_at_trace_level()
     assert!(finished.to_string().contains("200"), "{finished}");
     drop(fake);
 }
+
+#[test]
+fn metrics_can_be_served_on_a_separate_private_address() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let data = tempfile::tempdir().unwrap();
+    let server = start(&[("PARLOR_METRICS_ADDR", addr.as_str())], data.path());
+    chat(&server, serde_json::json!({"message": "count me"}));
+    let text = reqwest::blocking::get(format!("http://{addr}/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        text.contains("parlor_turns_total{outcome=\"done\"} 1"),
+        "{text}"
+    );
+    // The main address keeps it behind the admin token (here: none, so off).
+    let main = reqwest::blocking::get(server.url("/metrics")).unwrap();
+    assert_eq!(main.status(), 404);
+}

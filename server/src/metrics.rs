@@ -1,0 +1,100 @@
+//! Prometheus metrics (`metrics` with its Prometheus exporter), served at `/metrics` behind
+//! the admin token, or on a separate address (`PARLOR_METRICS_ADDR`).
+//!
+//! - `parlor_turns_total{outcome}`: chat turns by how they ended (`done`, `error`, `stopped`,
+//!   `command`, `refused`);
+//! - `parlor_upstream_errors_total{kind}`: model-server failures by kind;
+//! - `parlor_first_token_seconds`, `parlor_reply_seconds`: time to the first piece of a reply,
+//!   and to its end;
+//! - `parlor_store_seconds{backend, op}`: history store latency;
+//! - `parlor_live_sessions`: sessions counted against `max_users`;
+//! - `parlor_rate_limited_total{route}`: requests refused by a rate limit.
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Bucket bounds of the latency histograms, in seconds.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+];
+
+/// The process's recorder, installed on first use (the `metrics` facade has one recorder per
+/// process, which every server in it shares).
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!("another metrics recorder is installed: /metrics stays empty");
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    metrics::describe_counter!("parlor_turns_total", "Chat turns by how they ended");
+    metrics::describe_counter!(
+        "parlor_upstream_errors_total",
+        "Model server failures by kind"
+    );
+    metrics::describe_histogram!(
+        "parlor_first_token_seconds",
+        metrics::Unit::Seconds,
+        "From the start of a reply to its first piece"
+    );
+    metrics::describe_histogram!(
+        "parlor_reply_seconds",
+        metrics::Unit::Seconds,
+        "From the start of a reply to its end"
+    );
+    metrics::describe_histogram!(
+        "parlor_store_seconds",
+        metrics::Unit::Seconds,
+        "History store operations"
+    );
+    metrics::describe_gauge!("parlor_live_sessions", "Sessions counted against max_users");
+    metrics::describe_counter!(
+        "parlor_rate_limited_total",
+        "Requests refused by a rate limit"
+    );
+}
+
+pub fn turn(outcome: &'static str) {
+    metrics::counter!("parlor_turns_total", "outcome" => outcome).increment(1);
+}
+
+pub fn upstream_error(kind: &'static str) {
+    metrics::counter!("parlor_upstream_errors_total", "kind" => kind).increment(1);
+}
+
+pub fn first_token(seconds: f64) {
+    metrics::histogram!("parlor_first_token_seconds").record(seconds);
+}
+
+pub fn reply(seconds: f64) {
+    metrics::histogram!("parlor_reply_seconds").record(seconds);
+}
+
+pub fn store(backend: &'static str, op: &'static str, seconds: f64) {
+    metrics::histogram!("parlor_store_seconds", "backend" => backend, "op" => op).record(seconds);
+}
+
+pub fn rate_limited(route: &'static str) {
+    metrics::counter!("parlor_rate_limited_total", "route" => route).increment(1);
+}
+
+/// The metrics in the Prometheus text format, with the live sessions counted now.
+pub async fn render(services: &crate::state::Services) -> String {
+    let handle = handle();
+    match services.live.count().await {
+        Ok(n) => metrics::gauge!("parlor_live_sessions").set(n as f64),
+        Err(e) => tracing::warn!("could not count live sessions: {e}"),
+    }
+    handle.render()
+}

@@ -1,0 +1,47 @@
+//! `GET /metrics`: the Prometheus metrics (see [`crate::metrics`]), for the operator only:
+//! the request must carry the admin token (`Authorization: Bearer …` or
+//! `X-Parlor-Admin-Token`). Without an admin token the route is off; `PARLOR_METRICS_ADDR`
+//! serves the same text on a separate (private) address instead.
+
+use super::error::ApiError;
+use crate::state::{AppState, Services};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+pub async fn get_metrics(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let services = &app.services;
+    if services.config.admin_token.is_none() {
+        return ApiError::not_found(
+            "metrics are off: set PARLOR_ADMIN_TOKEN (and send it as a bearer token) or \
+             PARLOR_METRICS_ADDR",
+        )
+        .into_response();
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let token = bearer.or_else(|| {
+        headers
+            .get("x-parlor-admin-token")
+            .and_then(|v| v.to_str().ok())
+    });
+    if !services.config.admin_token_matches(token) {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the metrics need the operator's admin token",
+        )
+        .into_response();
+    }
+    text(services).await
+}
+
+/// The metrics as a Prometheus text response.
+pub async fn text(services: &Services) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::metrics::render(services).await,
+    )
+        .into_response()
+}

@@ -1,0 +1,81 @@
+//! A store that times every operation of another for `/metrics`
+//! (`parlor_store_seconds{backend, op}`), and otherwise does exactly what it does.
+
+use super::{BackupInfo, ConversationInfo, ConversationStore, ReplyLock, Stats, StoreError, Tail};
+use async_trait::async_trait;
+use parlor_domain::{Message, SessionId};
+use std::future::Future;
+use std::time::Instant;
+
+pub struct Measured<S> {
+    inner: S,
+}
+
+impl<S: ConversationStore> Measured<S> {
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+
+    async fn timed<T>(&self, op: &'static str, call: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = call.await;
+        crate::metrics::store(self.inner.kind(), op, started.elapsed().as_secs_f64());
+        result
+    }
+}
+
+#[async_trait]
+impl<S: ConversationStore> ConversationStore for Measured<S> {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+        self.timed("load", self.inner.load(id)).await
+    }
+    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        self.timed("load_tail", self.inner.load_tail(id, count))
+            .await
+    }
+    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        self.timed("append", self.inner.append(id, messages)).await
+    }
+    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        self.timed("replace", self.inner.replace(id, messages))
+            .await
+    }
+    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        self.timed("clear", self.inner.clear(id)).await
+    }
+    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.timed("list", self.inner.list()).await
+    }
+    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+        self.timed("stats", self.inner.stats(id)).await
+    }
+    async fn list_backups(&self, id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+        self.timed("list_backups", self.inner.list_backups(id))
+            .await
+    }
+    async fn restore_backup(&self, id: &SessionId, backup: &str) -> Result<(), StoreError> {
+        self.timed("restore_backup", self.inner.restore_backup(id, backup))
+            .await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.timed("ping", self.inner.ping()).await
+    }
+    async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        self.timed("lock_reply", self.inner.lock_reply(id)).await
+    }
+    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+        self.timed("info", self.inner.info(id)).await
+    }
+    async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
+        self.timed("put_info", self.inner.put_info(info)).await
+    }
+    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+        self.timed("list_owned", self.inner.list_owned(owner)).await
+    }
+}
