@@ -382,6 +382,7 @@ impl Default for Chain {
 }
 
 /// One step of a turn's chain, for the debug panel and the `meta` event.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepReport {
     pub name: String,

@@ -7,6 +7,7 @@ use crate::session::{SessionId, SessionIdError};
 use crate::settings::SettingSource;
 use serde::{Deserialize, Serialize};
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ChatEvent {
@@ -30,6 +31,7 @@ pub enum ChatEvent {
 /// The body of `POST /api/chat/{agent_id}`: a new message, or `regenerate` to reply again
 /// to the last user message. Unknown fields are refused, so a client can never believe it
 /// sent something (extra messages, a system prompt) that Parlor ignored.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
@@ -111,6 +113,7 @@ impl ChatRequest {
 }
 
 /// A refused request's body: `{"error": "…"}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiError {
     pub error: String,
@@ -177,6 +180,7 @@ impl ChatEvent {
 }
 
 /// What the server is about to send to the model, and why.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetaEvent {
     pub session_id: String,
@@ -189,6 +193,7 @@ pub struct MetaEvent {
 
 /// The history settings of a model call: each value, where it came from, and why higher
 /// sources did not decide it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SettingsReport {
     pub policy: String,
@@ -227,6 +232,7 @@ impl SettingsReport {
 }
 
 /// The history facts of one model call: the debug panel shows exactly these.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryReport {
     #[serde(flatten)]
@@ -255,6 +261,7 @@ pub struct HistoryReport {
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
 /// was rendered before; together they cover the reply's first `upto` bytes.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rendered {
     pub html: String,
@@ -262,6 +269,7 @@ pub struct Rendered {
 }
 
 /// Everything the `?debug=true` panel and `GET /api/chat/{agent_id}/debug` show.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DebugInfo {
     pub agent_id: String,
@@ -275,6 +283,7 @@ pub struct DebugInfo {
 }
 
 /// What the last model call of a conversation was sent.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnReport {
     pub history: HistoryReport,
@@ -306,6 +315,7 @@ impl TurnReport {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
@@ -313,6 +323,7 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DoneEvent {
     /// `stop`, `length`, … as the model reported it, or `stop` when it did not say.

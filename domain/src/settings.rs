@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
 /// Where a setting's value came from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SettingSource {

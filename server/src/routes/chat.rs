@@ -20,6 +20,27 @@ use futures::StreamExt;
 use parlor_domain::{ChatEvent, ChatRequest, SessionId};
 use std::convert::Infallible;
 
+#[utoipa::path(
+    post,
+    path = "/api/chat/{agent_id}",
+    params(
+        ("agent_id" = String, Path, description = "The agent to chat with"),
+        ("historyPolicy" = Option<String>, Query, description = "`lastN`, `all` or `none`; the server decides whether it applies"),
+        ("historyLength" = Option<String>, Query, description = "An integer; 0 or less acts as 1"),
+        ("X-Parlor-Admin-Token" = Option<String>, Header, description = "The operator's token, for admin commands"),
+    ),
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The turn as server-sent events: `meta` first, then `delta`s, then `done` or `error` (or a `notice` and `done` for a command); each event's name is its `type`", content_type = "text/event-stream", body = ChatEvent),
+        (status = 400, description = "A bad body or request", body = parlor_domain::ApiError),
+        (status = 403, description = "An admin command without the admin token", body = parlor_domain::ApiError),
+        (status = 404, description = "Unknown agent, or another browser's conversation", body = parlor_domain::ApiError),
+        (status = 409, description = "A reply is still being written in this conversation", body = parlor_domain::ApiError),
+        (status = 413, description = "A body over 1 MiB", body = parlor_domain::ApiError),
+        (status = 429, description = "Too many requests from this address; see Retry-After", body = parlor_domain::ApiError),
+        (status = 503, description = "The session limit is reached", body = parlor_domain::ApiError),
+    )
+)]
 pub async fn post_chat(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,

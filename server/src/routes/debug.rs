@@ -14,6 +14,22 @@ use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
 use parlor_domain::{DebugInfo, SessionId};
 
+#[utoipa::path(
+    get,
+    path = "/api/chat/{agent_id}/debug",
+    params(
+        ("agent_id" = String, Path, description = "The agent"),
+        ("session_id" = Option<String>, Query, description = "A conversation this browser may see"),
+        ("historyPolicy" = Option<String>, Query, description = "As on the page URL: `lastN`, `all` or `none`"),
+        ("historyLength" = Option<String>, Query, description = "As on the page URL: an integer"),
+    ),
+    responses(
+        (status = 200, description = "The settings as they resolve for this query, and the conversation's last model call", body = DebugInfo),
+        (status = 400, description = "A malformed session id, or another agent's conversation", body = parlor_domain::ApiError),
+        (status = 404, description = "Unknown agent or conversation, or the panel is off", body = parlor_domain::ApiError),
+        (status = 503, description = "The history store cannot be read", body = parlor_domain::ApiError),
+    )
+)]
 pub async fn get_debug(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,

@@ -9,6 +9,16 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Prometheus metrics", content_type = "text/plain", body = String),
+        (status = 401, description = "Without the admin token", body = parlor_domain::ApiError),
+        (status = 404, description = "Off: no admin token is configured", body = parlor_domain::ApiError),
+    )
+)]
 pub async fn get_metrics(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let services = &app.services;
     if services.config.admin_token.is_none() {

@@ -4,6 +4,7 @@ mod chat;
 mod debug;
 pub mod error;
 pub mod metrics;
+pub mod openapi;
 mod ready;
 
 use crate::state::AppState;
@@ -24,9 +25,16 @@ pub fn api() -> Router<AppState> {
 /// a session.
 pub fn health() -> Router<AppState> {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
+        .route("/api/openapi.json", get(openapi::get_openapi))
         .route("/readyz", get(ready::get_ready))
         .route("/metrics", get(metrics::get_metrics))
+}
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "`ok` while the process runs", body = String)))]
+pub async fn healthz() -> &'static str {
+    "ok"
 }
 
 /// A query parameter's first value (the page URL's rule: the first value counts if a key

@@ -10,7 +10,7 @@ use axum::Json;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct Readiness {
     pub ready: bool,
     /// Each history: `ok`, or why its store cannot be used.
@@ -19,6 +19,14 @@ pub struct Readiness {
     pub upstream: &'static str,
 }
 
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    responses(
+        (status = 200, description = "Every history's store answers", body = Readiness),
+        (status = 503, description = "A store cannot be used; the reasons per history", body = Readiness),
+    )
+)]
 pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let services = &app.services;
     let mut histories = BTreeMap::new();

@@ -582,3 +582,54 @@ async fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
     assert_eq!(post(&direct, "198.51.100.1").await.unwrap().status(), 200);
     assert_eq!(post(&direct, "198.51.100.2").await.unwrap().status(), 429);
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route_and_every_chat_event() {
+    let server = TestServer::start(&[]).await;
+    let (status, body) = server.get("/api/openapi.json", None).await;
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for (path, method) in [
+        ("/api/chat/{agent_id}", "post"),
+        ("/api/chat/{agent_id}/debug", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+        ("/api/openapi.json", "get"),
+    ] {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} missing"
+        );
+    }
+    // The chat stream: server-sent events whose data is a ChatEvent.
+    let stream = &doc["paths"]["/api/chat/{agent_id}"]["post"]["responses"]["200"]["content"]
+        ["text/event-stream"]["schema"]["$ref"];
+    assert_eq!(stream, "#/components/schemas/ChatEvent");
+    let event = doc["components"]["schemas"]["ChatEvent"].to_string();
+    for kind in ["meta", "delta", "done", "error", "notice"] {
+        assert!(
+            event.contains(&format!("\"{kind}\"")),
+            "{kind} missing: {event}"
+        );
+    }
+    for schema in [
+        "ChatRequest",
+        "MetaEvent",
+        "HistoryReport",
+        "DoneEvent",
+        "ApiError",
+        "DebugInfo",
+    ] {
+        assert!(
+            doc["components"]["schemas"][schema].is_object(),
+            "{schema} missing"
+        );
+    }
+    // Every status the README lists for the chat API is documented.
+    let responses = &doc["paths"]["/api/chat/{agent_id}"]["post"]["responses"];
+    for status in ["200", "400", "403", "404", "409", "413", "429", "503"] {
+        assert!(responses[status].is_object(), "{status} missing");
+    }
+}

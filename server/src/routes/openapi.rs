@@ -1,0 +1,59 @@
+//! `GET /api/openapi.json`: the OpenAPI document of Parlor's HTTP API (`utoipa`). The chat
+//! stream is described as `text/event-stream` whose events are the `ChatEvent` types.
+
+use super::ready::Readiness;
+use axum::Json;
+use parlor_domain::chain::StepReport;
+use parlor_domain::settings::SettingSource;
+use parlor_domain::{
+    ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MetaEvent, Rendered,
+    SettingsReport, TurnReport, Usage,
+};
+use utoipa::OpenApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Parlor",
+        description = "A self-hosted web chat for LLM agents: the chat API, the debug panel's \
+                       facts, and the operator's endpoints."
+    ),
+    paths(
+        super::chat::post_chat,
+        super::debug::get_debug,
+        super::healthz,
+        super::ready::get_ready,
+        super::metrics::get_metrics,
+        get_openapi,
+    ),
+    modifiers(&AdminToken),
+    components(schemas(
+        ChatRequest, ChatEvent, MetaEvent, HistoryReport, SettingsReport, SettingSource,
+        StepReport, Rendered, DoneEvent, Usage, ApiError, DebugInfo, TurnReport, Readiness,
+    ))
+)]
+pub struct ApiDoc;
+
+/// The operator's admin token, sent as a bearer token (`/metrics`).
+struct AdminToken;
+
+impl utoipa::Modify for AdminToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
+)]
+pub async fn get_openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
