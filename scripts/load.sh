@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The load runs of docs/performance.md: 200 concurrent chat streams for 60 s against the
+# mirror model with a short delay, on one process and on two processes sharing one Redis,
+# then the abuse run (1,000 cookie-less requests from one address, then a real browser).
+# Prints JSON results; needs redis-server (scripts/setup.sh test installs it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
+CONCURRENCY=${CONCURRENCY:-200}
+cargo leptos build --release
+
+data=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$data"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() { for _ in $(seq 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "$1 never answered" >&2; exit 1; }
+# Enough file descriptors for the streams and their stores.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+parlor() { # port data-dir [extra variables...]
+  local port=$1 dir=$2; shift 2
+  env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$dir" PARLOR_MIRROR_DELAY_MS=5 \
+    PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 RUST_LOG=warn "$@" target/release/parlor &
+  pids+=($!)
+  wait_for "http://127.0.0.1:$port/healthz"
+}
+
+echo '{"one_process_files":'
+port=$(free_port); parlor "$port" "$data/one"
+PARLOR_PIDS=${pids[-1]} python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" "http://127.0.0.1:$port"
+kill "${pids[-1]}"
+
+echo ',"two_processes_redis":'
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null & pids+=($!)
+sleep 0.5
+printf '[[histories]]\nid = "default"\nbackend = { type = "redis", url = "redis://127.0.0.1:%s" }\n' "$redis_port" > "$data/redis.toml"
+a=$(free_port); parlor "$a" "$data/a" PARLOR_CONFIG="$data/redis.toml"; pid_a=${pids[-1]}
+b=$(free_port); parlor "$b" "$data/b" PARLOR_CONFIG="$data/redis.toml"; pid_b=${pids[-1]}
+PARLOR_PIDS="$pid_a,$pid_b" python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
+  "http://127.0.0.1:$a" "http://127.0.0.1:$b"
+kill "$pid_a" "$pid_b"
+
+echo ',"abuse":'
+port=$(free_port)
+printf 'max_users = 1\n' > "$data/one-user.toml"
+env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/abuse" PARLOR_CONFIG="$data/one-user.toml" \
+  PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn target/release/parlor & pids+=($!)
+wait_for "http://127.0.0.1:$port/healthz"
+python3 scripts/load.py abuse "http://127.0.0.1:$port"
+echo '}'
