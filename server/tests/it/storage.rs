@@ -393,6 +393,7 @@ async fn agent_max_ctx_is_a_ceiling_templates_and_chains_cannot_lift() {
     let (fake, server) = TestServer::with_upstream(&[
         ("PARLOR_AGENTS_DIR", &agents_dir),
         ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_ADMIN_TOKEN", "t"),
     ])
     .await;
     for (agent, window) in [("wide", 5), ("narrow", 3), ("windowless", 5)] {
@@ -422,6 +423,21 @@ async fn agent_max_ctx_is_a_ceiling_templates_and_chains_cannot_lift() {
                 .collect();
             assert_eq!(steps, ["policy", "max_ctx", "role_alternation"]);
         }
+    }
+    // !maxctx lowers the ceiling for every agent, also those with their own maxContext.
+    let lowered = server
+        .chat_request(
+            "wide",
+            "",
+            json!({"message": "!maxctx 3 temp"}),
+            None,
+            &[("x-parlor-admin-token", "t")],
+        )
+        .await;
+    assert!(lowered.notice().is_some(), "{}", lowered.body);
+    for agent in ["wide", "windowless"] {
+        let turn = server.chat(agent, json!({"message": "after"})).await;
+        assert_eq!(turn.meta().history.effective_ctx, 3, "{agent}");
     }
 }
 
