@@ -89,11 +89,22 @@ impl FileStore {
             let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
             locks.entry(id.clone()).or_default().clone()
         };
-        let _guard = lock.lock().await;
+        let guard = lock.lock().await;
         let dialog = self.dialog(id);
-        tokio::task::spawn_blocking(move || op(&dialog))
+        let result = tokio::task::spawn_blocking(move || op(&dialog))
             .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+        drop(guard);
+        // Forget the lock when nobody else holds or waits for it (only the map and this call
+        // do), so the map does not grow with every conversation the process has seen.
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if locks
+            .get(id)
+            .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
+        {
+            locks.remove(id);
+        }
+        result?
     }
 
     fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
@@ -466,6 +477,27 @@ impl ConversationStore for FileStore {
 mod tests {
     use super::super::contract;
     use super::*;
+
+    #[tokio::test]
+    async fn locks_of_conversations_nobody_is_writing_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(FileStore::open(dir.path(), None, 2).unwrap());
+        let writes = (0..20).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = SessionId::parse(&format!("c{}", i % 4)).unwrap();
+                store
+                    .append(&id, &[Message::user(format!("m{i}"), i)])
+                    .await
+            })
+        });
+        for write in futures::future::join_all(writes).await {
+            write.unwrap().unwrap();
+        }
+        assert!(store.locks.lock().unwrap().is_empty());
+        let id = SessionId::parse("c0").unwrap();
+        assert_eq!(store.load(&id).await.unwrap().len(), 5, "every write kept");
+    }
 
     fn id(s: &str) -> SessionId {
         SessionId::parse(s).unwrap()
