@@ -16,6 +16,8 @@ pub mod pages;
 pub mod rate_limit;
 pub mod routes;
 pub mod settings;
+#[cfg(feature = "embed-site")]
+pub mod site;
 pub mod state;
 pub mod store;
 pub mod turn;
@@ -267,6 +269,9 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         browser::ensure_browser_session,
     ))
     .layer(middleware::from_fn(server_fn_errors));
+    // The release binary answers its site's files itself, before any session handling.
+    #[cfg(feature = "embed-site")]
+    let pages = pages.layer(middleware::from_fn(site::serve_embedded));
 
     let api = rate_limit::limit(
         routes::api(),
