@@ -9,8 +9,12 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
+/// Release builds embed the folder (`cargo leptos build` writes it before building the
+/// server, and a missing folder is a build error); debug builds (`make dev`) read it at run
+/// time, so it may not exist yet when they compile.
 #[derive(rust_embed::RustEmbed)]
 #[folder = "$CARGO_MANIFEST_DIR/../target/site"]
+#[cfg_attr(debug_assertions, allow_missing = true)]
 struct Site;
 
 pub async fn serve_embedded(request: Request, next: Next) -> Response {
