@@ -4,7 +4,7 @@ then the same against two processes sharing one Redis, then an abuse run.
 
 Usage:
   load.py streams SECONDS CONCURRENCY URL [URL ...]   chat streams spread over the URLs
-  load.py abuse URL                                    1,000 cookie-less requests, then a browser
+  load.py abuse URL [--no-browser]                     1,000 cookie-less requests, then a browser
 
 Prints one JSON object. Only the standard library is used (asyncio streams), so the client
 costs little and the numbers do not depend on a client package.
@@ -110,9 +110,10 @@ async def streams(seconds, concurrency, urls, pids):
     }
 
 
-async def abuse(url):
+async def abuse(url, browser_too=True):
     """1,000 requests without cookies from 127.0.0.1 (page visits and new API conversations),
-    then a browser from 127.0.0.2 that comes back with its cookie and chats."""
+    then (unless a real browser follows) a browser from 127.0.0.2 that comes back with its
+    cookie and chats."""
     u = urllib.parse.urlparse(url)
 
     async def get(path, cookie=None, local_addr=None):
@@ -137,6 +138,8 @@ async def abuse(url):
         else:
             _, _, status = await chat_once(url, "general", f"script {i}")
         statuses[status] = statuses.get(status, 0) + 1
+    if not browser_too:
+        return {"abusive_requests": 1000, "abusive_statuses": {str(k): v for k, v in statuses.items()}}
     browser = ("127.0.0.2", 0)
     first, cookies = await get("/chat?agent=general", local_addr=browser)
     cookie = next(c for c in cookies if c.startswith("parlor_session="))
@@ -160,7 +163,7 @@ def main():
         pids = [int(p) for p in os.environ.get("PARLOR_PIDS", "").split(",") if p]
         result = asyncio.run(streams(seconds, concurrency, urls, pids))
     elif mode == "abuse":
-        result = asyncio.run(abuse(sys.argv[2]))
+        result = asyncio.run(abuse(sys.argv[2], "--no-browser" not in sys.argv[3:]))
     else:
         sys.exit(__doc__)
     print(json.dumps(result, indent=2))

@@ -43,11 +43,26 @@ PARLOR_PIDS="$pid_a,$pid_b" python3 scripts/load.py streams "$SECONDS_PER_RUN" "
   "http://127.0.0.1:$a" "http://127.0.0.1:$b"
 kill "$pid_a" "$pid_b"
 
-echo ',"abuse":'
-port=$(free_port)
-printf 'max_users = 1\n' > "$data/one-user.toml"
-env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/abuse" PARLOR_CONFIG="$data/one-user.toml" \
-  PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn target/release/parlor & pids+=($!)
-wait_for "http://127.0.0.1:$port/healthz"
-python3 scripts/load.py abuse "http://127.0.0.1:$port"
+# The abuse runs, with one session slot: with the default rate limits (what is refused), and
+# without them (every abusive request is answered, and still takes no slot), each followed
+# by a browser that must get in: emulated from another address, then real Chromium.
+abuse() { # name [extra variables...]
+  local name=$1; shift
+  local port; port=$(free_port)
+  printf 'max_users = 1\n' > "$data/one-user.toml"
+  env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/$name" PARLOR_CONFIG="$data/one-user.toml" \
+    PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn "$@" target/release/parlor & pids+=($!)
+  wait_for "http://127.0.0.1:$port/healthz"
+  echo ",\"$name\":"
+  if [ "$name" = abuse_without_rate_limits ]; then
+    # The one slot is left for the real browser below.
+    python3 scripts/load.py abuse "http://127.0.0.1:$port" --no-browser
+    echo ',"real_browser":'
+    (cd end2end && node scripts/browser-gets-in.mjs "http://127.0.0.1:$port")
+  else
+    python3 scripts/load.py abuse "http://127.0.0.1:$port"
+  fi
+}
+abuse abuse_with_rate_limits
+abuse abuse_without_rate_limits PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0
 echo '}'
