@@ -6,13 +6,8 @@ cd "$(dirname "$0")/.."
 cargo leptos build --release --precompress
 cargo build --release -p fake-llm --bin fake-llm
 
-data=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$data"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() { for _ in $(seq 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "$1 never answered" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 # The load runs start many conversations from one client: no session limit, no rate limits.
 printf 'max_users = 0\n' > "$data/parlor.toml"

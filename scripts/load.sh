@@ -9,13 +9,8 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 CONCURRENCY=${CONCURRENCY:-200}
 cargo leptos build --release
 
-data=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$data"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() { for _ in $(seq 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "$1 never answered" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 # Enough file descriptors for the streams and their stores.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
