@@ -1,7 +1,7 @@
 //! Where conversations live: session-id resolution, safe dialog names, named histories from
 //! `parlor.toml`, and a Redis that goes away and comes back, over real HTTP.
 
-use crate::support::{config_file, Reply, TestServer};
+use crate::support::{config_file, redis_history, Reply, TestServer};
 use fake_llm::redis_server::RedisServer;
 use serde_json::{json, Value};
 
@@ -216,10 +216,7 @@ async fn agents_use_the_history_their_template_names() {
 #[tokio::test]
 async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_returns() {
     let mut redis = RedisServer::start().unwrap();
-    let config = config_file(&format!(
-        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"t:\" }}\n",
-        redis.url()
-    ));
+    let config = redis_history(&redis.url(), "t:");
     let config_path = config.path().display().to_string();
     let server = TestServer::start(&[("PARLOR_CONFIG", &config_path)]).await;
     let reply = server.chat("general", json!({"message": "before"})).await;
@@ -303,10 +300,7 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
 #[tokio::test]
 async fn with_redis_a_turn_reads_only_the_window_and_reports_the_whole_conversation() {
     let redis = RedisServer::start().unwrap();
-    let config = config_file(&format!(
-        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
-        redis.url()
-    ));
+    let config = redis_history(&redis.url(), "parlor:");
     let config_path = config.path().display().to_string();
     let (fake, server) = TestServer::with_upstream(&[("PARLOR_CONFIG", &config_path)]).await;
     // `concise` keeps the last 2 user turns: the turn reads a tail of 4 stored messages.
@@ -444,10 +438,7 @@ async fn agent_max_ctx_is_a_ceiling_templates_and_chains_cannot_lift() {
 #[tokio::test]
 async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_redis() {
     let redis = RedisServer::start().unwrap();
-    let config = config_file(&format!(
-        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"lk:\" }}\n",
-        redis.url()
-    ));
+    let config = redis_history(&redis.url(), "lk:");
     let config_path = config.path().display().to_string();
     let (_fake, one) = TestServer::with_upstream(&[("PARLOR_CONFIG", &config_path)]).await;
     let fake_url = _fake.base_url();

@@ -218,6 +218,13 @@ pub struct Reply {
     pub set_cookies: Vec<String>,
 }
 
+/// A configuration file whose `default` history is in the Redis at `url`, under `key_prefix`.
+pub fn redis_history(url: &str, key_prefix: &str) -> tempfile::NamedTempFile {
+    config_file(&format!(
+        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{url}\", key_prefix = \"{key_prefix}\" }}\n"
+    ))
+}
+
 /// A configuration file with `text`, removed when dropped.
 pub fn config_file(text: &str) -> tempfile::NamedTempFile {
     let file = tempfile::NamedTempFile::new().expect("temp file");
