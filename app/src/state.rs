@@ -201,6 +201,7 @@ impl ChatState {
             session_id,
             message: user.as_ref().map(|(_, text)| text.clone()),
             regenerate: user.is_none(),
+            context: Vec::new(),
         };
         let body = serde_json::to_string(&request).unwrap_or_default();
         let turn = self.owned(|| TurnView {

@@ -51,6 +51,7 @@ fn bench_plan(c: &mut Criterion) {
                             model: &model,
                             max_ctx: 200,
                             tokens: &EstimatedTokens,
+                            context: None,
                         })
                     })
                 },

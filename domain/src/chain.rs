@@ -29,6 +29,9 @@ pub struct ModelLimits {
     /// Tokens the messages of one request may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// The model takes no images (`vision = false`): each is sent as a short placeholder.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_images: bool,
 }
 
 /// `min(agent_max_ctx, model.max_context)`, a model without `max_context` counting as
@@ -78,13 +81,14 @@ pub trait TokenCounter: Send + Sync {
 }
 
 /// The documented estimate for models without a known tokenizer: one token per 4 characters
-/// of text, plus 4 for the message's framing.
+/// of text, plus 4 for the message's framing and [`crate::context::IMAGE_TOKENS`] an image.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EstimatedTokens;
 
 impl TokenCounter for EstimatedTokens {
     fn count(&self, message: &Message) -> u64 {
-        message.text.chars().count() as u64 / 4 + 4
+        let chars: usize = message.texts().map(|t| t.chars().count()).sum();
+        chars as u64 / 4 + 4 + message.images() as u64 * crate::context::IMAGE_TOKENS
     }
     fn is_exact(&self) -> bool {
         false
@@ -309,8 +313,7 @@ impl HistoryProcessor for RoleAlternation {
             let has_body = out.len() > head;
             match out.last_mut() {
                 Some(previous) if has_body && previous.role() == role => {
-                    previous.message.text.push_str("\n\n");
-                    previous.message.text.push_str(&item.message.text);
+                    merge_into(&mut previous.message, item.message);
                 }
                 _ => out.push(Outgoing {
                     message: Message {
@@ -323,6 +326,21 @@ impl HistoryProcessor for RoleAlternation {
         }
         Ok(out)
     }
+}
+
+/// Appends `next` to `previous` (two messages of one role in a row), keeping the order the
+/// model reads: `previous`'s text and context, then `next`'s.
+fn merge_into(previous: &mut Message, next: Message) {
+    let text = format!("\n\n{}", next.text);
+    if previous.context.is_empty() {
+        previous.text.push_str(&text);
+    } else {
+        previous.context.push(crate::context::ContextBlock {
+            part: crate::context::Part::Text { text },
+            retention: None,
+        });
+    }
+    previous.context.extend(next.context);
 }
 
 static SLIDING_WINDOW: SlidingWindow = SlidingWindow;
@@ -545,6 +563,7 @@ mod tests {
             name: "m".into(),
             max_context,
             token_budget,
+            ..Default::default()
         }
     }
 

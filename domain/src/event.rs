@@ -3,6 +3,8 @@
 //! A turn streams `meta` first, then any number of `delta`s, then exactly one of `done` or
 //! `error`. Each event is one server-sent event whose `event:` name is the `type` field.
 
+use crate::command::{parse_command, Parsed};
+use crate::context::{ContextEntry, ContextError, ContextReport};
 use crate::session::{SessionId, SessionIdError};
 use crate::settings::SettingSource;
 use serde::{Deserialize, Serialize};
@@ -10,6 +12,8 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+// One `meta` per turn, serialized at once: its size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum ChatEvent {
     Meta(MetaEvent),
     Delta {
@@ -45,6 +49,10 @@ pub struct ChatRequest {
     /// "New chat"). Without it and without `session_id`, the cookie's conversation continues.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_conversation: bool,
+    /// Extra content for this turn, each entry from one source, with whether it is sent now
+    /// and how long the history keeps it (see [`crate::context`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<ContextEntry>,
 }
 
 /// A chat request that passed every check: what [`ChatRequest::validate`] returns.
@@ -56,6 +64,8 @@ pub struct ValidChatRequest {
     /// The new message, or `None` to regenerate the reply to the last one.
     pub message: Option<String>,
     pub new_conversation: bool,
+    /// The message's context entries, each checked.
+    pub context: Vec<ContextEntry>,
 }
 
 /// Why a chat request was refused (HTTP 400).
@@ -73,6 +83,12 @@ pub enum ChatRequestError {
     EmptyMessage,
     #[error("message is too long: {length} characters, the limit is {limit}")]
     TooLong { length: usize, limit: usize },
+    #[error("context goes with a new message, not with regenerate")]
+    ContextWithRegenerate,
+    #[error("context cannot go with a ! command")]
+    ContextWithCommand,
+    #[error("{0}")]
+    Context(#[from] ContextError),
 }
 
 impl ChatRequest {
@@ -104,10 +120,23 @@ impl ChatRequest {
                 Some(text)
             }
         };
+        if !self.context.is_empty() {
+            match message.as_deref() {
+                None => return Err(ChatRequestError::ContextWithRegenerate),
+                Some(text) if !matches!(parse_command(text), Parsed::Message) => {
+                    return Err(ChatRequestError::ContextWithCommand)
+                }
+                Some(_) => {}
+            }
+            for (i, entry) in self.context.iter().enumerate() {
+                entry.validate(i)?;
+            }
+        }
         Ok(ValidChatRequest {
             session_id,
             message,
             new_conversation: self.new_conversation,
+            context: self.context,
         })
     }
 }
@@ -257,6 +286,10 @@ pub struct HistoryReport {
     /// The model's token budget, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// The turn's context blocks, those still held from earlier turns, and what pruning
+    /// removed; absent when the conversation has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<ContextReport>>,
 }
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
@@ -380,6 +413,18 @@ mod tests {
                 r#"{"session_id": "../x", "message": "hi"}"#,
                 ChatRequestError::SessionId(SessionIdError::BadCharacter),
             ),
+            (
+                r#"{"session_id": "abc", "regenerate": true, "context": [{"source": "s", "blocks": [{"type": "text", "text": "t"}]}]}"#,
+                ChatRequestError::ContextWithRegenerate,
+            ),
+            (
+                r#"{"message": "!help", "context": [{"source": "s", "blocks": [{"type": "text", "text": "t"}]}]}"#,
+                ChatRequestError::ContextWithCommand,
+            ),
+            (
+                r#"{"message": "hi", "context": [{"source": "s", "blocks": []}]}"#,
+                ChatRequestError::Context(crate::context::ContextError::NoBlocks { entry: 0 }),
+            ),
         ] {
             assert_eq!(request(json).validate(10), Err(error), "{json}");
         }
@@ -426,6 +471,7 @@ mod tests {
                     chain: vec![],
                     effective_ctx: 200,
                     token_budget: Some(1000),
+                    context: None,
                 },
             }),
             ChatEvent::Delta {

@@ -3,6 +3,7 @@
 //! The serialized shape (`role`, `text`, `ts` in epoch milliseconds, optional `meta`) is the
 //! one the MCP History Store keeps in `messages.json`, so either tool can read the other's files.
 
+use crate::context::{ContextBlock, Part};
 use serde::{Deserialize, Serialize};
 
 /// Who a message is from.
@@ -82,6 +83,10 @@ pub struct Message {
     pub ts: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<MessageMeta>,
+    /// Context after a user message's text: each source's header, then its blocks, each
+    /// with its retention (see [`crate::context`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<ContextBlock>,
 }
 
 impl Message {
@@ -91,7 +96,23 @@ impl Message {
             text: text.into(),
             ts,
             meta: None,
+            context: Vec::new(),
         }
+    }
+
+    /// The text pieces the model reads, in order: the message's text, then its context's
+    /// headers and text blocks.
+    pub fn texts(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+        std::iter::once(self.text.as_str().into())
+            .chain(self.context.iter().filter_map(|b| b.part.sent_text()))
+    }
+
+    /// How many images the message carries.
+    pub fn images(&self) -> usize {
+        self.context
+            .iter()
+            .filter(|b| matches!(b.part, Part::Image { .. }))
+            .count()
     }
 
     pub fn user(text: impl Into<String>, ts: i64) -> Self {

@@ -4,6 +4,7 @@
 //! one's role and a short preview, and the system prompt), so anyone can try Parlor without
 //! an API key and see the history a real model would get.
 
+use crate::context::{image_type, Part};
 use crate::message::title_of as preview;
 use crate::message::{Message, Role};
 
@@ -24,6 +25,7 @@ pub fn describe_request(messages: &[&Message]) -> String {
             message.role,
             quote(&preview(&message.text))
         ));
+        describe_context(&mut out, message);
     }
     let system: Vec<&str> = messages
         .iter()
@@ -39,6 +41,32 @@ pub fn describe_request(messages: &[&Message]) -> String {
         ));
     }
     out
+}
+
+/// Lists a message's context blocks under it: one line per source, naming each block.
+fn describe_context(out: &mut String, message: &Message) {
+    let mut line = String::new();
+    for block in &message.context {
+        match &block.part {
+            Part::Header { source } => {
+                flush(out, &mut line);
+                line = format!("   - context from {}:", quote(source));
+            }
+            Part::Text { text } => line.push_str(&format!(" text {}", quote(&preview(text)))),
+            Part::Image { url } => {
+                line.push_str(&format!(" image ({})", image_type(url).unwrap_or("image")))
+            }
+        }
+    }
+    flush(out, &mut line);
+}
+
+fn flush(out: &mut String, line: &mut String) {
+    if !line.is_empty() {
+        out.push_str(line);
+        out.push('\n');
+        line.clear();
+    }
 }
 
 /// Splits a reply into word-sized pieces for streaming; concatenated they give `text` back.
@@ -78,6 +106,45 @@ mod tests {
         assert!(text.contains('…'), "long messages are shortened: {text}");
         assert!(
             text.ends_with("System prompt: “You are a pirate.”"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn names_the_context_blocks_of_each_message() {
+        use crate::context::{build, Block, ContextEntry, Save};
+        let png = "data:image/png;base64,iVBORw0KGgo=";
+        let entries = [
+            ContextEntry {
+                source: "screen".into(),
+                blocks: vec![
+                    Block::Text {
+                        text: "error: *boom*".into(),
+                    },
+                    Block::Image { url: png.into() },
+                ],
+                display: true,
+                save: Save::No,
+            },
+            ContextEntry {
+                source: "clock".into(),
+                blocks: vec![Block::Text {
+                    text: "12:00".into(),
+                }],
+                display: true,
+                save: Save::No,
+            },
+        ];
+        let user = build("look", &entries, 1).display;
+        let text = describe_request(&[&user]);
+        assert!(
+            text.contains(
+                "   - context from “screen”: text “error: \\*boom\\*” image (image/png)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("   - context from “clock”: text “12:00”\n"),
             "{text}"
         );
     }

@@ -19,6 +19,7 @@ use crate::chain::{
     effective_ctx, Chain, ChainContext, ChainError, HistoryProcessor, ModelLimits, ModelSwitch,
     Outgoing, SlidingWindow, StepReport, TokenCounter, POLICY_STEP,
 };
+use crate::context::{ContextReport, Part};
 use crate::event::{HistoryReport, SettingsReport};
 use crate::history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy};
 use crate::message::{Message, Role};
@@ -43,6 +44,8 @@ pub struct PlanInput<'a> {
     /// The agent's window ceiling: `agent_max_ctx`, lowered by the agent's own `maxContext`.
     pub max_ctx: usize,
     pub tokens: &'a dyn TokenCounter,
+    /// The turn's context, as [`ContextReport::new`] reported it (`None`: no context).
+    pub context: Option<ContextReport>,
 }
 
 /// The messages of one model call and the facts the debug panel shows about them.
@@ -72,6 +75,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         model,
         max_ctx,
         tokens,
+        context,
     } = input;
     let offset = stored_total.saturating_sub(tail.len());
     let window = effective_ctx(max_ctx, model);
@@ -82,6 +86,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     };
 
     let mut outgoing = policy_step(system, tail, offset, settings);
+    let images_withheld = model.without_images && withhold_images(&mut outgoing);
     let stored_kept = outgoing.iter().filter(|m| m.stored_at.is_some()).count();
     let mut steps = vec![StepReport {
         name: POLICY_STEP.to_owned(),
@@ -125,6 +130,19 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         chain: steps,
         effective_ctx: window,
         token_budget: model.token_budget,
+        context: match (context, images_withheld) {
+            (Some(report), _) if !report.is_empty() || images_withheld => {
+                Some(Box::new(ContextReport {
+                    images_withheld,
+                    ..report
+                }))
+            }
+            (_, true) => Some(Box::new(ContextReport {
+                images_withheld,
+                ..Default::default()
+            })),
+            _ => None,
+        },
     };
     Plan {
         messages,
@@ -162,6 +180,26 @@ fn policy_step(
         .zip(&trimmed.messages)
         .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
     without_orphaned_replies(prompts.chain(selected))
+}
+
+/// What a model without image support receives in place of an image.
+pub const IMAGE_PLACEHOLDER: &str = "[an image was attached here; this model cannot see images]";
+
+/// Replaces the images of `messages` with [`IMAGE_PLACEHOLDER`]; `true` if there were any.
+fn withhold_images(messages: &mut [Outgoing]) -> bool {
+    let mut any = false;
+    for block in messages
+        .iter_mut()
+        .flat_map(|m| m.message.context.iter_mut())
+    {
+        if matches!(block.part, Part::Image { .. }) {
+            block.part = Part::Text {
+                text: IMAGE_PLACEHOLDER.to_owned(),
+            };
+            any = true;
+        }
+    }
+    any
 }
 
 /// Leaves out the replies (assistant and tool messages) that come before the first user
@@ -247,6 +285,7 @@ mod tests {
             name: "m".into(),
             max_context,
             token_budget,
+            ..Default::default()
         }
     }
 
@@ -285,8 +324,43 @@ mod tests {
                 model: &self.model,
                 max_ctx: self.max_ctx,
                 tokens: &OnePerMessage,
+                context: None,
             })
         }
+    }
+
+    #[test]
+    fn a_model_without_image_support_gets_a_placeholder_and_the_report_says_so() {
+        use crate::context::{build, Block, ContextEntry, Save};
+        let entry = ContextEntry {
+            source: "screen".into(),
+            blocks: vec![Block::Image {
+                url: "data:image/png;base64,iVBORw0KGgo=".into(),
+            }],
+            display: true,
+            save: Save::No,
+        };
+        let mut case = Case::new("");
+        case.tail = vec![build("look", &[entry], 0).display].into();
+        case.total = 1;
+        let parts = |plan: &Plan| -> Vec<String> {
+            plan.messages[1]
+                .context
+                .iter()
+                .map(|b| b.part.kind().to_owned())
+                .collect()
+        };
+        let with_images = case.run();
+        assert_eq!(parts(&with_images), ["header", "image"]);
+        assert_eq!(with_images.report.context, None);
+        case.model.without_images = true;
+        let without = case.run();
+        assert_eq!(parts(&without), ["header", "text"]);
+        assert_eq!(
+            without.messages[1].context[1].part.sent_text().unwrap(),
+            IMAGE_PLACEHOLDER
+        );
+        assert!(without.report.context.unwrap().images_withheld);
     }
 
     fn texts(messages: &[Message]) -> Vec<&str> {
@@ -489,6 +563,7 @@ mod tests {
             model: &case.model,
             max_ctx: case.max_ctx,
             tokens: &EstimatedTokens,
+            context: None,
         })
     }
 

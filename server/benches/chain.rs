@@ -41,6 +41,7 @@ fn bench_chain(c: &mut Criterion) {
         name: "gpt-4o-mini".into(),
         max_context: Some(200),
         token_budget: Some(12_000),
+        ..Default::default()
     };
     let tokens = token_counter("gpt-4o-mini");
     let ctx = ChainContext {

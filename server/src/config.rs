@@ -42,6 +42,8 @@ struct ParlorEnv {
     data_dir: PathBuf,
     #[serde(default = "defaults::max_message_chars")]
     max_message_chars: usize,
+    #[serde(default = "defaults::max_context_bytes")]
+    max_context_bytes: usize,
     #[serde(default = "defaults::mirror_delay_ms")]
     mirror_delay_ms: u64,
     #[serde(default = "defaults::yes")]
@@ -70,6 +72,7 @@ mod defaults {
     pub const AGENTS_DIR: &str = "agents";
     pub const DATA_DIR: &str = "data";
     pub const MAX_MESSAGE_CHARS: usize = 32_000;
+    pub const MAX_CONTEXT_BYTES: usize = 10 * 1024 * 1024;
     pub const MIRROR_DELAY_MS: u64 = 25;
     pub const BACKUP_RETENTION: usize = 5;
     pub const SHUTDOWN_GRACE_SECS: u64 = 10;
@@ -97,6 +100,9 @@ mod defaults {
     }
     pub fn max_message_chars() -> usize {
         MAX_MESSAGE_CHARS
+    }
+    pub fn max_context_bytes() -> usize {
+        MAX_CONTEXT_BYTES
     }
     pub fn mirror_delay_ms() -> u64 {
         MIRROR_DELAY_MS
@@ -172,6 +178,11 @@ pub fn variables() -> Vec<Variable> {
             "PARLOR_MAX_MESSAGE_CHARS",
             &defaults::MAX_MESSAGE_CHARS.to_string(),
             "the longest message accepted, in characters",
+        ),
+        v(
+            "PARLOR_MAX_CONTEXT_BYTES",
+            &defaults::MAX_CONTEXT_BYTES.to_string(),
+            "the largest chat request with images, in bytes (others: 1048576)",
         ),
         v(
             "PARLOR_MIRROR_DELAY_MS",
@@ -296,6 +307,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The longest user message accepted, in characters.
     pub max_message_chars: usize,
+    /// The largest chat request body that carries images.
+    pub max_context_bytes: usize,
     /// Pause between the mirror model's words.
     pub mirror_delay: Duration,
     pub history: HistoryEnv,
@@ -401,6 +414,16 @@ impl Config {
                 reason: "must be at least 1".into(),
             });
         }
+        if parlor.max_context_bytes < crate::routes::MAX_BODY_BYTES {
+            return Err(ConfigError::Invalid {
+                var: "PARLOR_MAX_CONTEXT_BYTES",
+                value: parlor.max_context_bytes.to_string(),
+                reason: format!(
+                    "must be at least {} (the limit of requests without images)",
+                    crate::routes::MAX_BODY_BYTES
+                ),
+            });
+        }
 
         let policy = one_of(
             &get,
@@ -497,6 +520,7 @@ impl Config {
             agents_dir: parlor.agents_dir,
             data_dir: parlor.data_dir,
             max_message_chars: parlor.max_message_chars,
+            max_context_bytes: parlor.max_context_bytes,
             mirror_delay: Duration::from_millis(parlor.mirror_delay_ms),
             history: HistoryEnv {
                 policy,
@@ -614,6 +638,10 @@ mod tests {
         assert_eq!(
             default("PARLOR_MAX_MESSAGE_CHARS"),
             config.max_message_chars.to_string()
+        );
+        assert_eq!(
+            default("PARLOR_MAX_CONTEXT_BYTES"),
+            config.max_context_bytes.to_string()
         );
         assert_eq!(
             default("PARLOR_MIRROR_DELAY_MS"),

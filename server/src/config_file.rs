@@ -45,6 +45,8 @@ pub struct ModelEntry {
     pub max_context: Option<i64>,
     /// Tokens one request may take.
     pub token_budget: Option<i64>,
+    /// Whether the model takes images (default true); `false` sends a placeholder instead.
+    pub vision: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -280,7 +280,16 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         rate_limit::Answer::Json,
     );
     Router::new()
-        .merge(api.layer(DefaultBodyLimit::max(routes::MAX_BODY_BYTES)))
+        // Chat requests with images may be larger; the chat route refuses the others over
+        // `MAX_BODY_BYTES`.
+        .merge(
+            api.layer(DefaultBodyLimit::max(
+                services
+                    .config
+                    .max_context_bytes
+                    .max(routes::MAX_BODY_BYTES),
+            )),
+        )
         .merge(routes::health())
         .merge(pages)
         // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the

@@ -45,8 +45,7 @@ impl ModelSpec {
         ModelSpec {
             limits: ModelLimits {
                 name: name.to_owned(),
-                max_context: None,
-                token_budget: None,
+                ..Default::default()
             },
             provider,
             upstream: name.to_owned(),
@@ -97,6 +96,7 @@ pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, Conf
                 name: entry.name.clone(),
                 max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
                 token_budget: positive("token_budget", entry.token_budget)?,
+                without_images: entry.vision == Some(false),
             },
             provider,
             upstream: entry.model.clone().unwrap_or_else(|| entry.name.clone()),
@@ -215,28 +215,35 @@ const CACHE_ENTRIES: usize = 100_000;
 
 impl TokenCounter for Tiktoken {
     fn count(&self, message: &Message) -> u64 {
+        let text: u64 = message.texts().map(|t| self.count_text(&t)).sum();
+        text + PER_MESSAGE + message.images() as u64 * parlor_domain::context::IMAGE_TOKENS
+    }
+
+    fn is_exact(&self) -> bool {
+        true
+    }
+}
+
+impl Tiktoken {
+    fn count_text(&self, text: &str) -> u64 {
         use std::hash::BuildHasher;
         static HASHER: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
-        let key = HASHER.get_or_init(Default::default).hash_one(&message.text);
+        let key = HASHER.get_or_init(Default::default).hash_one(text);
         if let Some(&n) = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            return u64::from(n) + PER_MESSAGE;
+            return u64::from(n);
         }
-        let n = self.bpe.encode_ordinary(&message.text).len() as u32;
+        let n = self.bpe.encode_ordinary(text).len() as u32;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= CACHE_ENTRIES {
             cache.clear();
         }
         cache.insert(key, n);
-        u64::from(n) + PER_MESSAGE
-    }
-
-    fn is_exact(&self) -> bool {
-        true
+        u64::from(n)
     }
 }
 
@@ -302,6 +309,7 @@ mod tests {
             model: None,
             max_context,
             token_budget: None,
+            vision: None,
         };
         let path = Path::new("parlor.toml");
         let ok = specs(&[entry("small", None, Some(10))], path).unwrap();

@@ -8,7 +8,8 @@ use super::{LlmError, LlmEvent, LlmStream, ModelRequest};
 use crate::config::ApiKey;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use parlor_domain::{Role, Usage};
+use parlor_domain::context::Part;
+use parlor_domain::{Message, Role, Usage};
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
@@ -62,7 +63,7 @@ impl OpenAiClient {
                     Role::Tool => "assistant",
                     other => other.as_str(),
                 };
-                json!({"role": role, "content": m.text})
+                json!({"role": role, "content": content(m)})
             })
             .collect();
         let mut body = json!({
@@ -294,6 +295,22 @@ impl Reader {
         self.ended = true;
         Some((item, self))
     }
+}
+
+/// A message's `content`: its text, or for a message with context blocks, content parts
+/// (text parts for its text, headers and text blocks; `image_url` parts for images).
+fn content(message: &Message) -> serde_json::Value {
+    if message.context.is_empty() {
+        return json!(message.text);
+    }
+    let mut parts = vec![json!({"type": "text", "text": message.text})];
+    for block in &message.context {
+        parts.push(match &block.part {
+            Part::Image { url } => json!({"type": "image_url", "image_url": {"url": url}}),
+            part => json!({"type": "text", "text": part.sent_text().unwrap_or_default()}),
+        });
+    }
+    json!(parts)
 }
 
 #[cfg(test)]

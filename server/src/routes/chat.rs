@@ -17,6 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use futures::StreamExt;
+use parlor_domain::context::Block;
 use parlor_domain::{ChatEvent, ChatRequest, SessionId};
 use std::convert::Infallible;
 
@@ -36,7 +37,7 @@ use std::convert::Infallible;
         (status = 403, description = "An admin command without the admin token", body = parlor_domain::ApiError),
         (status = 404, description = "Unknown agent, or another browser's conversation", body = parlor_domain::ApiError),
         (status = 409, description = "A reply is still being written in this conversation", body = parlor_domain::ApiError),
-        (status = 413, description = "A body over 1 MiB", body = parlor_domain::ApiError),
+        (status = 413, description = "A body over 1 MiB without images, or over `PARLOR_MAX_CONTEXT_BYTES` with them", body = parlor_domain::ApiError),
         (status = 429, description = "Too many requests from this address; see Retry-After", body = parlor_domain::ApiError),
         (status = 503, description = "The session limit is reached", body = parlor_domain::ApiError),
     )
@@ -47,9 +48,12 @@ pub async fn post_chat(
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<ChatRequest>,
+    JsonBody(body, size): JsonBody<ChatRequest>,
 ) -> Result<Response, Response> {
     let services = app.services.clone();
+    if size > super::MAX_BODY_BYTES && !carries_images(&body) {
+        return Err(ApiError::too_large().into_response());
+    }
     let agent = services
         .agents
         .get(&agent_id)
@@ -65,6 +69,7 @@ pub async fn post_chat(
         new_conversation: request.new_conversation,
         browser: browser::from_jar(&jar),
         message: request.message,
+        context: request.context,
         url_policy: first_value(&query, "historyPolicy").map(str::to_owned),
         url_length: first_value(&query, "historyLength").map(str::to_owned),
         admin_token: headers
@@ -103,4 +108,13 @@ fn stream(turn: Turn, secure_cookie: bool) -> Response {
 pub(super) fn to_sse(event: &ChatEvent) -> Event {
     let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
     Event::default().event(event.name()).data(data)
+}
+
+/// Whether a request carries an image: only those may use the larger body limit.
+fn carries_images(request: &ChatRequest) -> bool {
+    request
+        .context
+        .iter()
+        .flat_map(|entry| &entry.blocks)
+        .any(|block| matches!(block, Block::Image { .. }))
 }

@@ -58,6 +58,20 @@ impl From<parlor_domain::SessionIdError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A body over [`super::MAX_BODY_BYTES`] that is not a chat request with images.
+    pub fn too_large() -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "request body is larger than {} bytes; only chat requests with images may be \
+                 larger (up to PARLOR_MAX_CONTEXT_BYTES)",
+                super::MAX_BODY_BYTES
+            ),
+        )
+    }
+}
+
 impl From<AccessDenied> for ApiError {
     fn from(e: AccessDenied) -> Self {
         match e {
@@ -93,9 +107,10 @@ impl IntoResponse for TurnError {
     }
 }
 
-/// A JSON object body, refused with the API's error body: 413 over the size limit, 400 when
-/// it is not a JSON object or does not have the expected shape.
-pub struct JsonBody<T>(pub T);
+/// A JSON object body and its size in bytes, refused with the API's error body: 413 over
+/// the route's size limit, 400 when it is not a JSON object or does not have the expected
+/// shape.
+pub struct JsonBody<T>(pub T, pub usize);
 
 impl<S, T> FromRequest<S> for JsonBody<T>
 where
@@ -111,16 +126,19 @@ where
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
-                        format!(
-                            "request body is larger than {} bytes",
-                            super::MAX_BODY_BYTES
-                        ),
+                        "request body is larger than this server accepts \
+                         (PARLOR_MAX_CONTEXT_BYTES for requests with images)",
                     )
                 } else {
                     ApiError::bad_request(rejection.body_text())
                 }
             })?;
-        parse_object(&bytes).map(JsonBody)
+        match parse_object(&bytes) {
+            Ok(value) => Ok(JsonBody(value, bytes.len())),
+            // Only a valid request may use the larger limit of requests with images.
+            Err(_) if bytes.len() > super::MAX_BODY_BYTES => Err(ApiError::too_large()),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use crate::state::AppState;
 use axum::routing::{get, post};
 use axum::Router;
 
-/// The most a request body may hold; messages have their own, smaller limit.
+/// The most a request body without images may hold (those with images:
+/// `PARLOR_MAX_CONTEXT_BYTES`); messages have their own, smaller limit.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The chat API (rate-limited per client address by the caller) and the health check.

@@ -11,10 +11,13 @@
 //! one. Operations on one dialog are serialized. A `messages.json` that cannot be parsed is
 //! moved aside (never overwritten) and the conversation starts empty.
 
-use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
+use super::{
+    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns,
+};
 use super::{Stats, StoreError};
 use crate::atomic::{sync_dir, write_atomically};
 use async_trait::async_trait;
+use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -353,6 +356,24 @@ impl ConversationStore for FileStore {
         self.locked(id, move |d| d.write_messages(&messages)).await
     }
 
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        edits: &[Edit],
+    ) -> Result<usize, StoreError> {
+        let edits = edits.to_vec();
+        self.locked(id, move |d| {
+            let mut all = d.read_messages()?;
+            let applied = apply_edits(&mut all, offset, &edits);
+            if applied > 0 {
+                d.write_messages(&all)?;
+            }
+            Ok(applied)
+        })
+        .await
+    }
+
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.locked(id, |d| {
             if !d.messages_path().exists() {
@@ -544,6 +565,7 @@ mod tests {
                     updated_ms: 7,
                     last_turn: None,
                     model: None,
+                    context_turns: 0,
                 })
                 .await
                 .unwrap();

@@ -3,6 +3,7 @@
 
 use super::{BackupInfo, ConversationInfo, ConversationStore, ReplyLock, Stats, StoreError, Tail};
 use async_trait::async_trait;
+use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
 use std::future::Future;
 use std::time::Instant;
@@ -44,6 +45,15 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     }
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("replace", self.inner.replace(id, messages))
+            .await
+    }
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        edits: &[Edit],
+    ) -> Result<usize, StoreError> {
+        self.timed("prune", self.inner.prune(id, offset, edits))
             .await
     }
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {

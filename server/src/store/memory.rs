@@ -1,8 +1,11 @@
 //! Conversations in memory: for development and tests; lost on restart.
 
-use super::{cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns};
+use super::{
+    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns,
+};
 use super::{Stats, StoreError, Tail};
 use async_trait::async_trait;
+use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -73,6 +76,19 @@ impl ConversationStore for MemoryStore {
         cap(&mut messages, self.max_turns);
         self.with(|i| i.messages.insert(id.clone(), messages));
         Ok(())
+    }
+
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        edits: &[Edit],
+    ) -> Result<usize, StoreError> {
+        Ok(self.with(|i| {
+            i.messages
+                .get_mut(id)
+                .map_or(0, |stored| apply_edits(stored, offset, edits))
+        }))
     }
 
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {

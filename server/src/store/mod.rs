@@ -15,6 +15,7 @@ pub use measured::Measured;
 pub use memory::MemoryStore;
 
 use async_trait::async_trait;
+use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId, TurnReport};
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -38,6 +39,15 @@ pub struct ConversationInfo {
     /// The model chosen with `!model`; `None` uses the agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The longest retention, in turns, of a context block that may still be stored: a turn
+    /// reads at least this many user messages back, so pruning sees every block whose time
+    /// may be up (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_turns: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 type Release = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
@@ -184,6 +194,16 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
+    /// Applies a pruning pass ([`parlor_domain::context::prune`]) atomically: each edit's
+    /// message, at `offset + edit.index`, is rewritten or removed, unless it is no longer
+    /// the message the pass read (another writer changed it; the next pass sees it again).
+    /// Returns how many edits were applied. What is pruned is gone: nothing keeps a copy.
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        edits: &[Edit],
+    ) -> Result<usize, StoreError>;
     /// Removes all messages, first backing them up where the backend keeps backups.
     /// The conversation's details stay.
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
@@ -213,6 +233,27 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;
+}
+
+/// Applies pruning edits to the messages of a store that rewrites them whole (see
+/// [`ConversationStore::prune`]).
+pub(crate) fn apply_edits(messages: &mut Vec<Message>, offset: usize, edits: &[Edit]) -> usize {
+    let mut applied = 0;
+    // From the end, so that a removal does not move the messages still to edit.
+    for edit in edits.iter().rev() {
+        let at = offset + edit.index;
+        if messages.get(at) != Some(&edit.old) {
+            continue;
+        }
+        match &edit.new {
+            Some(new) => messages[at] = new.clone(),
+            None => {
+                messages.remove(at);
+            }
+        }
+        applied += 1;
+    }
+    applied
 }
 
 /// What a store records as a conversation's owner: a SHA-256 of the browser's session cookie,
@@ -257,6 +298,7 @@ pub(crate) mod contract {
             updated_ms,
             last_turn: None,
             model: None,
+            context_turns: 0,
         }
     }
 
@@ -300,6 +342,54 @@ pub(crate) mod contract {
     }
 
     pub const MAX_TURNS: usize = 4;
+
+    /// Pruning edits: rewritten and removed messages, and an edit whose message another
+    /// writer changed in between is skipped.
+    async fn prune(store: &dyn ConversationStore) {
+        use parlor_domain::context::{build, Block, ContextEntry, Save};
+        let s = id("pruned");
+        let entry = ContextEntry {
+            source: "log".into(),
+            blocks: vec![Block::Text { text: "L".into() }],
+            display: true,
+            save: Save::Turns(std::num::NonZeroU32::MIN),
+        };
+        let with_context = |text: &str, ts| build(text, std::slice::from_ref(&entry), ts).persisted;
+        let stored = vec![
+            with_context("a", 1),
+            with_context("", 2),
+            with_context("c", 3),
+            Message::user("d", 4),
+        ];
+        store.replace(&s, &stored).await.unwrap();
+        let edits = [
+            Edit {
+                index: 0,
+                old: stored[0].clone(),
+                new: Some(Message::user("a", 1)),
+            },
+            Edit {
+                index: 1,
+                old: stored[1].clone(),
+                new: None,
+            },
+            // Read before another writer changed it: skipped.
+            Edit {
+                index: 2,
+                old: with_context("c (as read earlier)", 3),
+                new: Some(Message::user("c", 3)),
+            },
+        ];
+        assert_eq!(store.prune(&s, 0, &edits).await.unwrap(), 2);
+        let after = store.load(&s).await.unwrap();
+        assert_eq!(
+            after,
+            [Message::user("a", 1), stored[2].clone(), stored[3].clone()]
+        );
+        // Applying the same pass again changes nothing.
+        assert_eq!(store.prune(&s, 0, &edits).await.unwrap(), 0);
+        assert_eq!(store.load(&s).await.unwrap(), after);
+    }
 
     pub async fn run(store: &dyn ConversationStore) {
         let s = id("s1");
@@ -397,5 +487,7 @@ pub(crate) mod contract {
         assert!(store.load(&s).await.unwrap().is_empty());
         assert_eq!(store.info(&s).await.unwrap().unwrap().title, "renamed");
         assert_eq!(texts(store, &id("s2")).await, ["x"], "others untouched");
+
+        prune(store).await;
     }
 }

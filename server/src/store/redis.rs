@@ -14,6 +14,7 @@
 use super::{newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Stats};
 use super::{ReplyLock, StoreError, Tail};
 use async_trait::async_trait;
+use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
@@ -35,6 +36,36 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])
 end
 return 0
+";
+
+/// Applies pruning edits to the list `KEYS[1]` in one step. `ARGV[1]` is a marker no message
+/// can equal; then, per edit, the index, the `ts`, `text` and number of context blocks of
+/// the message the pass read there, and its new JSON (empty: remove it). An edit whose
+/// message is no longer the one read is skipped. Returns how many were applied.
+const PRUNE: &str = r"
+local applied, removed = 0, 0
+for i = 2, #ARGV, 5 do
+    local current = redis.call('LINDEX', KEYS[1], ARGV[i])
+    if current then
+        local ok, message = pcall(cjson.decode, current)
+        if ok and type(message) == 'table' and message.role == 'user'
+            and message.ts == tonumber(ARGV[i + 1]) and message.text == ARGV[i + 2]
+            and type(message.context) == 'table'
+            and #message.context == tonumber(ARGV[i + 3]) then
+            if ARGV[i + 4] == '' then
+                redis.call('LSET', KEYS[1], ARGV[i], ARGV[1])
+                removed = removed + 1
+            else
+                redis.call('LSET', KEYS[1], ARGV[i], ARGV[i + 4])
+            end
+            applied = applied + 1
+        end
+    end
+end
+if removed > 0 then
+    redis.call('LREM', KEYS[1], 0, ARGV[1])
+end
+return applied
 ";
 
 #[derive(Clone, Debug)]
@@ -350,6 +381,39 @@ impl ConversationStore for RedisStore {
         })
         .await?;
         Ok(())
+    }
+
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        edits: &[Edit],
+    ) -> Result<usize, StoreError> {
+        if edits.is_empty() {
+            return Ok(0);
+        }
+        let mut cmd = redis::cmd("EVAL");
+        // Not JSON, so no stored message can equal it.
+        let marker = format!("\u{0}pruned:{}", uuid::Uuid::new_v4());
+        cmd.arg(PRUNE).arg(1).arg(self.messages_key(id)).arg(marker);
+        for edit in edits {
+            let new = match &edit.new {
+                Some(message) => encode(std::slice::from_ref(message))?.remove(0),
+                None => String::new(),
+            };
+            cmd.arg(offset + edit.index)
+                .arg(edit.old.ts)
+                .arg(&edit.old.text)
+                .arg(edit.old.context.len())
+                .arg(new);
+        }
+        let cmd = &cmd;
+        // Safe to run twice: a second run finds the messages already changed.
+        let applied: usize = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        Ok(applied)
     }
 
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {

@@ -14,6 +14,7 @@ use crate::state::{BusyGuard, Services};
 use crate::store::{now_ms, AccessDenied, ConversationInfo, ConversationStore, StoreError};
 use parlor_app::ssr::BrowserSession;
 use parlor_domain::command::{parse_command, Parsed};
+use parlor_domain::context::{self, ContextEntry, ContextReport, Pruning};
 use parlor_domain::history::{tail_hint, tail_suffices};
 use parlor_domain::live_sessions::LimitReached;
 use parlor_domain::message::title_of;
@@ -37,6 +38,8 @@ pub struct TurnInput {
     pub browser: Option<BrowserSession>,
     /// The user's new message, or `None` to reply again to the last one (Retry, Regenerate).
     pub message: Option<String>,
+    /// The message's context entries (checked).
+    pub context: Vec<ContextEntry>,
     pub url_policy: Option<String>,
     pub url_length: Option<String>,
     /// The `X-Parlor-Admin-Token` header, for admin commands.
@@ -104,7 +107,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         ),
     };
     let is_new = existing.is_none();
-    let info = conversation_info(existing, &session_id, &input);
+    let mut info = conversation_info(existing, &session_id, &input);
     if is_new {
         // The owner is durable before anything of the conversation is stored or
         // acknowledged: a crash can never leave a browser's conversation without its owner.
@@ -113,11 +116,20 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     if let Some(command) = command {
         return commands::answer(&turn, command, info, busy).await;
     }
-    let (tail, total) = match &input.message {
-        Some(text) => turn.store_message(&session_id, text).await?,
+    let prepared = match &input.message {
+        Some(text) => turn.store_message(&mut info, text, &input.context).await?,
         None => turn.drop_last_reply(&session_id).await?,
     };
-    turn.reply(info, tail, total, busy)
+    turn.reply(info, prepared, busy)
+}
+
+/// What a turn's model call is planned from.
+struct Prepared {
+    /// The stored messages the plan needs, pruned, ending with the message sent now.
+    tail: Vec<Message>,
+    /// How many messages the conversation holds in all.
+    total: usize,
+    context: Option<ContextReport>,
 }
 
 /// The conversation a request continues, and what is stored about it (`None`: a new one).
@@ -212,6 +224,7 @@ fn conversation_info(
             updated_ms: now,
             last_turn: None,
             model: None,
+            context_turns: 0,
         },
     }
 }
@@ -221,23 +234,53 @@ fn new_session_id() -> SessionId {
 }
 
 impl TurnContext<'_> {
-    /// Stores the user's message. Returns the stored messages the plan needs (the new one
-    /// last) and how many the conversation holds in all.
+    /// Prunes the context blocks whose time is up, then stores the user's message (its
+    /// persisted variant). Returns what the plan needs: the pruned stored messages, then
+    /// the message as sent now (its displayed variant).
     async fn store_message(
         &self,
-        id: &SessionId,
+        info: &mut ConversationInfo,
         text: &str,
-    ) -> Result<(Vec<Message>, usize), TurnError> {
-        let message = Message::user(text, now_ms());
+        entries: &[ContextEntry],
+    ) -> Result<Prepared, TurnError> {
+        let id = &info.session_id;
+        let built = context::build(text, entries, now_ms());
         let store = self.history.store.as_ref();
-        let window = load_window(store, id, &self.settings, &message).await?;
-        store.append(id, std::slice::from_ref(&message)).await?;
-        Ok(window)
+        let (history, total) = load_window(
+            store,
+            id,
+            &self.settings,
+            &built.display,
+            info.context_turns,
+        )
+        .await?;
+        let offset = total - history.len();
+        let pruning = self.prune(id, offset, history).await?;
+        let context_turns = longest_retention(&pruning.messages)
+            .max(longest_retention(std::slice::from_ref(&built.persisted)));
+        if context_turns > info.context_turns {
+            // Durable before the message: a later turn must read back far enough to prune it.
+            info.context_turns = context_turns;
+            store.put_info(info).await?;
+        }
+        info.context_turns = context_turns;
+        store
+            .append(id, std::slice::from_ref(&built.persisted))
+            .await?;
+        let context = Some(ContextReport::new(entries, &pruning)).filter(|r| !r.is_empty());
+        let total = total - removed(&pruning) + 1;
+        let mut tail = pruning.messages;
+        tail.push(built.display);
+        Ok(Prepared {
+            tail,
+            total,
+            context,
+        })
     }
 
     /// For Retry and Regenerate: drops what follows the last user message (the reply to
-    /// write again) and returns the conversation and its length.
-    async fn drop_last_reply(&self, id: &SessionId) -> Result<(Vec<Message>, usize), TurnError> {
+    /// write again), prunes what precedes it, and returns the conversation.
+    async fn drop_last_reply(&self, id: &SessionId) -> Result<Prepared, TurnError> {
         let store = &self.history.store;
         let mut stored = store.load(id).await?;
         let last_user = stored
@@ -248,12 +291,54 @@ impl TurnContext<'_> {
             stored.truncate(last_user + 1);
             store.replace(id, &stored).await?;
         }
-        let total = stored.len();
-        Ok((stored, total))
+        let current = stored.pop().ok_or(TurnError::NothingToRegenerate)?;
+        let total = stored.len() + 1;
+        let pruning = self.prune(id, 0, stored).await?;
+        let context = Some(ContextReport::new(&[], &pruning)).filter(|r| !r.is_empty());
+        let total = total - removed(&pruning);
+        let mut tail = pruning.messages;
+        tail.push(current);
+        Ok(Prepared {
+            tail,
+            total,
+            context,
+        })
+    }
+
+    /// The pruning pass: removes from the store, for good, the context blocks of `history`
+    /// (the stored messages before the one being sent, the first at `offset`) whose time
+    /// is up.
+    async fn prune(
+        &self,
+        id: &SessionId,
+        offset: usize,
+        history: Vec<Message>,
+    ) -> Result<Pruning, TurnError> {
+        let pruning = context::prune(history);
+        if !pruning.edits.is_empty() {
+            self.history.store.prune(id, offset, &pruning.edits).await?;
+        }
+        if pruning.messages.iter().any(|m| !m.context.is_empty()) || !pruning.edits.is_empty() {
+            tracing::debug!(
+                "[History] Context pruning in {}: {} block(s) expired, {} message(s) rewritten, \
+                 {} removed",
+                id,
+                pruning.expired.len(),
+                pruning.edits.len() - removed(&pruning),
+                removed(&pruning)
+            );
+        }
+        Ok(pruning)
     }
 
     /// Plans the model call for the conversation's current model.
-    pub(crate) fn plan(&self, model: Option<&ModelSpec>, tail: Vec<Message>, total: usize) -> Plan {
+    pub(crate) fn plan(
+        &self,
+        model: Option<&ModelSpec>,
+        tail: Vec<Message>,
+        total: usize,
+        context: Option<ContextReport>,
+    ) -> Plan {
         let limits = model.map(|m| m.limits.clone()).unwrap_or_default();
         let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
         let system: Vec<String> = self
@@ -272,6 +357,7 @@ impl TurnContext<'_> {
             model: &limits,
             max_ctx: self.services.max_ctx_for(self.agent),
             tokens: tokens.as_ref(),
+            context,
         })
     }
 
@@ -297,10 +383,14 @@ impl TurnContext<'_> {
     fn reply(
         &self,
         mut info: ConversationInfo,
-        tail: Vec<Message>,
-        total: usize,
+        prepared: Prepared,
         busy: BusyGuard,
     ) -> Result<Turn, TurnError> {
+        let Prepared {
+            tail,
+            total,
+            context,
+        } = prepared;
         if info.title.is_empty() {
             if let Some(first) = tail.iter().find(|m| m.role == Role::User) {
                 info.title = title_of(&first.text);
@@ -310,7 +400,7 @@ impl TurnContext<'_> {
             .services
             .models
             .for_conversation(self.agent, info.model.as_deref());
-        let plan = self.plan(model.as_ref(), tail, total);
+        let plan = self.plan(model.as_ref(), tail, total, context);
         self.log_decision(&plan);
         let meta = self.meta(&mut info, model.as_ref(), &plan);
         let request = match (model, plan.error) {
@@ -364,27 +454,53 @@ impl TurnContext<'_> {
     }
 }
 
-/// The stored messages a turn needs for `settings`, and how many are stored in all. Reads
-/// only the tail when the store can and the policy allows, so with Redis a turn's cost does
-/// not grow with the conversation. Both count `new` (the user's message, not stored yet),
-/// which is last.
+/// The stored messages a turn needs for `settings` (the new message, `new`, not among them)
+/// and how many are stored in all. Reads only the tail when the store can and the policy
+/// allows, so with Redis a turn's cost does not grow with the conversation; the tail then
+/// also reaches `context_turns` user messages back, so pruning sees every context block
+/// whose time may be up.
 async fn load_window(
     store: &dyn ConversationStore,
     id: &SessionId,
     settings: &HistorySettings,
     new: &Message,
+    context_turns: u32,
 ) -> Result<(Vec<Message>, usize), StoreError> {
     let (policy, length) = (settings.policy.value, settings.length.value);
+    let reach = context_turns as usize;
     if let Some(count) = tail_hint(policy, length) {
+        let count = count.max(reach.saturating_add(1).saturating_mul(2));
         let mut tail = store.load_tail(id, count).await?;
         let whole = tail.is_whole();
+        let users = tail
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .count();
         tail.messages.push(new.clone());
-        if whole || tail_suffices(&tail.messages, policy, length) {
-            return Ok((tail.messages, tail.total + 1));
+        let suffices = tail_suffices(&tail.messages, policy, length) && users > reach;
+        tail.messages.pop();
+        if whole || suffices {
+            return Ok((tail.messages, tail.total));
         }
     }
-    let mut all = store.load(id).await?;
-    all.push(new.clone());
+    let all = store.load(id).await?;
     let total = all.len();
     Ok((all, total))
+}
+
+/// The longest retention, in turns, of the context blocks in `messages` (0: none).
+fn longest_retention(messages: &[Message]) -> u32 {
+    messages
+        .iter()
+        .flat_map(|m| &m.context)
+        .filter_map(|b| b.retention)
+        .map(|n| n.get())
+        .max()
+        .unwrap_or(0)
+}
+
+/// How many messages a pruning pass removed.
+fn removed(pruning: &Pruning) -> usize {
+    pruning.edits.iter().filter(|e| e.new.is_none()).count()
 }

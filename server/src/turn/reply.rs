@@ -9,7 +9,7 @@ use crate::state::BusyGuard;
 use crate::store::{now_ms, ConversationInfo};
 use futures::StreamExt;
 use parlor_domain::markdown::StreamingMarkdown;
-use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus, Role};
+use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -126,10 +126,8 @@ impl Reply {
     ) -> bool {
         let id = &self.info.session_id;
         let reply = Message {
-            role: Role::Assistant,
-            text,
-            ts: now_ms(),
             meta: Some(MessageMeta { status, model }),
+            ..Message::assistant(text, now_ms())
         };
         match self.history.store.append(id, &[reply]).await {
             Ok(()) => true,

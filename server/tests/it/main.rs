@@ -6,6 +6,7 @@ mod support;
 
 mod chat_api;
 mod commands;
+mod context;
 mod history;
 mod pages;
 mod processes;

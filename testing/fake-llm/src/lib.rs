@@ -137,7 +137,17 @@ async fn chat_completions(
     let last_user = request["messages"]
         .as_array()
         .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
+        // A string, or content parts: the first text part is the user's own text.
+        .and_then(|m| {
+            m["content"].as_str().or_else(|| {
+                m["content"].as_array().and_then(|parts| {
+                    parts
+                        .iter()
+                        .find(|p| p["type"] == "text")
+                        .and_then(|p| p["text"].as_str())
+                })
+            })
+        })
         .unwrap_or_default()
         .to_owned();
     let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
