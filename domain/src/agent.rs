@@ -79,6 +79,10 @@ pub struct RawChatSettings {
     /// Parlor extension: this agent's window ceiling (`agent_max_ctx`), in messages.
     #[serde(default)]
     pub max_context: Option<Value>,
+    /// Parlor extension: the ids of the operator's context providers (`[[context]]` in
+    /// `parlor.toml`) that run on this agent's turns.
+    #[serde(default)]
+    pub context: Vec<String>,
 }
 
 /// The LLM an agent's template asks for.
@@ -117,6 +121,8 @@ pub struct Agent {
     pub initial_messages: Vec<String>,
     pub chat_prompts: Vec<String>,
     pub history_id: Option<String>,
+    /// The context providers of this agent's turns, by id.
+    pub context: Vec<String>,
     pub preserve_system_messages: bool,
     /// Validated processor names, when the template sets its own chain.
     pub history_processors: Option<Vec<String>>,
@@ -233,6 +239,7 @@ impl Agent {
                 initial_messages: settings.initial_messages.clone(),
                 chat_prompts: settings.chat_prompts.clone(),
                 history_id: settings.history_id.clone(),
+                context: settings.context.clone(),
                 preserve_system_messages,
                 history_processors,
                 max_context,

@@ -20,6 +20,30 @@ pub struct ConfigFile {
     pub models: Vec<ModelEntry>,
     #[serde(default)]
     pub histories: Vec<HistoryEntry>,
+    /// `[[context]]`: the operator's context providers.
+    #[serde(default)]
+    pub context: Vec<ContextProviderEntry>,
+}
+
+/// `[[context]]`: context added to every turn of the agents that name it in
+/// `chatSettings.context`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextProviderEntry {
+    /// The source name the model and the debug panel see.
+    pub id: String,
+    /// `time` or `file`.
+    pub kind: String,
+    /// `time`: an IANA time zone (default: the server's).
+    pub time_zone: Option<String>,
+    /// `file`: the file, relative to this configuration file.
+    pub path: Option<PathBuf>,
+    /// `file`: the largest file read, in bytes (default 65536).
+    pub max_bytes: Option<i64>,
+    /// Sent with the turn's message (default true).
+    pub display: Option<bool>,
+    /// Kept in the history: false (default), true, or for the next n turns.
+    pub save: Option<parlor_domain::context::Save>,
 }
 
 /// `[history]`: the processor chain and the window ceiling.

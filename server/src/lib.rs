@@ -13,6 +13,7 @@ pub mod llm;
 pub mod metrics;
 pub mod models;
 pub mod pages;
+pub mod providers;
 pub mod rate_limit;
 pub mod routes;
 pub mod settings;
@@ -83,6 +84,8 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
+    crate::providers::Providers::new(settings.providers.clone())
+        .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     let config_path = file
         .map(|(path, _)| path)
         .unwrap_or_else(|| "parlor.toml".into());
@@ -107,6 +110,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         agents,
         histories: setup.histories,
         models,
+        providers: providers::Providers::new(settings.providers),
         busy: Default::default(),
         chain: parlor_domain::chain::Chain::from_names(&settings.chain)
             .expect("validated with the configuration"),

@@ -18,6 +18,7 @@ pub struct ServerSettings {
     pub max_users: usize,
     pub idle_timeout_minutes: u64,
     pub models: Vec<crate::models::ModelSpec>,
+    pub providers: Vec<crate::providers::Provider>,
 }
 
 pub const DEFAULT_MAX_USERS: usize = 50;
@@ -88,6 +89,7 @@ impl ServerSettings {
             max_users,
             idle_timeout_minutes,
             models: crate::models::specs(&file.models, path)?,
+            providers: crate::providers::specs(&file.context, path)?,
         })
     }
 }

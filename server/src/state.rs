@@ -29,6 +29,8 @@ pub struct Services {
     pub histories: Histories,
     /// The models conversations can use and the clients that reach them.
     pub models: Models,
+    /// The operator's context providers (`[[context]]`).
+    pub providers: crate::providers::Providers,
     /// Conversations (history id, session) with a reply being written right now.
     pub busy: Mutex<HashSet<(String, SessionId)>>,
     /// The processors after the policy step, for agents without their own.

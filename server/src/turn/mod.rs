@@ -117,7 +117,17 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         return commands::answer(&turn, command, info, busy).await;
     }
     let prepared = match &input.message {
-        Some(text) => turn.store_message(&mut info, text, &input.context).await?,
+        Some(text) => {
+            // The client's context first, then the operator's providers.
+            let (provided, failed) = services.providers.run(&input.agent).await;
+            let mut entries = input.context.clone();
+            entries.extend(provided);
+            let mut prepared = turn.store_message(&mut info, text, &entries).await?;
+            if !failed.is_empty() {
+                prepared.context.get_or_insert_default().failed = failed;
+            }
+            prepared
+        }
         None => turn.drop_last_reply(&session_id).await?,
     };
     turn.reply(info, prepared, busy)

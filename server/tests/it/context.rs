@@ -576,3 +576,75 @@ async fn pruning_reaches_back_beyond_the_tail_a_policy_reads_from_redis() {
         "the block is stored until its time is up"
     );
 }
+
+#[tokio::test]
+async fn operator_providers_add_context_every_turn_and_a_failing_one_never_fails_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("parlor.toml");
+    std::fs::write(
+        &config,
+        "[[context]]\nid = \"clock\"\nkind = \"time\"\ntime_zone = \"UTC\"\n\n\
+         [[context]]\nid = \"notes\"\nkind = \"file\"\npath = \"notes.md\"\nmax_bytes = 100\nsave = 1\n",
+    )
+    .unwrap();
+    let agents = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(agents.path().join("ops")).unwrap();
+    std::fs::write(
+        agents.path().join("ops/template.json"),
+        json!({
+            "agentId": "ops", "name": "Ops",
+            "nodes": ["llm.openai"], "nodeConfigurations": {"llm.openai": {"model": "m"}},
+            "chatSettings": {"context": ["clock", "notes"]},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (config, agents_dir) = (
+        config.display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let (fake, server) = TestServer::with_upstream(&[
+        ("PARLOR_CONFIG", &config),
+        ("PARLOR_AGENTS_DIR", &agents_dir),
+    ])
+    .await;
+
+    // The notes file is missing: the turn goes on with the clock, and says why.
+    let first = server.chat("ops", json!({"message": "hi"})).await;
+    assert_eq!(first.status, 200);
+    assert!(first.error().is_none(), "{:?}", first.error());
+    let seen = context_seen(&fake.requests()[0]);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("Current date and time: "), "{seen:?}");
+    assert!(seen[0].ends_with("(time zone UTC, UTC+00:00)"), "{seen:?}");
+    let report = first.meta().history.context.clone().unwrap();
+    assert_eq!(report.failed[0].source, "notes");
+    assert!(report.failed[0].error.contains("cannot read"), "{report:?}");
+    // The clock is displayed, not saved: nothing of it is stored.
+    let session = first.session_id();
+    assert!(server.stored(&session)[0].context.is_empty());
+
+    // Now the file exists: it is read on this turn, saved for one more.
+    std::fs::write(dir.path().join("notes.md"), "deploy freeze today").unwrap();
+    let second = server
+        .chat("ops", json!({"message": "status?", "session_id": session}))
+        .await;
+    assert!(second
+        .meta()
+        .history
+        .context
+        .clone()
+        .unwrap()
+        .failed
+        .is_empty());
+    let seen = context_seen(&fake.requests()[1]);
+    assert!(seen.contains(&"deploy freeze today".to_owned()), "{seen:?}");
+    // Re-read at every turn: the new content is sent, the saved old one too (save = 1).
+    std::fs::write(dir.path().join("notes.md"), "freeze lifted").unwrap();
+    server
+        .chat("ops", json!({"message": "and now?", "session_id": session}))
+        .await;
+    let seen = context_seen(&fake.requests()[2]);
+    assert!(seen.contains(&"deploy freeze today".to_owned()), "{seen:?}");
+    assert!(seen.contains(&"freeze lifted".to_owned()), "{seen:?}");
+}

@@ -24,7 +24,7 @@ fn an_invalid_configuration_file_stops_the_server_naming_the_entry_and_field() {
     let unreachable = format!(
         "[[histories]]\nid = \"shared\"\nbackend = {{ type = \"redis\", url = \"redis://127.0.0.1:{closed_port}\" }}\n"
     );
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 7] = [
         (
             "[[histories]]\nid = \"x\"\nbackend = { type = \"sqlite\" }\n",
             &["histories[0] (id \"x\")", "backend.type", "sqlite"],
@@ -44,6 +44,14 @@ fn an_invalid_configuration_file_stops_the_server_naming_the_entry_and_field() {
         (
             unreachable.as_str(),
             &["history \"shared\"", "backend.url", "cannot reach Redis"],
+        ),
+        (
+            "[[context]]\nid = \"clock\"\nkind = \"time\"\ntime_zone = \"Nowhere/City\"\n",
+            &["context[0] (id \"clock\")", "time_zone", "Nowhere/City"],
+        ),
+        (
+            "[[context]]\nid = \"notes\"\nkind = \"file\"\nsave = -2\n",
+            &["negative"],
         ),
     ];
     for (text, words) in cases {
@@ -73,6 +81,18 @@ fn an_invalid_configuration_file_stops_the_server_naming_the_entry_and_field() {
     let stderr = refuses(&[("PARLOR_AGENTS_DIR", &agents_dir)], dir.path());
     assert!(
         stderr.contains("agent \"a\": chatSettings.historyId \"missing\" names no history"),
+        "{stderr}"
+    );
+
+    // An agent switching on a context provider that is not declared.
+    std::fs::write(
+        agents.path().join("a/template.json"),
+        r#"{"agentId":"a","name":"A","chatSettings":{"context":["weather"]}}"#,
+    )
+    .unwrap();
+    let stderr = refuses(&[("PARLOR_AGENTS_DIR", &agents_dir)], dir.path());
+    assert!(
+        stderr.contains("agent \"a\": chatSettings.context names \"weather\""),
         "{stderr}"
     );
 }
