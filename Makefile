@@ -43,5 +43,5 @@ lint:
 bench:
 	scripts/setup.sh test
 	scripts/bench.sh
-	cargo bench -p parlor-domain --bench plan
+	cargo bench -p parlor-domain --bench plan --bench context
 	cargo bench -p parlor-server --bench stores --bench chain

@@ -9,7 +9,9 @@ Reports (see docs/performance.md for the targets):
 Usage: bench.py PARLOR_URL UPSTREAM_URL   (UPSTREAM_URL is the fake's /v1 base)
 Only the standard library is used, so the numbers do not depend on a client package.
 """
+import base64
 import http.client
+import os
 import json
 import statistics
 import sys
@@ -91,9 +93,12 @@ def first_token_direct():
     return elapsed
 
 
-def first_token_parlor():
+def first_token_parlor(context=None):
+    body = {"message": "hi"}
+    if context is not None:
+        body["context"] = context
     start = time.perf_counter()
-    c, r = post_stream(PARLOR_UPSTREAM, "/api/chat/concise", {"message": "hi"})
+    c, r = post_stream(PARLOR_UPSTREAM, "/api/chat/concise", body)
     while True:
         line = r.fp.readline()
         if line.startswith(b"event: delta"):
@@ -109,6 +114,16 @@ for _ in range(RUNS // 2):
     direct.append(first_token_direct())
     through.append(first_token_parlor())
 
+# A turn with a 1 MB image attached, side by side with a plain turn: what reading,
+# checking, storing and forwarding the image adds before the first token.
+PNG_HEAD = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ")
+IMAGE_URL = "data:image/png;base64," + base64.b64encode(PNG_HEAD + os.urandom(1_000_000)).decode()
+IMAGE_CONTEXT = [{"source": "screen", "blocks": [{"type": "image", "url": IMAGE_URL}]}]
+plain, with_image = [], []
+for _ in range(RUNS // 2):
+    plain.append(first_token_parlor())
+    with_image.append(first_token_parlor(IMAGE_CONTEXT))
+
 median = statistics.median
 result = {
     "transfer_bytes": sizes,
@@ -118,5 +133,8 @@ result = {
     "ttft_direct_ms_median": round(median(direct), 3),
     "ttft_parlor_ms_median": round(median(through), 3),
     "ttft_added_ms_median": round(median(through) - median(direct), 3),
+    "ttft_plain_turn_ms_median": round(median(plain), 3),
+    "ttft_1mb_image_turn_ms_median": round(median(with_image), 3),
+    "ttft_1mb_image_added_ms_median": round(median(with_image) - median(plain), 3),
 }
 print(json.dumps(result, indent=2))

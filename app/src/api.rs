@@ -1,6 +1,7 @@
 //! The data the pages load from the server (the server functions that load it live beside
 //! their pages, in `pages/`).
 
+use parlor_domain::context::Chip;
 use parlor_domain::{DebugInfo, ReplyStatus, Role};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,9 @@ pub struct StoredMessage {
     #[serde(default, skip_serializing)]
     pub html: Option<String>,
     pub status: Option<ReplyStatus>,
+    /// A user message's saved context, one chip per source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<Chip>,
 }
 
 /// A conversation in the sidebar.
@@ -72,6 +76,9 @@ pub struct ChatData {
     pub conversations: Vec<ConversationItem>,
     /// Present when the debug panel was asked for (`?debug=true`) and the operator allows it.
     pub debug: Option<DebugInfo>,
+    /// The largest chat request with images (`PARLOR_MAX_CONTEXT_BYTES`): the composer
+    /// refuses larger attachments before uploading them.
+    pub max_context_bytes: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

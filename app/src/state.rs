@@ -5,8 +5,10 @@
 //! server renders block by block; the browser never parses Markdown itself.
 
 use crate::api::{ChatData, ChatQuery, ConversationItem};
+use crate::attach::Attachment;
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
+use parlor_domain::context::Chip;
 use parlor_domain::{
     ChatEvent, ChatRequest, DebugInfo, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role,
     TurnReport,
@@ -25,6 +27,8 @@ pub struct UiMessage {
     pub streaming: RwSignal<bool>,
     /// Parlor's answer to a `!` command, shown as a notice (not stored).
     pub notice: RwSignal<bool>,
+    /// A user message's context, one chip per source.
+    pub chips: StoredValue<Vec<Chip>>,
 }
 
 #[derive(Clone, Copy)]
@@ -37,6 +41,11 @@ pub struct ChatState {
     /// An error from the last turn, shown inline with Retry.
     pub error: RwSignal<Option<String>>,
     pub draft: RwSignal<String>,
+    /// Files attached to the next message.
+    pub attachments: RwSignal<Vec<Attachment>>,
+    /// Why a file could not be attached (too large, not a text file or an image).
+    pub attach_error: RwSignal<Option<String>>,
+    pub max_context_bytes: StoredValue<usize>,
     pub conversations: RwSignal<Vec<ConversationItem>>,
     /// The debug panel's facts; `None` unless the page was opened with `?debug=true` (and
     /// the operator allows it). Updated live by every turn.
@@ -62,6 +71,9 @@ impl ChatState {
             streaming: RwSignal::new(false),
             error: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
+            attachments: RwSignal::new(Vec::new()),
+            attach_error: RwSignal::new(None),
+            max_context_bytes: StoredValue::new(data.max_context_bytes),
             conversations: RwSignal::new(data.conversations.clone()),
             debug: RwSignal::new(data.debug.clone()),
             model: RwSignal::new(data.model.clone()),
@@ -75,6 +87,7 @@ impl ChatState {
             .iter()
             .map(|m| {
                 let message = state.make_message(m.role, m.text.clone(), m.status);
+                message.chips.set_value(m.context.clone());
                 if m.role == Role::Assistant {
                     // On the server this is the rendered reply; in the browser it is absent
                     // and the server-rendered HTML already in the page stays as it is.
@@ -108,6 +121,7 @@ impl ChatState {
             status: RwSignal::new(status),
             streaming: RwSignal::new(false),
             notice: RwSignal::new(false),
+            chips: StoredValue::new(Vec::new()),
         })
     }
 
@@ -121,23 +135,52 @@ impl ChatState {
         self.messages.update(|list| list.retain(|m| m.key != key));
     }
 
-    /// Sends the composer's text.
+    /// Sends the composer's text with its attachments.
     pub fn send_draft(self) {
         let text = self.draft.get_untracked();
         if text.trim().is_empty() || self.streaming.get_untracked() {
             return;
         }
         self.draft.set(String::new());
-        self.send(text);
+        let attachments = self.attachments.get_untracked();
+        self.attachments.set(Vec::new());
+        self.attach_error.set(None);
+        self.send_with(text, attachments);
     }
 
     /// Sends `text` as the user's next message.
     pub fn send(self, text: String) {
+        self.send_with(text, Vec::new());
+    }
+
+    fn send_with(self, text: String, attachments: Vec<Attachment>) {
         if self.streaming.get_untracked() {
             return;
         }
         let user = self.push(Role::User, text.clone());
-        self.start_turn(Some((user, text)));
+        let entries: Vec<_> = attachments.iter().map(Attachment::entry).collect();
+        user.chips
+            .set_value(entries.iter().map(Chip::of_entry).collect());
+        self.start_turn(Some(UserTurn {
+            message: user,
+            text,
+            attachments,
+        }));
+    }
+
+    /// Adds a file the user picked or dropped, once read; refuses it with a reason.
+    pub fn attach(self, attachment: Result<Attachment, String>) {
+        match attachment {
+            Ok(attachment) => self.attachments.update(|list| list.push(attachment)),
+            Err(reason) => self.attach_error.set(Some(reason)),
+        }
+    }
+
+    /// A fresh id for an attachment.
+    pub fn next_id(&self) -> u64 {
+        let key = self.next_key.get_value();
+        self.next_key.set_value(key + 1);
+        key
     }
 
     /// Asks for a new reply to the last user message (Retry after an error, Regenerate).
@@ -189,7 +232,7 @@ impl ChatState {
         url
     }
 
-    fn start_turn(self, user: Option<(UiMessage, String)>) {
+    fn start_turn(self, user: Option<UserTurn>) {
         self.error.set(None);
         let reply = self.push(Role::Assistant, String::new());
         reply.streaming.set(true);
@@ -199,16 +242,20 @@ impl ChatState {
             // The page always says which conversation it shows, or that it starts a new one.
             new_conversation: session_id.is_none(),
             session_id,
-            message: user.as_ref().map(|(_, text)| text.clone()),
+            message: user.as_ref().map(|u| u.text.clone()),
             regenerate: user.is_none(),
-            context: Vec::new(),
+            context: user
+                .as_ref()
+                .map(|u| u.attachments.iter().map(Attachment::entry).collect())
+                .unwrap_or_default(),
         };
         let body = serde_json::to_string(&request).unwrap_or_default();
         let turn = self.owned(|| TurnView {
             state: self,
             reply,
-            user_key: user.as_ref().map(|(m, _)| m.key),
-            user_text: StoredValue::new(user.map(|(_, text)| text)),
+            user_key: user.as_ref().map(|u| u.message.key),
+            user_text: StoredValue::new(user.as_ref().map(|u| u.text.clone())),
+            attachments: StoredValue::new(user.map(|u| u.attachments).unwrap_or_default()),
             finished: StoredValue::new(false),
             stored_after: StoredValue::new(usize::MAX),
         });
@@ -255,6 +302,13 @@ impl ChatState {
     }
 }
 
+/// The user's side of a turn: the message on screen, its text and its attachments.
+struct UserTurn {
+    message: UiMessage,
+    text: String,
+    attachments: Vec<Attachment>,
+}
+
 /// One turn on screen: the reply being written, and what the turn's events update.
 #[derive(Clone, Copy)]
 struct TurnView {
@@ -263,6 +317,8 @@ struct TurnView {
     /// The user's message of this turn (none for Regenerate).
     user_key: Option<u64>,
     user_text: StoredValue<Option<String>>,
+    /// The files sent with it, given back to the composer if Parlor refuses the turn.
+    attachments: StoredValue<Vec<Attachment>>,
     /// Whether `done` or `error` arrived.
     finished: StoredValue<bool>,
     /// How many messages the conversation holds after this turn (from `meta`).
@@ -393,6 +449,7 @@ impl TurnView {
         if let Some(text) = self.user_text.get_value() {
             state.draft.set(text);
         }
+        state.attachments.set(self.attachments.get_value());
         state.error.set(Some(message));
     }
 }

@@ -594,7 +594,7 @@ impl ContextReport {
                     continue;
                 }
                 let mut report =
-                    BlockReport::of(source, block, true, turns_left(block.retention, age));
+                    BlockReport::of(source, block, false, turns_left(block.retention, age));
                 report.stored = true;
                 report.kept_for_good = block.retention.is_none();
                 held.push(report);
@@ -614,6 +614,75 @@ impl ContextReport {
             && self.held.is_empty()
             && self.pruned.is_empty()
             && self.failed.is_empty()
+    }
+}
+
+/// A message's context as the transcript shows it: one chip per source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chip {
+    pub source: String,
+    /// What the source added: `text`, `image` or `text, image`.
+    pub kind: String,
+    /// `None`: kept for good; `Some(0)`: this message only; `Some(n)`: the next `n` turns.
+    pub keep: Option<u32>,
+}
+
+impl Chip {
+    /// The chips of a stored message's context, from its headers.
+    pub fn of_stored(context: &[ContextBlock]) -> Vec<Chip> {
+        let mut chips: Vec<Chip> = Vec::new();
+        for block in context {
+            match (&block.part, chips.last_mut()) {
+                (Part::Header { source }, _) => chips.push(Chip {
+                    source: source.clone(),
+                    kind: String::new(),
+                    keep: block.retention.map(NonZeroU32::get),
+                }),
+                (part, Some(chip)) if !chip.kind.contains(part.kind()) => {
+                    if !chip.kind.is_empty() {
+                        chip.kind.push_str(", ");
+                    }
+                    chip.kind.push_str(part.kind());
+                }
+                _ => {}
+            }
+        }
+        chips
+    }
+
+    /// The chip of an entry the page sends.
+    pub fn of_entry(entry: &ContextEntry) -> Chip {
+        let mut kinds: Vec<&str> = Vec::new();
+        for block in &entry.blocks {
+            let kind = Part::from(block.clone()).kind();
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        Chip {
+            source: entry.source.clone(),
+            kind: kinds.join(", "),
+            keep: match entry.save {
+                Save::No => Some(0),
+                Save::Always => None,
+                Save::Turns(n) => Some(n.get()),
+            },
+        }
+    }
+
+    /// Whether the model no longer receives it, `later_turns` user turns after its own.
+    pub fn expired(&self, later_turns: usize) -> bool {
+        self.keep.is_some_and(|n| later_turns > n as usize)
+    }
+
+    /// How long it is kept, in words.
+    pub fn keep_label(&self) -> String {
+        match self.keep {
+            None => "always".into(),
+            Some(0) => "this message only".into(),
+            Some(1) => "next turn".into(),
+            Some(n) => format!("next {n} turns"),
+        }
     }
 }
 

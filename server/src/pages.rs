@@ -118,6 +118,7 @@ impl Backend for PageBackend {
                 .map(|m| StoredMessage {
                     status: m.status(),
                     html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
+                    context: parlor_domain::context::Chip::of_stored(&m.context),
                     role: m.role,
                     text: m.text,
                 })
@@ -131,6 +132,7 @@ impl Backend for PageBackend {
                     query.history_length.as_deref(),
                 )
             }),
+            max_context_bytes: services.config.max_context_bytes,
         })))
     }
 }

@@ -1,7 +1,10 @@
 //! Where the user writes: Enter sends, Shift+Enter adds a line, Stop cancels a reply.
+//! Files (text, code, Markdown, images) can be attached with the button or by dropping
+//! them on the composer, each with how long the conversation keeps it.
 
+use crate::attach::{save_of, size_label, value_of, Attachment, CHOICES};
 use crate::state::ChatState;
-use leptos::ev::KeyboardEvent;
+use leptos::ev::{DragEvent, Event, KeyboardEvent};
 use leptos::prelude::*;
 
 #[component]
@@ -13,34 +16,174 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
         }
     };
     let can_send = move || !state.streaming.get() && !state.draft.with(|d| d.trim().is_empty());
+    let dragging = RwSignal::new(false);
+    let on_drop = move |ev: DragEvent| {
+        ev.prevent_default();
+        dragging.set(false);
+        read_dropped(state, ev);
+    };
     view! {
-        <form class="composer" on:submit=move |ev| {
-            ev.prevent_default();
-            state.send_draft();
-        }>
-            <textarea
-                name="message"
-                rows="1"
-                placeholder=format!("Message {agent_name}…")
-                aria-label="Message"
-                prop:value=move || state.draft.get()
-                on:input=move |ev| state.draft.set(event_target_value(&ev))
-                on:keydown=on_keydown
-            ></textarea>
-            <Show
-                when=move || state.streaming.get()
-                fallback=move || {
-                    view! {
-                        <button class="send" type="submit" disabled=move || !can_send()>
-                            "Send"
-                        </button>
+        <form
+            class="composer"
+            class:dragging=move || dragging.get()
+            on:submit=move |ev| {
+                ev.prevent_default();
+                state.send_draft();
+            }
+            on:dragover=move |ev: DragEvent| {
+                ev.prevent_default();
+                dragging.set(true);
+            }
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=on_drop
+        >
+            <Attachments state/>
+            <div class="composer-row">
+                <label class="attach" title="Attach text files or images (or drop them here)">
+                    "Attach"
+                    <input
+                        type="file"
+                        name="attach"
+                        multiple
+                        accept="text/*,image/png,image/jpeg,image/gif,image/webp,.md,.json,.toml,.yaml,.yml,.rs,.py,.js,.ts,.go,.java,.c,.h,.cpp,.sh,.sql,.log,.csv"
+                        on:change=move |ev| read_picked(state, ev)
+                    />
+                </label>
+                <textarea
+                    name="message"
+                    rows="1"
+                    placeholder=format!("Message {agent_name}…")
+                    aria-label="Message"
+                    prop:value=move || state.draft.get()
+                    on:input=move |ev| state.draft.set(event_target_value(&ev))
+                    on:keydown=on_keydown
+                ></textarea>
+                <Show
+                    when=move || state.streaming.get()
+                    fallback=move || {
+                        view! {
+                            <button class="send" type="submit" disabled=move || !can_send()>
+                                "Send"
+                            </button>
+                        }
                     }
-                }
-            >
-                <button class="stop" type="button" on:click=move |_| state.stop()>
-                    "Stop"
-                </button>
-            </Show>
+                >
+                    <button class="stop" type="button" on:click=move |_| state.stop()>
+                        "Stop"
+                    </button>
+                </Show>
+            </div>
         </form>
+    }
+}
+
+/// The files waiting to go with the next message, each with its retention picker.
+#[component]
+fn Attachments(state: ChatState) -> impl IntoView {
+    view! {
+        {move || {
+            state
+                .attach_error
+                .get()
+                .map(|e| view! { <p class="attach-error" role="alert">{e}</p> })
+        }}
+        <Show when=move || !state.attachments.with(Vec::is_empty)>
+            <ul class="attachments">
+                <For each=move || state.attachments.get() key=|a| a.id let:attachment>
+                    <AttachmentItem state attachment/>
+                </For>
+            </ul>
+        </Show>
+    }
+}
+
+#[component]
+fn AttachmentItem(state: ChatState, attachment: Attachment) -> impl IntoView {
+    let id = attachment.id;
+    let current = value_of(attachment.save);
+    let name = attachment.name.clone();
+    let kind = if attachment.is_image() {
+        "image"
+    } else {
+        "text"
+    };
+    let set_save = move |ev: Event| {
+        let save = save_of(&event_target_value(&ev));
+        state.attachments.update(|list| {
+            if let Some(a) = list.iter_mut().find(|a| a.id == id) {
+                a.save = save;
+            }
+        });
+    };
+    view! {
+        <li class="attachment" data-name=name.clone()>
+            <span class="attachment-name">{name.clone()}</span>
+            <span class="attachment-size">{format!("{kind}, {}", size_label(attachment.size))}</span>
+            <select class="keep" aria-label=format!("How long to keep {name}") on:change=set_save>
+                {CHOICES
+                    .iter()
+                    .map(|(value, label)| {
+                        view! {
+                            <option value=*value selected=*value == current>
+                                {*label}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+            <button
+                type="button"
+                class="remove-attachment"
+                aria-label=format!("Remove {name}")
+                on:click=move |_| state.attachments.update(|list| list.retain(|a| a.id != id))
+            >
+                "×"
+            </button>
+        </li>
+    }
+}
+
+/// Reads the files chosen with the Attach button.
+fn read_picked(state: ChatState, ev: Event) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let input = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok());
+        if let Some(input) = input {
+            if let Some(files) = input.files() {
+                read_all(state, files);
+            }
+            // Choosing the same file again is a new choice.
+            input.set_value("");
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (state, ev);
+}
+
+/// Reads the files dropped on the composer.
+fn read_dropped(state: ChatState, ev: DragEvent) {
+    #[cfg(feature = "hydrate")]
+    if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
+        read_all(state, files);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (state, ev);
+}
+
+#[cfg(feature = "hydrate")]
+fn read_all(state: ChatState, files: web_sys::FileList) {
+    let max = state.max_context_bytes.get_value();
+    // A new choice of files: the reason an earlier one was refused no longer applies.
+    state.attach_error.set(None);
+    for i in 0..files.length() {
+        if let Some(file) = files.get(i) {
+            let id = state.next_id();
+            leptos::task::spawn_local(async move {
+                state.attach(crate::attach::read(file, id, max).await);
+            });
+        }
     }
 }

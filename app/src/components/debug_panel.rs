@@ -3,6 +3,7 @@
 
 use crate::state::ChatState;
 use leptos::prelude::*;
+use parlor_domain::context::{BlockReport, ContextReport};
 use parlor_domain::{DebugInfo, SettingsReport};
 
 #[component]
@@ -92,6 +93,7 @@ fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
                         </dd>
                         <dt>"Tokens sent"</dt>
                         <dd data-fact="tokens">{tokens}</dd>
+                        {h.context.map(|c| view! { <ContextFacts report=*c/> })}
                     }
                         .into_any()
                 }
@@ -141,4 +143,59 @@ fn Notes(notes: Vec<String>) -> impl IntoView {
             </dd>
         }
     })
+}
+
+/// The last turn's context: this turn's blocks, those held from earlier turns, what the
+/// pruning removed, and the sources that failed.
+#[component]
+fn ContextFacts(report: ContextReport) -> impl IntoView {
+    let list = |fact: &'static str, title: &'static str, blocks: Vec<BlockReport>| {
+        (!blocks.is_empty()).then(|| {
+            view! {
+                <dt>{title}</dt>
+                <dd data-fact=fact>
+                    <ul class="context-blocks">
+                        {blocks.into_iter().map(|b| view! { <li>{block_line(&b)}</li> }).collect_view()}
+                    </ul>
+                </dd>
+            }
+        })
+    };
+    view! {
+        {list("context", "Context this turn", report.current)}
+        {list("context-held", "Context held", report.held)}
+        {list("context-pruned", "Context pruned", report.pruned)}
+        {(!report.failed.is_empty()).then(|| view! {
+            <dt>"Context failed"</dt>
+            <dd data-fact="context-failed">
+                <ul class="context-blocks">
+                    {report.failed.into_iter().map(|f| view! {
+                        <li>{format!("{}: {}", f.source, f.error)}</li>
+                    }).collect_view()}
+                </ul>
+            </dd>
+        })}
+        {report.images_withheld.then(|| view! {
+            <dt>"Images"</dt>
+            <dd data-fact="images-withheld">"not sent: this model takes no images (placeholders sent)"</dd>
+        })}
+    }
+}
+
+/// "notes.md · text, 120 characters · sent · kept 2 more turns".
+fn block_line(block: &BlockReport) -> String {
+    let kept = match (block.stored, block.kept_for_good, block.turns_left) {
+        (false, _, _) if block.turns_left == Some(0) => "removed".to_owned(),
+        (false, _, _) => "not stored".to_owned(),
+        (true, true, _) => "kept for good".to_owned(),
+        (true, false, Some(0)) => "not sent after this turn".to_owned(),
+        (true, false, Some(1)) => "1 more turn".to_owned(),
+        (true, false, Some(n)) => format!("{n} more turns"),
+        (true, false, None) => "stored".to_owned(),
+    };
+    let shown = if block.displayed { " · sent" } else { "" };
+    format!(
+        "{} · {}, {}{shown} · {kept}",
+        block.source, block.kind, block.label
+    )
 }

@@ -2,6 +2,7 @@
 
 use crate::state::{ChatState, UiMessage};
 use leptos::prelude::*;
+use parlor_domain::context::Chip;
 use parlor_domain::{ReplyStatus, Role};
 
 #[component]
@@ -109,6 +110,17 @@ fn MessageItem(
         });
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
+    // User turns sent after this message: its context chips expire by them.
+    let later_turns = move || {
+        state.messages.with(|list| {
+            list.iter()
+                .skip_while(|m| m.key != message.key)
+                .skip(1)
+                .filter(|m| m.role == Role::User && !m.notice.get())
+                .count()
+        })
+    };
+    let chips = message.chips.get_value();
     let copied = RwSignal::new(false);
     // The part of a streaming reply not yet rendered by the server shows as plain text.
     let tail = move || {
@@ -146,6 +158,7 @@ fn MessageItem(
                 </span>
             </Show>
             {body}
+            {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
             {move || match message.status.get() {
                 Some(ReplyStatus::Stopped) => Some(view! { <span class="tag stopped-tag">"stopped"</span> }),
                 Some(ReplyStatus::Incomplete) => Some(view! { <span class="tag incomplete-tag">"incomplete"</span> }),
@@ -175,6 +188,48 @@ fn MessageItem(
                 </div>
             </Show>
         </article>
+    }
+}
+
+/// A message's context, a chip per source: what it is and how long the model sees it;
+/// marked expired once the model no longer receives it.
+#[component]
+fn Chips(
+    chips: Vec<Chip>,
+    later_turns: impl Fn() -> usize + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    view! {
+        <ul class="chips" aria-label="Attached context">
+            {chips
+                .into_iter()
+                .map(|chip| {
+                    let keep = chip.keep_label();
+                    let expires = chip.clone();
+                    let expired = Memo::new(move |_| expires.expired(later_turns()));
+                    let shown = keep.clone();
+                    view! {
+                        <li
+                            class="chip"
+                            class:expired=expired
+                            data-source=chip.source.clone()
+                            title=move || {
+                                if expired.get() {
+                                    "No longer sent to the model, and no longer stored".to_owned()
+                                } else {
+                                    format!("Sent to the model: {keep}")
+                                }
+                            }
+                        >
+                            <span class="chip-source">{chip.source.clone()}</span>
+                            <span class="chip-kind">{chip.kind.clone()}</span>
+                            <span class="chip-keep">
+                                {move || if expired.get() { "expired".to_owned() } else { shown.clone() }}
+                            </span>
+                        </li>
+                    }
+                })
+                .collect_view()}
+        </ul>
     }
 }
 

@@ -438,3 +438,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn chips_name_each_source_its_kinds_and_when_it_expires() {
+    let entries = [
+        ContextEntry {
+            source: "screen".into(),
+            blocks: vec![text("t"), image(PNG), text("u")],
+            display: true,
+            save: turns(1),
+        },
+        entry("clock", &["12:00"], true, Save::No),
+        entry("notes", &["n"], false, Save::Always),
+    ];
+    let stored = Chip::of_stored(&build("q", &entries, 0).persisted.context);
+    let live: Vec<Chip> = entries.iter().map(Chip::of_entry).collect();
+    assert_eq!(
+        live[0],
+        Chip {
+            source: "screen".into(),
+            kind: "text, image".into(),
+            keep: Some(1)
+        }
+    );
+    assert_eq!(
+        stored,
+        [live[0].clone(), live[2].clone()],
+        "what is not saved has no stored chip"
+    );
+    // Saved for 1: sent on the next turn, expired from the second on.
+    assert!(!live[0].expired(1) && live[0].expired(2));
+    assert!(
+        !live[1].expired(0) && live[1].expired(1),
+        "this message only"
+    );
+    assert!(!live[2].expired(1000));
+    assert_eq!(live[0].keep_label(), "next turn");
+    assert_eq!(live[2].keep_label(), "always");
+}

@@ -38,6 +38,14 @@ fn invalid_history_environment_stops_the_server_naming_the_variable() {
             vec![("HISTORY_BACKUP_RETENTION", "0")],
             vec!["HISTORY_BACKUP_RETENTION", "at least 1"],
         ),
+        (
+            vec![("PARLOR_MAX_CONTEXT_BYTES", "1000")],
+            vec!["PARLOR_MAX_CONTEXT_BYTES", "at least 1048576"],
+        ),
+        (
+            vec![("PARLOR_MAX_CONTEXT_BYTES", "10MB")],
+            vec!["PARLOR_MAX_CONTEXT_BYTES"],
+        ),
     ] {
         let stderr = refuses(&vars, data.path());
         for word in words {
@@ -80,10 +88,18 @@ fn development_logging_shows_the_history_decisions() {
     );
     let client = reqwest::blocking::Client::new();
     let mut session = String::new();
-    for text in ["one", "two"] {
+    for text in ["one", "two", "three"] {
+        // The first message carries a block kept for one turn: pruned before the third.
+        let context = serde_json::json!([
+            {"source": "log", "blocks": [{"type": "text", "text": "x"}], "save": 1}
+        ]);
+        let mut request = serde_json::json!({"session_id": session, "message": text});
+        if text == "one" {
+            request["context"] = context;
+        }
         let body = client
             .post(server.url("/api/chat/general"))
-            .json(&serde_json::json!({"session_id": session, "message": text}))
+            .json(&request)
             .send()
             .unwrap()
             .text()
@@ -106,6 +122,12 @@ fn development_logging_shows_the_history_decisions() {
     );
     assert!(
         log.contains("[History] Trimmed messages from 3 to 1"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "[History] Context pruning in {session}: 1 block(s) expired, 1 message(s) rewritten, 0 removed"
+        )),
         "{log}"
     );
 }
