@@ -18,6 +18,7 @@ pub mod mirror;
 pub mod plan;
 pub mod session;
 pub mod settings;
+pub mod summary;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{

@@ -1,0 +1,339 @@
+//! A conversation's rolling summary, as the history store keeps it in `summary.json`: how a
+//! new summary merges into the current one, how a stored one is read, the maintenance signal
+//! that says a dialog should be compacted, and the compact `flat` text of a dialog's detail.
+//!
+//! All pure: the MCP tools and the chat's `summary` processor share these rules.
+
+use crate::message::{Message, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The shape Parlor writes: what was decided and must hold, what is left to do, the known
+/// problems and facts, and references (files, APIs, URLs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub version: u32,
+    pub decisions: Vec<String>,
+    pub constraints: Vec<String>,
+    pub todos: Vec<String>,
+    pub issues: Vec<String>,
+    pub facts: Vec<String>,
+    pub refs: Vec<Reference>,
+}
+
+/// A reference a summary keeps: `type` is `file`, `api` or `url`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reference {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub value: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hint: String,
+}
+
+/// Merges `next` into the current summary `prev` (`None` when there is none or it cannot be
+/// read): objects and arrays merge, anything else is replaced by `next`.
+pub fn merge_summary(prev: Option<Value>, next: Value) -> Value {
+    match prev {
+        Some(prev @ (Value::Object(_) | Value::Array(_))) => merge(prev, next),
+        _ => next,
+    }
+}
+
+/// Two objects merge key by key (the first's keys in its order, then the second's new
+/// ones); two arrays merge without duplicates ([`dedup`]); anything else is the second.
+pub fn merge(a: Value, b: Value) -> Value {
+    match (a, b) {
+        (Value::Array(old), Value::Array(new)) => Value::Array(dedup(old, new)),
+        (Value::Object(mut a), Value::Object(b)) => {
+            for (key, value) in b {
+                match a.get_mut(&key) {
+                    // Merged in place, so the key keeps its position.
+                    Some(slot) => *slot = merge(std::mem::take(slot), value),
+                    None => {
+                        a.insert(key, value);
+                    }
+                }
+            }
+            Value::Object(a)
+        }
+        (_, b) => b,
+    }
+}
+
+/// The items of `new` in order, then those of `old`, each key once: the newer item wins
+/// whole, and duplicates inside `new` go too.
+pub fn dedup(old: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
+    let mut seen = std::collections::HashSet::new();
+    new.into_iter()
+        .chain(old)
+        .filter(|item| seen.insert(item_key(item)))
+        .collect()
+}
+
+/// An item's identity: an object's non-null `value`, else its non-null `id`, else the
+/// whole item, each as compact JSON.
+fn item_key(item: &Value) -> (u8, String) {
+    let field = |name: &str| item.get(name).filter(|v| !v.is_null());
+    match (field("value"), field("id")) {
+        (Some(value), _) => (0, value.to_string()),
+        (None, Some(id)) => (1, id.to_string()),
+        _ => (2, item.to_string()),
+    }
+}
+
+/// Reads `summary.json`'s text: JSON, or a JSON string whose content is JSON (written
+/// double-encoded), read as that inner JSON. `None` when it is not JSON.
+pub fn read_summary(text: &str) -> Option<Value> {
+    match serde_json::from_str::<Value>(text).ok()? {
+        Value::String(inner) => Some(serde_json::from_str(&inner).unwrap_or(Value::String(inner))),
+        value => Some(value),
+    }
+}
+
+/// When a dialog should be compacted: above either threshold (strictly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thresholds {
+    pub max_messages: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            max_messages: 200,
+            max_bytes: 65_536,
+        }
+    }
+}
+
+/// The maintenance signal of a dialog, in the order its fields are written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Maintenance {
+    pub action: String,
+    pub importance: String,
+    pub reason: String,
+    pub guidance: String,
+    pub thresholds: Thresholds,
+    pub metrics: Metrics,
+    pub backup: BackupPolicy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metrics {
+    pub messages: usize,
+    pub approx_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupPolicy {
+    pub enabled: bool,
+    pub retention: usize,
+}
+
+/// What to do when the signal is raised.
+pub const GUIDANCE: &str = "Compact this dialog: write a new summary from this detail (its \
+    summary and every message line, not only the latest turns), call history_clear (it keeps \
+    a backup), store the new summary with history_set_summary in merge mode, then save again \
+    the essential messages, chosen from this detail's lines, with one history_save call.";
+
+impl Maintenance {
+    /// The signal for a whole dialog of `messages` messages taking `bytes` bytes (messages
+    /// and summary as compact JSON), if it exceeds a threshold.
+    pub fn check(
+        messages: usize,
+        bytes: usize,
+        thresholds: Thresholds,
+        backup_retention: usize,
+    ) -> Option<Maintenance> {
+        let reason = if messages > thresholds.max_messages {
+            "messages_count_exceeds_comfort_zone"
+        } else if bytes > thresholds.max_bytes {
+            "bytes_exceed_comfort_zone"
+        } else {
+            return None;
+        };
+        Some(Maintenance {
+            action: "compact".into(),
+            importance: "high".into(),
+            reason: reason.into(),
+            guidance: GUIDANCE.into(),
+            thresholds,
+            metrics: Metrics {
+                messages,
+                approx_bytes: bytes,
+            },
+            backup: BackupPolicy {
+                enabled: true,
+                retention: backup_retention,
+            },
+        })
+    }
+}
+
+/// The `flat` text of a dialog's detail: `M:` and the maintenance signal, `S:` and the
+/// summary (each as compact JSON, when present), then a `U: ` or `A: ` line per message
+/// with `\`, line feeds and carriage returns escaped; lines joined by `\n`.
+pub fn flat(
+    maintenance: Option<&Maintenance>,
+    summary: Option<&Value>,
+    messages: &[Message],
+) -> String {
+    let mut lines = Vec::with_capacity(messages.len() + 2);
+    if let Some(m) = maintenance {
+        lines.push(format!(
+            "M:{}",
+            serde_json::to_string(m).unwrap_or_default()
+        ));
+    }
+    if let Some(s) = summary {
+        lines.push(format!("S:{s}"));
+    }
+    for message in messages {
+        let tag = if message.role == Role::User { "U" } else { "A" };
+        lines.push(format!("{tag}: {}", escape_line(&message.text)));
+    }
+    lines.join("\n")
+}
+
+fn escape_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An empty object, for callers building summaries field by field.
+pub fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn merged(a: Value, b: Value) -> String {
+        merge_summary(Some(a), b).to_string()
+    }
+
+    #[test]
+    fn the_specs_merge_examples_hold() {
+        assert_eq!(
+            merged(
+                json!({"decisions": ["a", "b"]}),
+                json!({"decisions": ["c", "a"]})
+            ),
+            r#"{"decisions":["c","a","b"]}"#
+        );
+        assert_eq!(
+            merged(json!({"version": 1, "todos": ["x"]}), json!({"version": 2})),
+            r#"{"version":2,"todos":["x"]}"#
+        );
+        assert_eq!(
+            merged(
+                json!({"refs": [{"value": "a.rs", "hint": "old"}]}),
+                json!({"refs": [{"value": "a.rs", "hint": "new"}, {"value": "u"}]})
+            ),
+            r#"{"refs":[{"value":"a.rs","hint":"new"},{"value":"u"}]}"#
+        );
+        assert_eq!(
+            merged(
+                json!({"meta": {"a": 1, "b": {"c": 1}}}),
+                json!({"meta": {"b": {"d": 2}}})
+            ),
+            r#"{"meta":{"a":1,"b":{"c":1,"d":2}}}"#
+        );
+    }
+
+    #[test]
+    fn merge_keeps_the_first_objects_key_order_and_replaces_what_does_not_merge() {
+        assert_eq!(
+            merged(json!({"z": 1, "a": [1]}), json!({"b": 2, "z": 3})),
+            r#"{"z":3,"a":[1],"b":2}"#
+        );
+        assert_eq!(merged(json!({"a": [1]}), json!({"a": "s"})), r#"{"a":"s"}"#);
+        assert_eq!(merged(json!([1, 2]), json!([2, 3, 3])), "[2,3,1]");
+        assert_eq!(
+            merge_summary(Some(json!("text")), json!({"a": 1})),
+            json!({"a": 1})
+        );
+        assert_eq!(merge_summary(None, json!([1])), json!([1]));
+        // Keys: by value, else id, else the whole item; a null value does not count.
+        assert_eq!(
+            merged(
+                json!([{"id": 1, "x": "old"}, {"value": null, "id": 2}, {"k": 1}]),
+                json!([{"id": 1, "x": "new"}, {"value": null, "id": 2, "y": 1}, {"k": 1}])
+            ),
+            r#"[{"id":1,"x":"new"},{"value":null,"id":2,"y":1},{"k":1}]"#
+        );
+    }
+
+    #[test]
+    fn a_double_encoded_summary_reads_as_its_inner_json() {
+        assert_eq!(read_summary(r#"{"a":1}"#), Some(json!({"a": 1})));
+        assert_eq!(read_summary(r#""{\"a\":1}""#), Some(json!({"a": 1})));
+        assert_eq!(read_summary(r#""plain""#), Some(json!("plain")));
+        assert_eq!(read_summary("{oops"), None);
+    }
+
+    #[test]
+    fn the_signal_is_raised_strictly_above_a_threshold_in_the_specs_key_order() {
+        let t = Thresholds {
+            max_messages: 2,
+            max_bytes: 100,
+        };
+        assert_eq!(Maintenance::check(2, 100, t, 5), None);
+        let by_count = Maintenance::check(3, 10, t, 5).unwrap();
+        assert_eq!(by_count.reason, "messages_count_exceeds_comfort_zone");
+        let by_bytes = Maintenance::check(1, 101, t, 5).unwrap();
+        assert_eq!(by_bytes.reason, "bytes_exceed_comfort_zone");
+        let json = serde_json::to_string(&by_bytes).unwrap();
+        let keys = [
+            "\"action\":",
+            "\"importance\":",
+            "\"reason\":",
+            "\"guidance\":",
+            "\"thresholds\":{\"maxMessages\":2,\"maxBytes\":100}",
+            "\"metrics\":{\"messages\":1,\"approxBytes\":101}",
+            "\"backup\":{\"enabled\":true,\"retention\":5}",
+        ];
+        let positions: Vec<usize> = keys.iter().map(|k| json.find(k).expect(k)).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{json}");
+    }
+
+    #[test]
+    fn flat_lines_escape_backslashes_and_line_breaks_only() {
+        let messages = [
+            Message::user("two\nlines\r\tand a \\ tab", 1),
+            Message::assistant("ok", 2),
+            Message::system("s", 3),
+        ];
+        let text = flat(None, Some(&json!({"facts": ["x"]})), &messages);
+        assert_eq!(
+            text,
+            "S:{\"facts\":[\"x\"]}\nU: two\\nlines\\r\tand a \\\\ tab\nA: ok\nA: s"
+        );
+        assert_eq!(flat(None, None, &[]), "");
+        let signal = Maintenance::check(
+            5,
+            0,
+            Thresholds {
+                max_messages: 1,
+                max_bytes: 9,
+            },
+            5,
+        );
+        assert!(
+            flat(signal.as_ref(), None, &messages[1..2]).starts_with("M:{\"action\":\"compact\"")
+        );
+    }
+}
