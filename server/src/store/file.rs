@@ -374,13 +374,40 @@ impl ConversationStore for FileStore {
         .await
     }
 
+    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+        self.locked(id, |d| match std::fs::read_to_string(d.dir.join(SUMMARY)) {
+            Ok(text) => Ok(parlor_domain::summary::read_summary(&text)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        })
+        .await
+    }
+
+    async fn put_summary(
+        &self,
+        id: &SessionId,
+        summary: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let text = summary.to_string();
+        self.locked(id, move |d| {
+            write_atomically(&d.dir, SUMMARY, text.as_bytes())?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.locked(id, |d| {
-            if !d.messages_path().exists() {
+            let summary = d.dir.join(SUMMARY);
+            if !d.messages_path().exists() && !summary.exists() {
                 return Ok(None);
             }
             let backup = d.back_up()?;
             d.write_messages(&[])?;
+            match std::fs::remove_file(&summary) {
+                Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
             Ok(backup)
         })
         .await
@@ -603,10 +630,14 @@ mod tests {
         let loaded = store.load(&id("from-mcp")).await.unwrap();
         assert_eq!(loaded.len(), 2);
         assert_eq!(loaded[1].text, "hello");
-        // Clearing keeps the summary (it is the conversation's memory) and backs it up too.
+        // A double-encoded summary reads as its text; clearing backs it up and removes it.
+        assert_eq!(
+            store.summary(&id("from-mcp")).await.unwrap(),
+            Some(serde_json::json!("Decisions: none yet"))
+        );
         let backup = store.clear(&id("from-mcp")).await.unwrap().unwrap();
         assert_eq!(backup.files, ["messages.json", "summary.json"]);
-        assert!(dialog.join("summary.json").is_file());
+        assert!(!dialog.join("summary.json").exists());
     }
 
     #[tokio::test]

@@ -56,6 +56,17 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("prune", self.inner.prune(id, offset, edits))
             .await
     }
+    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+        self.timed("summary", self.inner.summary(id)).await
+    }
+    async fn put_summary(
+        &self,
+        id: &SessionId,
+        summary: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.timed("put_summary", self.inner.put_summary(id, summary))
+            .await
+    }
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.timed("clear", self.inner.clear(id)).await
     }

@@ -20,6 +20,7 @@ pub struct MemoryStore {
 struct Inner {
     messages: HashMap<SessionId, Vec<Message>>,
     infos: HashMap<SessionId, ConversationInfo>,
+    summaries: HashMap<SessionId, serde_json::Value>,
 }
 
 impl MemoryStore {
@@ -91,8 +92,24 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
+    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.with(|i| i.summaries.get(id).cloned()))
+    }
+
+    async fn put_summary(
+        &self,
+        id: &SessionId,
+        summary: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.with(|i| i.summaries.insert(id.clone(), summary.clone()));
+        Ok(())
+    }
+
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
-        self.with(|i| i.messages.remove(id));
+        self.with(|i| {
+            i.messages.remove(id);
+            i.summaries.remove(id);
+        });
         Ok(None)
     }
 

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId, TurnReport};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::num::NonZeroUsize;
 
 /// What Parlor knows about a conversation besides its messages.
@@ -204,8 +205,13 @@ pub trait ConversationStore: Send + Sync + 'static {
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError>;
-    /// Removes all messages, first backing them up where the backend keeps backups.
-    /// The conversation's details stay.
+    /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
+    /// is none, or it cannot be read.
+    async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError>;
+    /// Replaces the rolling summary.
+    async fn put_summary(&self, id: &SessionId, summary: &Value) -> Result<(), StoreError>;
+    /// Removes all messages and the summary, first backing them up where the backend keeps
+    /// backups. The conversation's details stay.
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
     /// The conversations with stored messages, in no particular order.
     async fn list(&self) -> Result<Vec<SessionId>, StoreError>;
@@ -489,5 +495,26 @@ pub(crate) mod contract {
         assert_eq!(texts(store, &id("s2")).await, ["x"], "others untouched");
 
         prune(store).await;
+        summary(store).await;
+    }
+
+    /// The rolling summary: absent, stored, replaced, and cleared with the messages.
+    async fn summary(store: &dyn ConversationStore) {
+        let s = id("summarized");
+        assert_eq!(store.summary(&s).await.unwrap(), None);
+        store.append(&s, &[Message::user("q", 1)]).await.unwrap();
+        let first = serde_json::json!({"version": 1, "facts": ["a"]});
+        store.put_summary(&s, &first).await.unwrap();
+        assert_eq!(store.summary(&s).await.unwrap(), Some(first));
+        let second = serde_json::json!({"facts": ["b", "a"], "todos": []});
+        store.put_summary(&s, &second).await.unwrap();
+        assert_eq!(store.summary(&s).await.unwrap(), Some(second));
+        store.clear(&s).await.unwrap();
+        assert_eq!(
+            store.summary(&s).await.unwrap(),
+            None,
+            "cleared with the messages"
+        );
+        assert!(store.load(&s).await.unwrap().is_empty());
     }
 }

@@ -5,6 +5,7 @@
 //! or `@`, so the three kinds never collide, nor do two histories):
 //! - `<prefix><history>:<session>`: a list, oldest first, each element a JSON message;
 //! - `<prefix><history>:<session>:info`: the conversation's details as JSON;
+//! - `<prefix><history>:<session>:summary`: the rolling summary as JSON;
 //! - `<prefix><history>:@owner:<owner hash>`: a sorted set of the owner's sessions by time.
 //!
 //! Appends push, trim to `max_turns` and refresh the TTL in one MULTI/EXEC; tail reads use
@@ -121,6 +122,10 @@ impl RedisStore {
 
     fn info_key(&self, id: &SessionId) -> String {
         format!("{}{}:info", self.base(), id.as_str())
+    }
+
+    fn summary_key(&self, id: &SessionId) -> String {
+        format!("{}{}:summary", self.base(), id.as_str())
     }
 
     fn owner_key(&self, owner: &str) -> String {
@@ -416,8 +421,40 @@ impl ConversationStore for RedisStore {
         Ok(applied)
     }
 
+    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+        let cmd = &redis::cmd("GET").arg(self.summary_key(id)).clone();
+        let text: Option<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        Ok(text
+            .as_deref()
+            .and_then(parlor_domain::summary::read_summary))
+    }
+
+    async fn put_summary(
+        &self,
+        id: &SessionId,
+        summary: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.summary_key(id)).arg(summary.to_string());
+        if let Some(ttl) = self.options.ttl {
+            cmd.arg("EX").arg(ttl.as_secs());
+        }
+        let cmd = &cmd;
+        retrying(&self.connection, |mut c| async move {
+            cmd.query_async::<()>(&mut c).await
+        })
+        .await?;
+        Ok(())
+    }
+
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
-        let cmd = &redis::cmd("DEL").arg(self.messages_key(id)).clone();
+        let cmd = &redis::cmd("DEL")
+            .arg(self.messages_key(id))
+            .arg(self.summary_key(id))
+            .clone();
         retrying(&self.connection, |mut c| async move {
             cmd.query_async::<()>(&mut c).await
         })
