@@ -52,6 +52,7 @@ fn bench_plan(c: &mut Criterion) {
                             max_ctx: 200,
                             tokens: &EstimatedTokens,
                             context: None,
+                            summary: None,
                         })
                     })
                 },

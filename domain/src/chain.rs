@@ -100,6 +100,8 @@ pub struct ChainContext<'a> {
     pub model: &'a ModelLimits,
     pub effective_ctx: usize,
     pub tokens: &'a dyn TokenCounter,
+    /// The conversation's rolling summary, as the `summary` processor sends it.
+    pub summary: Option<&'a str>,
 }
 
 /// A switch of the session's model, for [`HistoryProcessor::on_model_switch`].
@@ -147,7 +149,7 @@ pub trait HistoryProcessor: Send + Sync {
 
 /// How many system messages lead: they stay first, untouched by the window and the turn
 /// logic.
-fn leading_systems(messages: &[Outgoing]) -> usize {
+pub(crate) fn leading_systems(messages: &[Outgoing]) -> usize {
     messages
         .iter()
         .take_while(|m| m.role() == Role::System)
@@ -344,12 +346,13 @@ fn merge_into(previous: &mut Message, next: Message) {
 }
 
 static SLIDING_WINDOW: SlidingWindow = SlidingWindow;
+static SUMMARY: crate::summary::SummaryStep = crate::summary::SummaryStep;
 static TOKEN_BUDGET: TokenBudget = TokenBudget;
 static ROLE_ALTERNATION: RoleAlternation = RoleAlternation;
 
 /// Every built-in processor, in the order `parlor history list` shows them.
-pub fn builtins() -> [&'static dyn HistoryProcessor; 3] {
-    [&SLIDING_WINDOW, &TOKEN_BUDGET, &ROLE_ALTERNATION]
+pub fn builtins() -> [&'static dyn HistoryProcessor; 4] {
+    [&SLIDING_WINDOW, &SUMMARY, &TOKEN_BUDGET, &ROLE_ALTERNATION]
 }
 
 pub fn builtin(name: &str) -> Option<&'static dyn HistoryProcessor> {
@@ -583,6 +586,7 @@ mod tests {
             model,
             effective_ctx: window,
             tokens: &OnePerMessage,
+            summary: None,
         }
     }
 
@@ -745,7 +749,7 @@ mod tests {
             (ChainEdit::Move("role_alternation".into(), 1), "not in the chain"),
             (ChainEdit::Remove("policy".into()), "always first"),
             (ChainEdit::Add("sliding_window".into()), "already in the chain"),
-            (ChainEdit::Add("nope".into()), "unknown history processor \"nope\" (available: sliding_window, token_budget, role_alternation)"),
+            (ChainEdit::Add("nope".into()), "unknown history processor \"nope\" (available: sliding_window, summary, token_budget, role_alternation)"),
         ] {
             let message = edit_chain(&added, &edit).unwrap_err().to_string();
             assert!(message.contains(error), "{edit:?}: {message}");
@@ -781,7 +785,7 @@ mod tests {
             budget in 20u64..400,
         ) {
             let m = model(Some(window), Some(budget));
-            let c = ChainContext { model: &m, effective_ctx: window, tokens: &EstimatedTokens };
+            let c = ChainContext { model: &m, effective_ctx: window, tokens: &EstimatedTokens, summary: None };
             for processor in builtins() {
                 let out = processor.process(input.clone(), &c);
                 let out = match out {
@@ -811,7 +815,7 @@ mod tests {
         ) {
             // Reference: drop the oldest turn while over budget.
             let m = model(None, Some(budget));
-            let c = ChainContext { model: &m, effective_ctx: 200, tokens: &EstimatedTokens };
+            let c = ChainContext { model: &m, effective_ctx: 200, tokens: &EstimatedTokens, summary: None };
             let systems = input.iter().take_while(|m| m.role() == Role::System).count();
             let total = |from: usize| -> u64 {
                 input[..systems].iter().chain(&input[from..]).map(|m| EstimatedTokens.count(&m.message)).sum()

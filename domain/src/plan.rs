@@ -46,6 +46,8 @@ pub struct PlanInput<'a> {
     pub tokens: &'a dyn TokenCounter,
     /// The turn's context, as [`ContextReport::new`] reported it (`None`: no context).
     pub context: Option<ContextReport>,
+    /// The conversation's rolling summary as the `summary` processor sends it.
+    pub summary: Option<&'a str>,
 }
 
 /// The messages of one model call and the facts the debug panel shows about them.
@@ -76,6 +78,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         max_ctx,
         tokens,
         context,
+        summary,
     } = input;
     let offset = stored_total.saturating_sub(tail.len());
     let window = effective_ctx(max_ctx, model);
@@ -83,6 +86,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         model,
         effective_ctx: window,
         tokens,
+        summary,
     };
 
     let mut outgoing = policy_step(system, tail, offset, settings);
@@ -250,6 +254,7 @@ pub fn model_switch(
         model: switch.to,
         effective_ctx: effective_ctx(max_ctx, switch.to),
         tokens,
+        summary: None,
     };
     let after = match chain.run_model_switch(kept, switch, &ctx) {
         Ok(outcome) => outcome.messages.len(),
@@ -325,6 +330,7 @@ mod tests {
                 max_ctx: self.max_ctx,
                 tokens: &OnePerMessage,
                 context: None,
+                summary: None,
             })
         }
     }
@@ -564,6 +570,7 @@ mod tests {
             max_ctx: case.max_ctx,
             tokens: &EstimatedTokens,
             context: None,
+            summary: None,
         })
     }
 
@@ -582,6 +589,7 @@ mod tests {
                 model: &case.model,
                 effective_ctx: effective_ctx(case.max_ctx, &case.model),
                 tokens: &EstimatedTokens,
+                summary: None,
             };
             if !case.chain.names().contains(&"sliding_window") {
                 selected = SlidingWindow::keep_last(selected, case.max_ctx);

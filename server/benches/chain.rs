@@ -48,6 +48,7 @@ fn bench_chain(c: &mut Criterion) {
         model: &model,
         effective_ctx: effective_ctx(200, &model),
         tokens: tokens.as_ref(),
+        summary: None,
     };
     let warm = conversation(0);
     chain.run(warm.clone(), &ctx).unwrap();
@@ -93,6 +94,7 @@ fn bench_chain(c: &mut Criterion) {
     let estimated = ChainContext {
         model: &model,
         tokens: &estimate,
+        summary: None,
         ..ctx
     };
     group.bench_function("estimated_tokens", |b| {

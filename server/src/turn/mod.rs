@@ -130,7 +130,8 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         }
         None => turn.drop_last_reply(&session_id).await?,
     };
-    turn.reply(info, prepared, busy)
+    let summary = turn.summary(&session_id).await?;
+    turn.reply(info, prepared, summary, busy)
 }
 
 /// What a turn's model call is planned from.
@@ -341,6 +342,21 @@ impl TurnContext<'_> {
         Ok(pruning)
     }
 
+    /// The rolling summary as the `summary` processor sends it (compact JSON), when the
+    /// agent's chain has that processor and the conversation has a summary.
+    async fn summary(&self, id: &SessionId) -> Result<Option<String>, TurnError> {
+        let chain = self.services.chain_for(self.agent);
+        if !chain.names().contains(&"summary") {
+            return Ok(None);
+        }
+        Ok(self
+            .history
+            .store
+            .summary(id)
+            .await?
+            .map(|summary| summary.to_string()))
+    }
+
     /// Plans the model call for the conversation's current model.
     pub(crate) fn plan(
         &self,
@@ -348,6 +364,7 @@ impl TurnContext<'_> {
         tail: Vec<Message>,
         total: usize,
         context: Option<ContextReport>,
+        summary: Option<&str>,
     ) -> Plan {
         let limits = model.map(|m| m.limits.clone()).unwrap_or_default();
         let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
@@ -368,6 +385,7 @@ impl TurnContext<'_> {
             max_ctx: self.services.max_ctx_for(self.agent),
             tokens: tokens.as_ref(),
             context,
+            summary,
         })
     }
 
@@ -394,6 +412,7 @@ impl TurnContext<'_> {
         &self,
         mut info: ConversationInfo,
         prepared: Prepared,
+        summary: Option<String>,
         busy: BusyGuard,
     ) -> Result<Turn, TurnError> {
         let Prepared {
@@ -410,7 +429,7 @@ impl TurnContext<'_> {
             .services
             .models
             .for_conversation(self.agent, info.model.as_deref());
-        let plan = self.plan(model.as_ref(), tail, total, context);
+        let plan = self.plan(model.as_ref(), tail, total, context, summary.as_deref());
         self.log_decision(&plan);
         let meta = self.meta(&mut info, model.as_ref(), &plan);
         let request = match (model, plan.error) {

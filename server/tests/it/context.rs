@@ -648,3 +648,52 @@ async fn operator_providers_add_context_every_turn_and_a_failing_one_never_fails
     assert!(seen.contains(&"deploy freeze today".to_owned()), "{seen:?}");
     assert!(seen.contains(&"freeze lifted".to_owned()), "{seen:?}");
 }
+
+#[tokio::test]
+async fn the_summary_processor_sends_the_summary_in_place_of_what_the_window_left_out() {
+    let config = config_file("[history]\nchain = [\"sliding_window\", \"summary\"]\n");
+    let path = config.path().display().to_string();
+    let (fake, server) = TestServer::with_upstream(&[("PARLOR_CONFIG", &path)]).await;
+    // `concise` keeps the last two turns.
+    let first = server.chat("concise", json!({"message": "q0"})).await;
+    let session = first.session_id();
+    let history = server.services.histories.get("default").unwrap();
+    let id = SessionId::parse(&session).unwrap();
+    history
+        .store
+        .put_summary(
+            &id,
+            &json!({"version": 1, "facts": ["the user likes Rust"]}),
+        )
+        .await
+        .unwrap();
+    let system_texts = |request: &Value| -> Vec<String> {
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    server
+        .chat("concise", json!({"message": "q1", "session_id": session}))
+        .await;
+    let systems = system_texts(fake.requests().last().unwrap());
+    assert_eq!(
+        systems.len(),
+        1,
+        "nothing left out yet: the prompt only: {systems:?}"
+    );
+    // The third turn leaves the first one out.
+    server
+        .chat("concise", json!({"message": "q2", "session_id": session}))
+        .await;
+    let request = fake.requests().pop().unwrap();
+    let systems = system_texts(&request);
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    assert!(systems[1].starts_with(parlor_domain::summary::SUMMARY_LABEL));
+    assert!(systems[1].contains(r#""facts":["the user likes Rust"]"#));
+    // Right after the prompt, before the conversation.
+    assert_eq!(request["messages"][1]["content"], systems[1]);
+}
