@@ -10,6 +10,10 @@ pub enum Command {
     Reset,
     /// `!help` lists the commands.
     Help,
+    /// `!summary` shows the conversation's rolling summary and what it covers.
+    Summary,
+    /// `!compact` brings the rolling summary up to date now.
+    Compact,
     /// `!maxctx <n> [temp]` (admin): the agent-wide window ceiling.
     MaxCtx { value: usize, temporary: bool },
     /// `!maxusers <n>` (admin): live sessions allowed; 0 means no limit.
@@ -39,7 +43,9 @@ pub enum Parsed {
 
 pub const HELP: &str = "Commands:\n\
     !model <name> — switch this conversation's model (!model alone lists them)\n\
-    !reset — clear this conversation (a backup is kept where the store keeps backups)\n\
+    !reset — clear this conversation and its summary (a backup is kept where the store keeps backups)\n\
+    !summary — show the rolling summary of what is no longer sent, and what it covers\n\
+    !compact — bring the rolling summary up to date now\n\
     !help — this list\n\
     Administrators (with the admin token):\n\
     !maxctx <n> [temp] — the agent-wide window ceiling, in messages (n ≥ 1)\n\
@@ -69,6 +75,10 @@ pub fn parse_command(text: &str) -> Parsed {
         },
         "reset" if args.is_empty() => Parsed::Command(Command::Reset),
         "reset" => usage("!reset"),
+        "summary" if args.is_empty() => Parsed::Command(Command::Summary),
+        "summary" => usage("!summary"),
+        "compact" if args.is_empty() => Parsed::Command(Command::Compact),
+        "compact" => usage("!compact"),
         "help" => Parsed::Command(Command::Help),
         "maxctx" => match args.as_slice() {
             [n] | [n, "temp"] => match number(n) {

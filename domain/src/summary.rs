@@ -212,6 +212,112 @@ fn escape_line(text: &str) -> String {
     out
 }
 
+/// The key under which a summary Parlor keeps records what it covers.
+pub const COVERS: &str = "covers";
+
+/// Which messages a summary covers: every stored message whose `ts` is at most `until_ts`
+/// (`messages` of them when it was last updated, at `updated_ms`). Kept inside the summary,
+/// so the summary and its coverage are written together: a crash leaves the old pair or the
+/// new one, and a message is summarized once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Covers {
+    pub messages: usize,
+    pub until_ts: i64,
+    pub updated_ms: i64,
+}
+
+impl Covers {
+    /// What `summary` says it covers (nothing when it says nothing).
+    pub fn of(summary: &Value) -> Covers {
+        summary
+            .get(COVERS)
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// Whether a message is covered.
+    pub fn includes(&self, message: &Message) -> bool {
+        message.ts <= self.until_ts && self.messages > 0
+    }
+}
+
+/// The summary as the model receives it: compact JSON without Parlor's coverage record.
+pub fn for_model(summary: &Value) -> String {
+    match summary {
+        Value::Object(map) if map.contains_key(COVERS) => {
+            let mut map = map.clone();
+            map.shift_remove(COVERS);
+            Value::Object(map).to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Merges what a summarizer produced for `covered` (newly summarized messages) into the
+/// current summary and records the new coverage.
+pub fn fold(prev: Option<Value>, produced: Value, covered: &[Message], now_ms: i64) -> Value {
+    let before = prev.as_ref().map(Covers::of).unwrap_or_default();
+    let mut merged = merge_summary(prev, produced);
+    let covers = Covers {
+        messages: before.messages + covered.len(),
+        until_ts: covered
+            .iter()
+            .map(|m| m.ts)
+            .max()
+            .unwrap_or(before.until_ts)
+            .max(before.until_ts),
+        updated_ms: now_ms,
+    };
+    if let Value::Object(map) = &mut merged {
+        map.insert(
+            COVERS.into(),
+            serde_json::to_value(covers).unwrap_or_default(),
+        );
+    }
+    merged
+}
+
+/// The offline summarizer (the mirror model's): the first sentence of each user message
+/// as a fact, so summaries work, and are tested, without an API key.
+pub fn mirror_summary(messages: &[Message]) -> Value {
+    let facts: Vec<Value> = messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| Value::String(first_sentence(&m.text)))
+        .filter(|f| f.as_str().is_some_and(|s| !s.is_empty()))
+        .collect();
+    serde_json::json!({"version": 1, "facts": facts})
+}
+
+fn first_sentence(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let end = line
+        .char_indices()
+        .find(|&(i, c)| matches!(c, '.' | '!' | '?') && line[i + c.len_utf8()..].starts_with(' '))
+        .map_or(line.len(), |(i, c)| i + c.len_utf8());
+    line[..end].chars().take(200).collect()
+}
+
+/// A model's answer to the summarizing request: the first JSON object in it (models often
+/// wrap JSON in a code block or a sentence).
+pub fn parse_model_summary(text: &str) -> Option<Value> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    serde_json::from_str::<Value>(text.get(start..=end)?)
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// What a model is asked to do when it keeps a conversation's summary.
+pub const SUMMARIZER_PROMPT: &str =
+    "You keep the rolling summary of a conversation. You are given \
+    the current summary (JSON) and messages that are no longer sent to the assistant. Reply with \
+    only a JSON object of the shape {\"version\": 1, \"decisions\": [], \"constraints\": [], \
+    \"todos\": [], \"issues\": [], \"facts\": [], \"refs\": [{\"type\": \"file|api|url\", \
+    \"value\": \"...\", \"hint\": \"...\"}]} holding what those messages add: short strings, no \
+    repetition of what the summary already says.";
+
 /// What opens the system message that carries the summary.
 pub const SUMMARY_LABEL: &str = "Summary of the earlier conversation (the messages before this \
     point that are not repeated below), as JSON:";
@@ -382,6 +488,55 @@ mod tests {
             3
         );
         assert_eq!(step.process(outgoing(4), &ctx(None)).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn fold_merges_records_coverage_and_the_model_never_sees_it() {
+        let messages = [
+            Message::user("I use Rust. It is fast.", 10),
+            Message::assistant("Noted", 11),
+            Message::user("Deploy on Fridays? Never!", 12),
+        ];
+        let produced = mirror_summary(&messages);
+        assert_eq!(
+            produced,
+            json!({"version": 1, "facts": ["I use Rust.", "Deploy on Fridays?"]})
+        );
+        let first = fold(None, produced, &messages[..2], 100);
+        assert_eq!(
+            Covers::of(&first),
+            Covers {
+                messages: 2,
+                until_ts: 11,
+                updated_ms: 100
+            }
+        );
+        assert!(Covers::of(&first).includes(&messages[1]));
+        assert!(!Covers::of(&first).includes(&messages[2]));
+        let second = fold(Some(first), json!({"facts": ["x"]}), &messages[2..], 200);
+        assert_eq!(
+            Covers::of(&second),
+            Covers {
+                messages: 3,
+                until_ts: 12,
+                updated_ms: 200
+            }
+        );
+        assert_eq!(
+            for_model(&second),
+            r#"{"version":1,"facts":["x","I use Rust.","Deploy on Fridays?"]}"#
+        );
+        assert_eq!(Covers::of(&json!({"facts": []})), Covers::default());
+    }
+
+    #[test]
+    fn a_models_answer_is_read_from_its_json_object() {
+        assert_eq!(
+            parse_model_summary("Here:\n```json\n{\"facts\": [\"a\"]}\n```"),
+            Some(json!({"facts": ["a"]}))
+        );
+        assert_eq!(parse_model_summary("Echo: hello"), None);
+        assert_eq!(parse_model_summary("{not json}"), None);
     }
 
     #[test]

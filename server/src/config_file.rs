@@ -54,6 +54,8 @@ pub struct HistorySection {
     pub chain: Option<Vec<String>>,
     /// The agent-wide window ceiling, in messages.
     pub agent_max_ctx: Option<i64>,
+    /// The model that keeps conversation summaries (default: each conversation's own).
+    pub summary_model: Option<String>,
 }
 
 /// `[[models]]`: a model users can switch to with `!model <name>`.

@@ -21,6 +21,7 @@ pub mod settings;
 pub mod site;
 pub mod state;
 pub mod store;
+pub mod summarizer;
 pub mod turn;
 
 use crate::agents::AgentCatalog;
@@ -122,6 +123,8 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         live,
         config_path: setup.config_path,
         replies: state::Replies::default(),
+        summarizers: Default::default(),
+        summary_model: settings.summary_model,
     });
     // The metrics recorder is installed before anything is measured.
     metrics::handle();

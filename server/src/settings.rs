@@ -19,6 +19,8 @@ pub struct ServerSettings {
     pub idle_timeout_minutes: u64,
     pub models: Vec<crate::models::ModelSpec>,
     pub providers: Vec<crate::providers::Provider>,
+    /// The model that keeps conversation summaries (`None`: each conversation's own).
+    pub summary_model: Option<String>,
 }
 
 pub const DEFAULT_MAX_USERS: usize = 50;
@@ -90,6 +92,16 @@ impl ServerSettings {
             idle_timeout_minutes,
             models: crate::models::specs(&file.models, path)?,
             providers: crate::providers::specs(&file.context, path)?,
+            summary_model: match history.and_then(|h| h.summary_model.clone()) {
+                Some(name) if name.trim().is_empty() => {
+                    return Err(fail(
+                        "[history]",
+                        "summary_model",
+                        "must name a model".into(),
+                    ))
+                }
+                other => other,
+            },
         })
     }
 }

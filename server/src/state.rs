@@ -41,6 +41,10 @@ pub struct Services {
     pub config_path: PathBuf,
     /// The replies being written, for a shutdown that waits for them.
     pub replies: Replies,
+    /// The summarizer runs of this process and their last failures.
+    pub summarizers: crate::summarizer::Summarizers,
+    /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
+    pub summary_model: Option<String>,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

@@ -90,6 +90,10 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
         self.timed("lock_reply", self.inner.lock_reply(id)).await
     }
+    async fn lock_summary(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        self.timed("lock_summary", self.inner.lock_summary(id))
+            .await
+    }
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         self.timed("info", self.inner.info(id)).await
     }

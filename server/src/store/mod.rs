@@ -235,6 +235,11 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn lock_reply(&self, _id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
         Ok(Some(ReplyLock::default()))
     }
+    /// Takes the summarizer's lock of a conversation for every process that shares this
+    /// store (`Ok(None)`: another process is summarizing it).
+    async fn lock_summary(&self, _id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        Ok(Some(ReplyLock::default()))
+    }
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.

@@ -145,6 +145,65 @@ impl RedisStore {
         self.connection.clone()
     }
 
+    /// Takes the lock `key` for every process sharing this Redis: `SET NX PX`, renewed
+    /// while held, so it outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only
+    /// by its holder) when dropped or released.
+    async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
+        let cmd = &redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .clone();
+        let taken: Option<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        if taken.is_none() {
+            return Ok(None);
+        }
+        let connection = self.conn();
+        let renew = tokio::spawn({
+            let (mut connection, key, token) = (connection.clone(), key.clone(), token.clone());
+            async move {
+                let mut tick = tokio::time::interval(REPLY_LOCK_TTL / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
+                        .arg(RENEW_IF_HELD)
+                        .arg(1)
+                        .arg(&key)
+                        .arg(&token)
+                        .arg(ttl_ms)
+                        .query_async(&mut connection)
+                        .await;
+                    if !matches!(renewed, Ok(1)) {
+                        tracing::warn!("lost the lock {key}");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Some(ReplyLock::new(async move {
+            renew.abort();
+            let mut connection = connection;
+            let released: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg(RELEASE_IF_HELD)
+                .arg(1)
+                .arg(&key)
+                .arg(&token)
+                .query_async(&mut connection)
+                .await;
+            if let Err(e) = released {
+                tracing::warn!("could not release the reply lock {key}: {e}");
+            }
+        })))
+    }
+
     /// Adds the trim and TTL steps of a write to `pipe`.
     fn finish_write(&self, pipe: &mut redis::Pipeline, id: &SessionId) {
         let key = self.messages_key(id);
@@ -244,60 +303,14 @@ impl ConversationStore for RedisStore {
     /// outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only by its holder)
     /// when the reply ends.
     async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
-        let key = self.lock_key(id);
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
-        let cmd = &redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .clone();
-        let taken: Option<String> = retrying(&self.connection, |mut c| async move {
-            cmd.query_async(&mut c).await
-        })
-        .await?;
-        if taken.is_none() {
-            return Ok(None);
-        }
-        let connection = self.conn();
-        let renew = tokio::spawn({
-            let (mut connection, key, token) = (connection.clone(), key.clone(), token.clone());
-            async move {
-                let mut tick = tokio::time::interval(REPLY_LOCK_TTL / 3);
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
-                        .arg(RENEW_IF_HELD)
-                        .arg(1)
-                        .arg(&key)
-                        .arg(&token)
-                        .arg(ttl_ms)
-                        .query_async(&mut connection)
-                        .await;
-                    if !matches!(renewed, Ok(1)) {
-                        tracing::warn!("lost the reply lock {key}");
-                        return;
-                    }
-                }
-            }
-        });
-        Ok(Some(ReplyLock::new(async move {
-            renew.abort();
-            let mut connection = connection;
-            let released: redis::RedisResult<i64> = redis::cmd("EVAL")
-                .arg(RELEASE_IF_HELD)
-                .arg(1)
-                .arg(&key)
-                .arg(&token)
-                .query_async(&mut connection)
-                .await;
-            if let Err(e) = released {
-                tracing::warn!("could not release the reply lock {key}: {e}");
-            }
-        })))
+        self.lock(self.lock_key(id)).await
+    }
+
+    /// The summarizer's lock: one run per conversation across processes, held like the
+    /// reply lock, and independent of it (a summary being written never delays a turn).
+    async fn lock_summary(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+        self.lock(format!("{}{}:summarizing", self.base(), id.as_str()))
+            .await
     }
 
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {

@@ -25,6 +25,8 @@ pub(crate) async fn answer(
         Ok(Command::Model(None)) => current_model(turn, &info),
         Ok(Command::Model(Some(name))) => switch_model(turn, &mut info, name).await?,
         Ok(Command::Reset) => reset(turn, &mut info).await?,
+        Ok(Command::Summary) => show_summary(turn, &info).await?,
+        Ok(Command::Compact) => compact(turn, &info).await?,
         Ok(admin) => self::admin(turn, admin).await,
     };
 
@@ -113,6 +115,59 @@ async fn reset(turn: &TurnContext<'_>, info: &mut ConversationInfo) -> Result<St
     })
 }
 
+/// `!summary`: the rolling summary and what it covers.
+async fn show_summary(
+    turn: &TurnContext<'_>,
+    info: &ConversationInfo,
+) -> Result<String, TurnError> {
+    use parlor_domain::summary::{for_model, Covers};
+    let id = &info.session_id;
+    let failure = turn.services.summarizers.failure(&turn.history.id, id);
+    let mut notice = match turn.history.store.summary(id).await? {
+        None => "No summary yet: it starts when messages are no longer sent to the model \
+                 (with the summary processor in the chain)."
+            .to_owned(),
+        Some(summary) => {
+            let covers = Covers::of(&summary);
+            let text: serde_json::Value =
+                serde_json::from_str(&for_model(&summary)).unwrap_or_default();
+            format!(
+                "Summary of {} earlier message(s):\n{}",
+                covers.messages,
+                serde_json::to_string_pretty(&text).unwrap_or_default()
+            )
+        }
+    };
+    if let Some(failure) = failure {
+        notice.push_str(&format!("\nThe last update failed: {failure}"));
+    }
+    Ok(notice)
+}
+
+/// `!compact`: brings the summary up to date with what the last model call left out.
+async fn compact(turn: &TurnContext<'_>, info: &ConversationInfo) -> Result<String, TurnError> {
+    use crate::summarizer::{bring_up_to_date, Outcome, SummarizeError};
+    let first_sent = info
+        .last_turn
+        .as_ref()
+        .map_or(0, |t| t.history.first_sent_index);
+    let outcome = bring_up_to_date(
+        turn.services,
+        turn.history,
+        turn.agent,
+        &info.session_id,
+        info.model.as_deref(),
+        first_sent,
+    )
+    .await;
+    Ok(match outcome {
+        Ok(Outcome::Updated(n)) => format!("Summary updated: {n} more message(s) covered."),
+        Ok(Outcome::UpToDate) => "The summary is up to date.".to_owned(),
+        Err(SummarizeError::Store(e)) => return Err(e.into()),
+        Err(e) => format!("The summary was not updated: {e}. The old one is kept."),
+    })
+}
+
 /// Applies an admin command (the token was checked) and saves it unless temporary.
 async fn admin(turn: &TurnContext<'_>, command: Command) -> String {
     let services = turn.services;
@@ -143,9 +198,11 @@ async fn admin(turn: &TurnContext<'_>, command: Command) -> String {
             let what = format!("session_idle_timeout_minutes set to {label}");
             (Edit::IdleTimeoutMinutes(minutes), what, false)
         }
-        Command::Model(_) | Command::Reset | Command::Help => {
-            return "not an admin command".to_owned()
-        }
+        Command::Model(_)
+        | Command::Reset
+        | Command::Help
+        | Command::Summary
+        | Command::Compact => return "not an admin command".to_owned(),
     };
     tracing::info!("admin: {what}");
     if temporary {

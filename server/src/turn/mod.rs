@@ -354,7 +354,7 @@ impl TurnContext<'_> {
             .store
             .summary(id)
             .await?
-            .map(|summary| summary.to_string()))
+            .map(|summary| parlor_domain::summary::for_model(&summary)))
     }
 
     /// Plans the model call for the conversation's current model.
@@ -449,11 +449,13 @@ impl TurnContext<'_> {
             )),
         };
         let (tx, rx) = mpsc::channel(64);
+        let then = self.summarize_after(&info, plan.report.first_sent_index);
         let reply = reply::Reply {
             history: self.history.clone(),
             info,
             tx,
             busy: Some(busy),
+            then,
         };
         // The reply logs in the request's span (its request id), also after the response.
         let span = tracing::Span::current();
@@ -461,6 +463,28 @@ impl TurnContext<'_> {
             .replies
             .spawn(move |stop| reply.write(request, stop).instrument(span));
         Ok(Turn { meta, events: rx })
+    }
+
+    /// With the `summary` processor, what runs after the reply: the summarizer, when stored
+    /// messages were left out of this call.
+    fn summarize_after(
+        &self,
+        info: &ConversationInfo,
+        first_sent: usize,
+    ) -> Option<Box<dyn FnOnce() + Send + Sync>> {
+        let chain = self.services.chain_for(self.agent);
+        if first_sent == 0 || !chain.names().contains(&"summary") {
+            return None;
+        }
+        let (services, history, agent) = (
+            self.services.clone(),
+            self.history.clone(),
+            self.agent.clone(),
+        );
+        let (id, model) = (info.session_id.clone(), info.model.clone());
+        Some(Box::new(move || {
+            crate::summarizer::spawn_after_reply(&services, &history, &agent, id, model, first_sent)
+        }))
     }
 
     /// The decision in the log, in AgentDock's words (debug level).

@@ -48,6 +48,8 @@ pub(super) struct Reply {
     pub tx: mpsc::Sender<ChatEvent>,
     /// Keeps the conversation busy until the reply is stored.
     pub busy: Option<BusyGuard>,
+    /// Runs once the reply is stored (the summarizer, in the background).
+    pub then: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl Reply {
@@ -96,6 +98,9 @@ impl Reply {
         }
         if stored {
             self.finish(outcome).await;
+            if let Some(then) = self.then.take() {
+                then();
+            }
         }
     }
 

@@ -12,3 +12,4 @@ mod pages;
 mod processes;
 mod startup;
 mod storage;
+mod summary;

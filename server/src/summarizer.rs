@@ -1,0 +1,236 @@
+//! Keeps a conversation's rolling summary current: after a reply, the messages that have
+//! fallen out of what is sent and are not yet covered are merged into the summary by a
+//! model (the conversation's, or `[history] summary_model`), in the background, one run per
+//! conversation at a time (across processes sharing Redis). The summary records what it
+//! covers and is written with it in one step, so a crash loses nothing and summarizes
+//! nothing twice. A failing run leaves the old summary, logs why, and the debug panel says
+//! so; the chat goes on.
+
+use crate::histories::History;
+use crate::llm::{LlmEvent, ModelRequest};
+use crate::models::Provider;
+use crate::state::Services;
+use crate::store::{now_ms, StoreError};
+use futures::StreamExt;
+use parlor_domain::summary::{
+    flat, fold, mirror_summary, parse_model_summary, Covers, SUMMARIZER_PROMPT,
+};
+use parlor_domain::{Agent, Message, SessionId};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// What a run did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every message left out was already covered.
+    UpToDate,
+    /// This many messages were newly summarized.
+    Updated(usize),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SummarizeError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("the summary is already being updated")]
+    Busy,
+    #[error("the summarizing model failed: {0}")]
+    Model(String),
+    #[error("the summarizing model did not answer with a JSON object")]
+    NotJson,
+}
+
+/// The summarizer runs of this process, and the last failure of each conversation (for the
+/// debug panel).
+#[derive(Default)]
+pub struct Summarizers {
+    running: Mutex<HashSet<(String, SessionId)>>,
+    failures: Mutex<HashMap<(String, SessionId), String>>,
+}
+
+impl Summarizers {
+    /// Why the last run for the conversation failed, if it did.
+    pub fn failure(&self, history: &str, id: &SessionId) -> Option<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(history.to_owned(), id.clone()))
+            .cloned()
+    }
+
+    fn record(&self, key: (String, SessionId), result: Option<String>) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Some(error) => failures.insert(key, error),
+            None => failures.remove(&key),
+        };
+    }
+}
+
+/// Marks a conversation's summarizer as running in this process until dropped.
+struct Running<'a> {
+    summarizers: &'a Summarizers,
+    key: (String, SessionId),
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.summarizers
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+/// Brings the summary up to date with the stored messages before `first_sent` (those the
+/// last model call did not receive).
+pub async fn bring_up_to_date(
+    services: &Services,
+    history: &History,
+    agent: &Agent,
+    id: &SessionId,
+    chosen_model: Option<&str>,
+    first_sent: usize,
+) -> Result<Outcome, SummarizeError> {
+    let key = (history.id.clone(), id.clone());
+    let result = run(services, history, agent, id, chosen_model, first_sent).await;
+    match &result {
+        Err(SummarizeError::Busy) => {}
+        Err(e) => {
+            tracing::warn!("[History] summary of {id} not updated: {e}");
+            services.summarizers.record(key, Some(e.to_string()));
+        }
+        Ok(outcome) => {
+            if let Outcome::Updated(n) = outcome {
+                tracing::debug!("[History] summary of {id} now covers {n} more message(s)");
+            }
+            services.summarizers.record(key, None);
+        }
+    }
+    result
+}
+
+async fn run(
+    services: &Services,
+    history: &History,
+    agent: &Agent,
+    id: &SessionId,
+    chosen_model: Option<&str>,
+    first_sent: usize,
+) -> Result<Outcome, SummarizeError> {
+    let key = (history.id.clone(), id.clone());
+    let summarizers = &services.summarizers;
+    if !summarizers
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.clone())
+    {
+        return Err(SummarizeError::Busy);
+    }
+    let _running = Running { summarizers, key };
+    let lock = history
+        .store
+        .lock_summary(id)
+        .await?
+        .ok_or(SummarizeError::Busy)?;
+    let stored = history.store.load(id).await?;
+    let prev = history.store.summary(id).await?;
+    let covers = prev.as_ref().map(Covers::of).unwrap_or_default();
+    let pending: Vec<Message> = stored[..first_sent.min(stored.len())]
+        .iter()
+        .filter(|m| !covers.includes(m))
+        .cloned()
+        .collect();
+    if pending.is_empty() {
+        lock.release().await;
+        return Ok(Outcome::UpToDate);
+    }
+    let produced = summarize(services, agent, chosen_model, prev.as_ref(), &pending).await;
+    let result = match produced {
+        Ok(produced) => {
+            let next = fold(prev, produced, &pending, now_ms());
+            history.store.put_summary(id, &next).await?;
+            Ok(Outcome::Updated(pending.len()))
+        }
+        Err(e) => Err(e),
+    };
+    lock.release().await;
+    result
+}
+
+/// Asks the summarizing model what `pending` adds to the summary.
+async fn summarize(
+    services: &Services,
+    agent: &Agent,
+    chosen_model: Option<&str>,
+    prev: Option<&Value>,
+    pending: &[Message],
+) -> Result<Value, SummarizeError> {
+    let models = &services.models;
+    let model = match &services.summary_model {
+        Some(name) => Some(models.named(name)),
+        None => models.for_conversation(agent, chosen_model),
+    }
+    .ok_or_else(|| SummarizeError::Model("no model to summarize with".into()))?;
+    let client = models.client_for(&model);
+    if model.provider == Provider::Mirror || matches!(client, crate::llm::LlmClient::Mirror(_)) {
+        return Ok(mirror_summary(pending));
+    }
+    let current = prev
+        .map(parlor_domain::summary::for_model)
+        .unwrap_or_else(|| "{}".into());
+    let request = ModelRequest {
+        model: model.upstream.clone(),
+        messages: vec![
+            Message::system(SUMMARIZER_PROMPT, 0),
+            Message::user(
+                format!(
+                    "Current summary:\n{current}\n\nMessages to add:\n{}",
+                    flat(None, None, pending)
+                ),
+                0,
+            ),
+        ],
+        temperature: Some(0.0),
+        max_tokens: None,
+    };
+    let mut stream = client
+        .stream(request)
+        .await
+        .map_err(|e| SummarizeError::Model(e.to_string()))?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event.map_err(|e| SummarizeError::Model(e.to_string()))? {
+            LlmEvent::Delta(piece) => text.push_str(&piece),
+            LlmEvent::Finished { .. } => break,
+        }
+    }
+    parse_model_summary(&text).ok_or(SummarizeError::NotJson)
+}
+
+/// Starts a background run after a reply (never delaying it); shutdown waits for it.
+pub fn spawn_after_reply(
+    services: &Arc<Services>,
+    history: &Arc<History>,
+    agent: &Arc<Agent>,
+    id: SessionId,
+    chosen_model: Option<String>,
+    first_sent: usize,
+) {
+    let (services, history, agent) = (services.clone(), history.clone(), agent.clone());
+    let tracker = services.replies.clone();
+    tracker.spawn(move |_stop| async move {
+        let _ = bring_up_to_date(
+            &services,
+            &history,
+            &agent,
+            &id,
+            chosen_model.as_deref(),
+            first_sent,
+        )
+        .await;
+    });
+}

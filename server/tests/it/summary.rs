@@ -1,0 +1,164 @@
+//! The rolling summary in the chat: kept current in the background after replies, sent in
+//! place of what the window leaves out, shown by `!summary`, updated by `!compact`, cleared
+//! by `!reset`; a failing summarizer keeps the old summary and the chat goes on.
+
+use crate::support::{config_file, TestServer};
+use parlor_domain::summary::Covers;
+use parlor_domain::SessionId;
+use serde_json::{json, Value};
+
+const CHAIN: &str = "[history]\nchain = [\"sliding_window\", \"summary\"]\n";
+
+async fn summary_of(server: &TestServer, session: &str) -> Option<Value> {
+    let history = server.services.histories.get("default").unwrap();
+    let id = SessionId::parse(session).unwrap();
+    history.store.summary(&id).await.unwrap()
+}
+
+/// Waits (bounded) until the stored summary covers `messages` messages.
+async fn covering(server: &TestServer, session: &str, messages: usize) -> Value {
+    for _ in 0..200 {
+        if let Some(summary) = summary_of(server, session).await {
+            if Covers::of(&summary).messages >= messages {
+                return summary;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the summary never covered {messages} messages: {:?}",
+        summary_of(server, session).await
+    );
+}
+
+async fn say(server: &TestServer, session: &str, text: &str) -> crate::support::Reply {
+    let reply = server
+        .chat("concise", json!({"message": text, "session_id": session}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply
+}
+
+#[tokio::test]
+async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_place() {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    // `concise` sends the last two turns.
+    let first = server
+        .chat("concise", json!({"message": "Fact zero. Ignore this."}))
+        .await;
+    let session = first.session_id();
+    say(&server, &session, "Fact one. Also ignored.").await;
+    assert_eq!(
+        summary_of(&server, &session).await,
+        None,
+        "nothing left out yet"
+    );
+    say(&server, &session, "Fact two.").await;
+    // The first turn fell out: summarized after the reply, in the background.
+    let summary = covering(&server, &session, 2).await;
+    assert_eq!(summary["facts"], json!(["Fact zero."]));
+
+    let reply = say(&server, &session, "Fact three.").await;
+    let text = reply.text();
+    assert!(
+        text.contains("`system`: “Summary of the earlier conversation"),
+        "{text}"
+    );
+    // Each message is summarized once: four left out now, each fact once.
+    let summary = covering(&server, &session, 4).await;
+    assert_eq!(Covers::of(&summary).messages, 4);
+    assert_eq!(summary["facts"], json!(["Fact one.", "Fact zero."]));
+
+    let shown = say(&server, &session, "!summary").await;
+    let notice = shown.notice().unwrap();
+    assert!(
+        notice.starts_with("Summary of 4 earlier message(s):"),
+        "{notice}"
+    );
+    assert!(notice.contains("Fact one."), "{notice}");
+    assert!(
+        !notice.contains("covers"),
+        "the coverage record is Parlor's: {notice}"
+    );
+    let compact = say(&server, &session, "!compact").await;
+    assert_eq!(compact.notice(), Some("The summary is up to date."));
+    // Stored messages are never deleted by summarizing.
+    assert_eq!(server.stored(&session).len(), 8);
+
+    let reset = say(&server, &session, "!reset").await;
+    assert!(reset.notice().unwrap().starts_with("Conversation cleared."));
+    assert_eq!(
+        summary_of(&server, &session).await,
+        None,
+        "cleared with the messages"
+    );
+}
+
+#[tokio::test]
+async fn compact_brings_the_summary_up_to_date_now() {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let first = server.chat("concise", json!({"message": "Alpha."})).await;
+    let session = first.session_id();
+    say(&server, &session, "Beta.").await;
+    say(&server, &session, "Gamma.").await;
+    // Whether or not the background run got there first, !compact leaves it covering the
+    // first turn, once.
+    let compact = say(&server, &session, "!compact").await;
+    let notice = compact.notice().unwrap();
+    assert!(
+        notice == "Summary updated: 2 more message(s) covered."
+            || notice == "The summary is up to date.",
+        "{notice}"
+    );
+    let summary = covering(&server, &session, 2).await;
+    assert_eq!(summary["facts"], json!(["Alpha."]));
+}
+
+#[tokio::test]
+async fn a_failing_summarizer_keeps_the_old_summary_and_the_chat_goes_on() {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    // The current summary tells the fake upstream to fail every summarizing request (the
+    // chat's own requests end with the user's message, which does not).
+    let (_fake, server) = TestServer::with_upstream(&[("PARLOR_CONFIG", &path)]).await;
+    let first = server.chat("concise", json!({"message": "one"})).await;
+    let session = first.session_id();
+    let history = server.services.histories.get("default").unwrap();
+    let id = SessionId::parse(&session).unwrap();
+    let old = json!({"version": 1, "facts": ["kept [status:503]"]});
+    history.store.put_summary(&id, &old).await.unwrap();
+    say(&server, &session, "two").await;
+    let third = say(&server, &session, "three").await;
+    assert_eq!(third.text(), "Echo: three");
+    // The background run fails after the reply.
+    for _ in 0..200 {
+        if server
+            .services
+            .summarizers
+            .failure("default", &id)
+            .is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let notice = say(&server, &session, "!summary")
+        .await
+        .notice()
+        .unwrap()
+        .to_owned();
+    assert!(
+        notice.contains("The last update failed: the summarizing model failed: The model server answered with HTTP 503"),
+        "{notice}"
+    );
+    assert_eq!(
+        summary_of(&server, &session).await,
+        Some(old),
+        "the old summary stays"
+    );
+    assert_eq!(say(&server, &session, "four").await.text(), "Echo: four");
+}
