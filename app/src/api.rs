@@ -79,6 +79,8 @@ pub struct ChatData {
     /// The largest chat request with images (`PARLOR_MAX_CONTEXT_BYTES`): the composer
     /// refuses larger attachments before uploading them.
     pub max_context_bytes: usize,
+    /// How many of the first stored messages the rolling summary covers (0: none).
+    pub summarized: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

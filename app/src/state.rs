@@ -46,6 +46,8 @@ pub struct ChatState {
     /// Why a file could not be attached (too large, not a text file or an image).
     pub attach_error: RwSignal<Option<String>>,
     pub max_context_bytes: StoredValue<usize>,
+    /// How many of the first stored messages the rolling summary covers.
+    pub summarized: RwSignal<usize>,
     pub conversations: RwSignal<Vec<ConversationItem>>,
     /// The debug panel's facts; `None` unless the page was opened with `?debug=true` (and
     /// the operator allows it). Updated live by every turn.
@@ -74,6 +76,7 @@ impl ChatState {
             attachments: RwSignal::new(Vec::new()),
             attach_error: RwSignal::new(None),
             max_context_bytes: StoredValue::new(data.max_context_bytes),
+            summarized: RwSignal::new(data.summarized),
             conversations: RwSignal::new(data.conversations.clone()),
             debug: RwSignal::new(data.debug.clone()),
             model: RwSignal::new(data.model.clone()),
@@ -204,6 +207,7 @@ impl ChatState {
     pub fn new_chat(self) {
         self.stop();
         self.messages.set(Vec::new());
+        self.summarized.set(0);
         self.session_id.set(None);
         self.error.set(None);
         self.debug.update(|d| {
@@ -344,6 +348,9 @@ impl TurnView {
         state.model.set(meta.model.clone());
         state.provider.set(meta.provider.clone());
         self.stored_after.set_value(meta.history.messages_stored);
+        if let Some(summary) = &meta.history.summary {
+            state.summarized.set(summary.covers);
+        }
         state.debug.update(|d| {
             if let Some(d) = d {
                 d.session_id = Some(meta.session_id.clone());

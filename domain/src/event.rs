@@ -290,6 +290,10 @@ pub struct HistoryReport {
     /// removed; absent when the conversation has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Box<ContextReport>>,
+    /// The conversation's rolling summary, when the chain has the `summary` processor and
+    /// there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Box<crate::summary::SummaryReport>>,
 }
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
@@ -472,6 +476,7 @@ mod tests {
                     effective_ctx: 200,
                     token_budget: Some(1000),
                     context: None,
+                    summary: None,
                 },
             }),
             ChatEvent::Delta {

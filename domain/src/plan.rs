@@ -147,6 +147,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             })),
             _ => None,
         },
+        summary: None,
     };
     Plan {
         messages,

@@ -212,6 +212,40 @@ fn escape_line(text: &str) -> String {
     out
 }
 
+/// What the debug panel and the `meta` event say about a conversation's rolling summary.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryReport {
+    /// Whether this model call received it.
+    pub sent: bool,
+    /// How many stored messages it covers: the first `covers` of the transcript.
+    pub covers: usize,
+    /// When it was last updated (epoch milliseconds; 0: never by Parlor).
+    pub updated_ms: i64,
+    /// Its size in tokens, as the model would receive it.
+    pub tokens: u64,
+    /// The summary as the model receives it (compact JSON).
+    pub text: String,
+    /// Why the last update failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl SummaryReport {
+    /// The report of `summary`, sent or not.
+    pub fn new(summary: &Value, sent: bool, tokens: u64, failure: Option<String>) -> Self {
+        let covers = Covers::of(summary);
+        SummaryReport {
+            sent,
+            covers: covers.messages,
+            updated_ms: covers.updated_ms,
+            tokens,
+            text: for_model(summary),
+            failure,
+        }
+    }
+}
+
 /// The key under which a summary Parlor keeps records what it covers.
 pub const COVERS: &str = "covers";
 

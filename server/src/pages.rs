@@ -52,6 +52,7 @@ impl Backend for PageBackend {
         let mut session_id = None;
         let mut messages = Vec::new();
         let mut conversation = None;
+        let mut summarized = 0;
         if let Some(raw) = &query.session {
             let Ok(id) = SessionId::parse(raw) else {
                 return Ok(ChatPageData::UnknownConversation);
@@ -65,6 +66,13 @@ impl Backend for PageBackend {
                 return Ok(ChatPageData::UnknownConversation);
             }
             messages = store.load(&id).await?;
+            // Only summaries Parlor keeps for this agent's chain mark the transcript.
+            if services.chain_for(&agent).names().contains(&"summary") {
+                if let Some(summary) = store.summary(&id).await? {
+                    let covers = parlor_domain::summary::Covers::of(&summary);
+                    summarized = messages.iter().filter(|m| covers.includes(m)).count();
+                }
+            }
             session_id = Some(id.to_string());
             conversation = info;
         }
@@ -133,6 +141,7 @@ impl Backend for PageBackend {
                 )
             }),
             max_context_bytes: services.config.max_context_bytes,
+            summarized,
         })))
     }
 }

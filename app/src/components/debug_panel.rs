@@ -4,6 +4,7 @@
 use crate::state::ChatState;
 use leptos::prelude::*;
 use parlor_domain::context::{BlockReport, ContextReport};
+use parlor_domain::summary::SummaryReport;
 use parlor_domain::{DebugInfo, SettingsReport};
 
 #[component]
@@ -94,6 +95,7 @@ fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
                         <dt>"Tokens sent"</dt>
                         <dd data-fact="tokens">{tokens}</dd>
                         {h.context.map(|c| view! { <ContextFacts report=*c/> })}
+                        {h.summary.map(|s| view! { <SummaryFacts report=*s/> })}
                     }
                         .into_any()
                 }
@@ -198,4 +200,29 @@ fn block_line(block: &BlockReport) -> String {
         "{} · {}, {}{shown} · {kept}",
         block.source, block.kind, block.label
     )
+}
+
+/// The rolling summary: sent or not, what it covers, its size, and its text on demand.
+#[component]
+fn SummaryFacts(report: SummaryReport) -> impl IntoView {
+    let sent = if report.sent {
+        "sent in place of what was left out"
+    } else {
+        "not sent (nothing was left out)"
+    };
+    view! {
+        <dt>"Summary"</dt>
+        <dd data-fact="summary">
+            {format!(
+                "{sent} · covers {} · {} tokens",
+                count_of(report.covers, "message"),
+                report.tokens
+            )}
+            {report.failure.map(|f| view! { <p class="summary-failure">{format!("Last update failed: {f}")}</p> })}
+            <details class="summary-text">
+                <summary>"Show the summary"</summary>
+                <pre>{report.text}</pre>
+            </details>
+        </dd>
+    }
 }

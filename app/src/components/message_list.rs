@@ -121,6 +121,11 @@ fn MessageItem(
         })
     };
     let chips = message.chips.get_value();
+    // The rolling summary covers the messages up to this one.
+    let summary_ends_here = move || {
+        let covers = state.summarized.get();
+        covers > 0 && index() == Some(covers - 1)
+    };
     let copied = RwSignal::new(false);
     // The part of a streaming reply not yet rendered by the server shows as plain text.
     let tail = move || {
@@ -188,6 +193,9 @@ fn MessageItem(
                 </div>
             </Show>
         </article>
+        <Show when=summary_ends_here>
+            <div class="summarized-marker" role="note">"Messages above are summarized"</div>
+        </Show>
     }
 }
 

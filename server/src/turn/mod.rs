@@ -342,19 +342,14 @@ impl TurnContext<'_> {
         Ok(pruning)
     }
 
-    /// The rolling summary as the `summary` processor sends it (compact JSON), when the
-    /// agent's chain has that processor and the conversation has a summary.
-    async fn summary(&self, id: &SessionId) -> Result<Option<String>, TurnError> {
+    /// The rolling summary, when the agent's chain has the `summary` processor and the
+    /// conversation has a summary.
+    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, TurnError> {
         let chain = self.services.chain_for(self.agent);
         if !chain.names().contains(&"summary") {
             return Ok(None);
         }
-        Ok(self
-            .history
-            .store
-            .summary(id)
-            .await?
-            .map(|summary| parlor_domain::summary::for_model(&summary)))
+        Ok(self.history.store.summary(id).await?)
     }
 
     /// Plans the model call for the conversation's current model.
@@ -412,7 +407,7 @@ impl TurnContext<'_> {
         &self,
         mut info: ConversationInfo,
         prepared: Prepared,
-        summary: Option<String>,
+        summary: Option<serde_json::Value>,
         busy: BusyGuard,
     ) -> Result<Turn, TurnError> {
         let Prepared {
@@ -429,7 +424,22 @@ impl TurnContext<'_> {
             .services
             .models
             .for_conversation(self.agent, info.model.as_deref());
-        let plan = self.plan(model.as_ref(), tail, total, context, summary.as_deref());
+        let sent_summary = summary.as_ref().map(parlor_domain::summary::for_model);
+        let mut plan = self.plan(
+            model.as_ref(),
+            tail,
+            total,
+            context,
+            sent_summary.as_deref(),
+        );
+        if let Some(summary) = &summary {
+            plan.report.summary = Some(Box::new(self.summary_report(
+                summary,
+                &plan,
+                model.as_ref(),
+                &info,
+            )));
+        }
         self.log_decision(&plan);
         let meta = self.meta(&mut info, model.as_ref(), &plan);
         let request = match (model, plan.error) {
@@ -463,6 +473,33 @@ impl TurnContext<'_> {
             .replies
             .spawn(move |stop| reply.write(request, stop).instrument(span));
         Ok(Turn { meta, events: rx })
+    }
+
+    /// What the debug panel says of the summary on this call.
+    fn summary_report(
+        &self,
+        summary: &serde_json::Value,
+        plan: &Plan,
+        model: Option<&ModelSpec>,
+        info: &ConversationInfo,
+    ) -> parlor_domain::summary::SummaryReport {
+        use parlor_domain::summary::{SummaryReport, SUMMARY_LABEL};
+        let sent = plan
+            .messages
+            .iter()
+            .find(|m| m.role == Role::System && m.text.starts_with(SUMMARY_LABEL));
+        let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
+        let text = Message::system(parlor_domain::summary::for_model(summary), 0);
+        let failure = self
+            .services
+            .summarizers
+            .failure(&self.history.id, &info.session_id);
+        SummaryReport::new(
+            summary,
+            sent.is_some(),
+            tokens.count(sent.unwrap_or(&text)),
+            failure,
+        )
     }
 
     /// With the `summary` processor, what runs after the reply: the summarizer, when stored

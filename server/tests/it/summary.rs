@@ -66,6 +66,26 @@ async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_plac
         text.contains("`system`: “Summary of the earlier conversation"),
         "{text}"
     );
+    // The meta event says it was sent, what it covers and its size.
+    let report = reply
+        .meta()
+        .history
+        .summary
+        .clone()
+        .expect("a summary report");
+    assert!(report.sent);
+    assert_eq!(report.covers, 2);
+    assert!(report.tokens > 0);
+    assert!(report.updated_ms > 0);
+    assert_eq!(report.text, r#"{"version":1,"facts":["Fact zero."]}"#);
+    // The page marks where the summarized part of the transcript ends.
+    let (_, page) = server
+        .get(&format!("/chat?agent=concise&session={session}"), None)
+        .await;
+    assert!(
+        page.contains("Messages above are summarized"),
+        "the marker is rendered"
+    );
     // Each message is summarized once: four left out now, each fact once.
     let summary = covering(&server, &session, 4).await;
     assert_eq!(Covers::of(&summary).messages, 4);
