@@ -93,6 +93,7 @@ pub fn read_summary(text: &str) -> Option<Value> {
 }
 
 /// When a dialog should be compacted: above either threshold (strictly).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Thresholds {
@@ -110,6 +111,7 @@ impl Default for Thresholds {
 }
 
 /// The maintenance signal of a dialog, in the order its fields are written.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Maintenance {
     pub action: String,
@@ -121,6 +123,7 @@ pub struct Maintenance {
     pub backup: BackupPolicy,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metrics {
@@ -128,6 +131,7 @@ pub struct Metrics {
     pub approx_bytes: usize,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackupPolicy {
     pub enabled: bool,
@@ -229,6 +233,9 @@ pub struct SummaryReport {
     /// Why the last update failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The maintenance signal of the whole conversation, when it is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Maintenance>,
 }
 
 impl SummaryReport {
@@ -242,6 +249,7 @@ impl SummaryReport {
             tokens,
             text: for_model(summary),
             failure,
+            maintenance: None,
         }
     }
 }

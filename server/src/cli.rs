@@ -292,8 +292,45 @@ pub struct Target {
     pub history: String,
 }
 
+/// `parlor store stats`: the store's numbers, the summary's size and coverage, and the
+/// maintenance signal when it is raised.
+fn stats_report(
+    stats: &crate::store::Stats,
+    summary: Option<&serde_json::Value>,
+    config: &crate::config::Config,
+) -> serde_json::Value {
+    use parlor_domain::summary::{Covers, Maintenance};
+    let mut report = serde_json::to_value(stats).unwrap_or_default();
+    let summary_bytes = summary.map_or(0, |s| s.to_string().len());
+    report["summary"] = match summary {
+        Some(summary) => {
+            let covers = Covers::of(summary);
+            serde_json::json!({
+                "bytes": summary_bytes,
+                "covers": covers.messages,
+                "updated_ms": covers.updated_ms,
+            })
+        }
+        None => serde_json::Value::Null,
+    };
+    let signal = Maintenance::check(
+        stats.messages,
+        stats.approx_bytes as usize + summary_bytes,
+        config.maintenance,
+        config.backup_retention,
+    );
+    if let Some(signal) = signal {
+        report["maintenance"] = serde_json::to_value(signal).unwrap_or_default();
+    }
+    report
+}
+
 /// Runs a store command; its output, or a message saying what was wrong.
-pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<String, CliError> {
+pub async fn run_store(
+    command: StoreCommand,
+    histories: &Histories,
+    config: &crate::config::Config,
+) -> Result<String, CliError> {
     let store_of = |history: &str| {
         histories
             .get(history)
@@ -345,7 +382,9 @@ pub async fn run_store(command: StoreCommand, histories: &Histories) -> Result<S
         StoreCommand::Stats(target) => {
             let (store, id) = parse(&target)?;
             let stats = store.stats(&id).await?;
-            out = serde_json::to_string_pretty(&stats)? + "\n";
+            let summary = store.summary(&id).await?;
+            out = serde_json::to_string_pretty(&stats_report(&stats, summary.as_ref(), config))?
+                + "\n";
         }
         StoreCommand::Clear(target) => {
             let (store, id) = parse(&target)?;

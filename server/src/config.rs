@@ -75,6 +75,8 @@ mod defaults {
     pub const MAX_CONTEXT_BYTES: usize = 10 * 1024 * 1024;
     pub const MIRROR_DELAY_MS: u64 = 25;
     pub const BACKUP_RETENTION: usize = 5;
+    pub const CONTEXT_MAX_MESSAGES: usize = 200;
+    pub const CONTEXT_MAX_BYTES: usize = 65_536;
     pub const SHUTDOWN_GRACE_SECS: u64 = 10;
 
     pub fn shutdown_grace_secs() -> u64 {
@@ -168,6 +170,16 @@ pub fn variables() -> Vec<Variable> {
             "HISTORY_BACKUP_RETENTION",
             &defaults::BACKUP_RETENTION.to_string(),
             "backups kept per conversation by file histories (at least 1)",
+        ),
+        v(
+            "HISTORY_CONTEXT_MAX_MESSAGES",
+            &defaults::CONTEXT_MAX_MESSAGES.to_string(),
+            "a conversation with more messages gets the maintenance signal (compact it)",
+        ),
+        v(
+            "HISTORY_CONTEXT_MAX_BYTES",
+            &defaults::CONTEXT_MAX_BYTES.to_string(),
+            "a conversation whose messages and summary take more bytes gets the maintenance signal",
         ),
         v(
             "PARLOR_ADMIN_TOKEN",
@@ -318,6 +330,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// `HISTORY_BACKUP_RETENTION`: backups kept per conversation by the file backend.
     pub backup_retention: usize,
+    /// When a conversation gets the maintenance signal (`HISTORY_CONTEXT_MAX_*`).
+    pub maintenance: parlor_domain::summary::Thresholds,
     /// `PARLOR_ADMIN_TOKEN`: without it, admin commands are refused to everyone.
     pub admin_token: Option<ApiKey>,
     /// Cookies carry `Secure`.
@@ -470,6 +484,24 @@ impl Config {
             }
         };
 
+        let positive = |var: &'static str, default: usize| match get(var) {
+            None => Ok(default),
+            Some(value) => match value.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(ConfigError::Invalid {
+                    var,
+                    value,
+                    reason: "must be a whole number of at least 1".into(),
+                }),
+            },
+        };
+        let maintenance = parlor_domain::summary::Thresholds {
+            max_messages: positive(
+                "HISTORY_CONTEXT_MAX_MESSAGES",
+                defaults::CONTEXT_MAX_MESSAGES,
+            )?,
+            max_bytes: positive("HISTORY_CONTEXT_MAX_BYTES", defaults::CONTEXT_MAX_BYTES)?,
+        };
         let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
             None => defaults::BACKUP_RETENTION,
             Some(value) => match value.parse::<usize>() {
@@ -530,6 +562,7 @@ impl Config {
             debug_panel: parlor.debug_panel,
             config_file: parlor.config,
             backup_retention,
+            maintenance,
             admin_token: parlor.admin_token,
             shutdown_grace: Duration::from_secs(parlor.shutdown_grace_secs),
             rate_limit_chat: parlor.rate_limit_chat,
@@ -646,6 +679,14 @@ mod tests {
         assert_eq!(
             default("PARLOR_MIRROR_DELAY_MS"),
             config.mirror_delay.as_millis().to_string()
+        );
+        assert_eq!(
+            default("HISTORY_CONTEXT_MAX_MESSAGES"),
+            config.maintenance.max_messages.to_string()
+        );
+        assert_eq!(
+            default("HISTORY_CONTEXT_MAX_BYTES"),
+            config.maintenance.max_bytes.to_string()
         );
         assert_eq!(
             default("HISTORY_BACKUP_RETENTION"),

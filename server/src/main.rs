@@ -54,7 +54,7 @@ async fn run() -> anyhow::Result<()> {
         let config = Config::from_env()?;
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
         let setup = parlor_server::setup(&config, &agents).await?;
-        let output = parlor_server::cli::run_store(command, &setup.histories)
+        let output = parlor_server::cli::run_store(command, &setup.histories, &config)
             .await
             .map_err(anyhow::Error::msg)?;
         print!("{output}");

@@ -219,6 +219,15 @@ fn SummaryFacts(report: SummaryReport) -> impl IntoView {
                 report.tokens
             )}
             {report.failure.map(|f| view! { <p class="summary-failure">{format!("Last update failed: {f}")}</p> })}
+            {report.maintenance.map(|m| view! {
+                <p class="summary-maintenance" data-fact="maintenance">
+                    {format!(
+                        "Maintenance: {} ({}; {} messages, {} bytes; limits {} and {})",
+                        m.action, m.reason, m.metrics.messages, m.metrics.approx_bytes,
+                        m.thresholds.max_messages, m.thresholds.max_bytes
+                    )}
+                </p>
+            })}
             <details class="summary-text">
                 <summary>"Show the summary"</summary>
                 <pre>{report.text}</pre>

@@ -134,6 +134,12 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     turn.reply(info, prepared, summary, busy)
 }
 
+/// A conversation's rolling summary and its maintenance signal.
+pub(crate) struct StoredSummary {
+    summary: serde_json::Value,
+    maintenance: Option<parlor_domain::summary::Maintenance>,
+}
+
 /// What a turn's model call is planned from.
 struct Prepared {
     /// The stored messages the plan needs, pruned, ending with the message sent now.
@@ -344,12 +350,27 @@ impl TurnContext<'_> {
 
     /// The rolling summary, when the agent's chain has the `summary` processor and the
     /// conversation has a summary.
-    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, TurnError> {
+    async fn summary(&self, id: &SessionId) -> Result<Option<StoredSummary>, TurnError> {
         let chain = self.services.chain_for(self.agent);
         if !chain.names().contains(&"summary") {
             return Ok(None);
         }
-        Ok(self.history.store.summary(id).await?)
+        let store = &self.history.store;
+        let Some(summary) = store.summary(id).await? else {
+            return Ok(None);
+        };
+        let stats = store.stats(id).await?;
+        let bytes = stats.approx_bytes as usize + summary.to_string().len();
+        let maintenance = parlor_domain::summary::Maintenance::check(
+            stats.messages,
+            bytes,
+            self.services.config.maintenance,
+            self.services.config.backup_retention,
+        );
+        Ok(Some(StoredSummary {
+            summary,
+            maintenance,
+        }))
     }
 
     /// Plans the model call for the conversation's current model.
@@ -407,7 +428,7 @@ impl TurnContext<'_> {
         &self,
         mut info: ConversationInfo,
         prepared: Prepared,
-        summary: Option<serde_json::Value>,
+        summary: Option<StoredSummary>,
         busy: BusyGuard,
     ) -> Result<Turn, TurnError> {
         let Prepared {
@@ -424,7 +445,9 @@ impl TurnContext<'_> {
             .services
             .models
             .for_conversation(self.agent, info.model.as_deref());
-        let sent_summary = summary.as_ref().map(parlor_domain::summary::for_model);
+        let sent_summary = summary
+            .as_ref()
+            .map(|s| parlor_domain::summary::for_model(&s.summary));
         let mut plan = self.plan(
             model.as_ref(),
             tail,
@@ -478,12 +501,13 @@ impl TurnContext<'_> {
     /// What the debug panel says of the summary on this call.
     fn summary_report(
         &self,
-        summary: &serde_json::Value,
+        stored: &StoredSummary,
         plan: &Plan,
         model: Option<&ModelSpec>,
         info: &ConversationInfo,
     ) -> parlor_domain::summary::SummaryReport {
         use parlor_domain::summary::{SummaryReport, SUMMARY_LABEL};
+        let summary = &stored.summary;
         let sent = plan
             .messages
             .iter()
@@ -494,12 +518,11 @@ impl TurnContext<'_> {
             .services
             .summarizers
             .failure(&self.history.id, &info.session_id);
-        SummaryReport::new(
-            summary,
-            sent.is_some(),
-            tokens.count(sent.unwrap_or(&text)),
-            failure,
-        )
+        let tokens = tokens.count(sent.unwrap_or(&text));
+        SummaryReport {
+            maintenance: stored.maintenance.clone(),
+            ..SummaryReport::new(summary, sent.is_some(), tokens, failure)
+        }
     }
 
     /// With the `summary` processor, what runs after the reply: the summarizer, when stored

@@ -329,6 +329,24 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
         (stats["messages"].as_u64(), stats["last_ts"].as_i64()),
         (Some(2), Some(6))
     );
+    assert_eq!(stats["summary"], serde_json::Value::Null);
+    assert_eq!(stats.get("maintenance"), None, "under the thresholds");
+    // With a summary, its size and coverage; over a threshold, the maintenance signal.
+    let summary = r#"{"facts":["a"],"covers":{"messages":1,"untilTs":5,"updatedMs":9}}"#;
+    std::fs::write(dialog.join("summary.json"), summary).unwrap();
+    let vars = [("HISTORY_CONTEXT_MAX_MESSAGES", "1")];
+    let (ok, out, _) = parlor_cli(&vars, &["store", "stats", "talk"], data.path());
+    assert!(ok);
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        stats["summary"],
+        serde_json::json!({"bytes": summary.len(), "covers": 1, "updated_ms": 9})
+    );
+    assert_eq!(
+        stats["maintenance"]["reason"],
+        "messages_count_exceeds_comfort_zone"
+    );
+    assert_eq!(stats["maintenance"]["thresholds"]["maxMessages"], 1);
 
     let (ok, out, _) = parlor_cli(&[], &["store", "clear", "talk"], data.path());
     assert!(ok);

@@ -39,6 +39,14 @@ fn invalid_history_environment_stops_the_server_naming_the_variable() {
             vec!["HISTORY_BACKUP_RETENTION", "at least 1"],
         ),
         (
+            vec![("HISTORY_CONTEXT_MAX_MESSAGES", "0")],
+            vec!["HISTORY_CONTEXT_MAX_MESSAGES", "at least 1"],
+        ),
+        (
+            vec![("HISTORY_CONTEXT_MAX_BYTES", "lots")],
+            vec!["HISTORY_CONTEXT_MAX_BYTES", "whole number"],
+        ),
+        (
             vec![("PARLOR_MAX_CONTEXT_BYTES", "1000")],
             vec!["PARLOR_MAX_CONTEXT_BYTES", "at least 1048576"],
         ),

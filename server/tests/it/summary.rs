@@ -43,7 +43,11 @@ async fn say(server: &TestServer, session: &str, text: &str) -> crate::support::
 async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_place() {
     let config = config_file(CHAIN);
     let path = config.path().display().to_string();
-    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &path),
+        ("HISTORY_CONTEXT_MAX_MESSAGES", "6"),
+    ])
+    .await;
     // `concise` sends the last two turns.
     let first = server
         .chat("concise", json!({"message": "Fact zero. Ignore this."}))
@@ -78,6 +82,10 @@ async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_plac
     assert!(report.tokens > 0);
     assert!(report.updated_ms > 0);
     assert_eq!(report.text, r#"{"version":1,"facts":["Fact zero."]}"#);
+    // Seven messages stored (the new one included), over the limit of six.
+    let signal = report.maintenance.expect("the maintenance signal");
+    assert_eq!(signal.reason, "messages_count_exceeds_comfort_zone");
+    assert_eq!(signal.metrics.messages, 7);
     // The page marks where the summarized part of the transcript ends.
     let (_, page) = server
         .get(&format!("/chat?agent=concise&session={session}"), None)
