@@ -28,6 +28,8 @@ const MESSAGES: &str = "messages.json";
 const SUMMARY: &str = "summary.json";
 const INFO: &str = "conversation.json";
 const BACKUPS: &str = "backups";
+/// The folder of the dialogs' advisory lock files, inside `.chat-history`.
+const LOCKS: &str = ".locks";
 /// The files a backup copies, when they exist.
 const BACKED_UP: [&str; 3] = [MESSAGES, SUMMARY, INFO];
 
@@ -94,9 +96,15 @@ impl FileStore {
         };
         let guard = lock.lock().await;
         let dialog = self.dialog(id);
-        let result = tokio::task::spawn_blocking(move || op(&dialog))
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+        let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
+        let result = tokio::task::spawn_blocking(move || {
+            // Other processes writing this folder (`parlor mcp`, another web server) take
+            // the same advisory lock, so writes to one dialog are serialized across them.
+            let _held = lock_dialog(&lock_file)?;
+            op(&dialog)
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)));
         drop(guard);
         // Forget the lock when nobody else holds or waits for it (only the map and this call
         // do), so the map does not grow with every conversation the process has seen.
@@ -117,6 +125,22 @@ impl FileStore {
             None => infos.remove(id),
         };
     }
+}
+
+/// Takes the advisory lock of a dialog (`.chat-history/.locks/<dialog>.lock`, outside the
+/// dialog's folder so that reading an unknown dialog creates nothing there); released when
+/// the returned file is dropped, also when the process dies.
+fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
@@ -553,6 +577,40 @@ mod tests {
 
     fn open(dir: &Path) -> FileStore {
         FileStore::open(dir, None, 3).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn writers_with_their_own_locks_are_serialized_by_the_dialog_lock_file() {
+        // Two stores on one folder stand for two processes (a web server and `parlor mcp`):
+        // each has its own in-process locks; only the lock file serializes them.
+        let dir = tempfile::tempdir().unwrap();
+        let stores = [Arc::new(open(dir.path())), Arc::new(open(dir.path()))];
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let store = stores[i % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                let message = Message::user(format!("m{i}"), i as i64);
+                store.append(&id("shared"), &[message]).await.unwrap();
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut texts: Vec<String> = stores[0]
+            .load(&id("shared"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        texts.sort();
+        let mut expected: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+        expected.sort();
+        assert_eq!(texts, expected, "every save kept");
+        assert!(
+            !dir.path().join(".chat-history/shared/.lock").exists(),
+            "lock files live outside the dialog's folder"
+        );
     }
 
     fn dialog_files(dir: &Path, dialog: &str) -> Vec<String> {

@@ -195,9 +195,14 @@ impl TestServer {
         );
     }
 
+    /// The dialogs' folders (not the lock files' folder, `.locks`).
     pub fn dialog_count(&self) -> usize {
         std::fs::read_dir(self.data.path().join(".chat-history"))
-            .map(|d| d.count())
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .count()
+            })
             .unwrap_or(0)
     }
 }
