@@ -8,6 +8,7 @@ pub mod agent;
 pub mod chain;
 pub mod command;
 pub mod context;
+pub mod dialog;
 pub mod event;
 pub mod history;
 pub mod live_sessions;
