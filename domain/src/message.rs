@@ -52,11 +52,15 @@ pub struct MessageMeta {
     /// The model that wrote an assistant reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Anything else a client stored (the MCP History Store's `meta` is any object): kept
+    /// as written.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl MessageMeta {
     pub fn is_empty(&self) -> bool {
-        self.status.is_none() && self.model.is_none()
+        self.status.is_none() && self.model.is_none() && self.extra.is_empty()
     }
 }
 

@@ -38,6 +38,15 @@ pub enum Command {
     /// The history processor chain and window (edits the configuration file).
     #[command(subcommand)]
     History(HistoryCommand),
+    /// Serve the history store's tools over MCP (the MCP History Store's nine tools).
+    Mcp {
+        /// Speak MCP on stdin/stdout (logs go to stderr).
+        #[arg(long)]
+        stdio: bool,
+        /// The file history to serve (default: `default`).
+        #[arg(long, default_value = "default")]
+        history: String,
+    },
     /// Set how many live sessions are allowed (0: no limit); saved in the configuration file.
     MaxUsers {
         #[arg(allow_negative_numbers = true)]
@@ -254,7 +263,10 @@ pub fn run_config(
             apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
             Ok(saved(format!("session_idle_timeout_minutes: {minutes}")))
         }
-        Command::Serve | Command::Store(_) | Command::History(HistoryCommand::Trim { .. }) => {
+        Command::Serve
+        | Command::Store(_)
+        | Command::Mcp { .. }
+        | Command::History(HistoryCommand::Trim { .. }) => {
             Err(CliError::Usage("not a configuration command".into()))
         }
     }

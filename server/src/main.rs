@@ -46,6 +46,25 @@ async fn run() -> anyhow::Result<()> {
         print!("{output}");
         return Ok(());
     }
+    if let Some(Command::Mcp { stdio, history }) = &cli.command {
+        if !stdio {
+            anyhow::bail!(
+                "parlor mcp serves MCP on stdin/stdout: run `parlor mcp --stdio` (the web server \
+                 serves the same tools at /mcp when PARLOR_MCP_TOKEN is set)"
+            );
+        }
+        // Logs go to stderr only: stdout carries the protocol.
+        tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+            .with_writer(std::io::stderr)
+            .init();
+        let config = Config::from_env()?;
+        let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
+        let setup = parlor_server::setup(&config, &agents).await?;
+        let tools = parlor_server::mcp::for_history(&setup.histories, history, &config)
+            .map_err(anyhow::Error::msg)?;
+        return parlor_server::mcp::serve_stdio(tools).await;
+    }
     if let Some(Command::Store(command)) = cli.command {
         tracing_subscriber::fmt()
             .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))

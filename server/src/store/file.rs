@@ -234,6 +234,7 @@ impl Dialog {
         Ok(Some(BackupInfo {
             id,
             files: present.into_iter().map(str::to_owned).collect(),
+            mtime_ms: Some(crate::store::now_ms()),
         }))
     }
 
@@ -266,7 +267,16 @@ impl Dialog {
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .collect();
                 files.sort();
-                Ok(BackupInfo { id, files })
+                let mtime_ms = std::fs::metadata(self.backups_dir().join(&id))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64);
+                Ok(BackupInfo {
+                    id,
+                    files,
+                    mtime_ms,
+                })
             })
             .collect()
     }
@@ -378,6 +388,23 @@ impl ConversationStore for FileStore {
         let mut messages = messages.to_vec();
         cap(&mut messages, self.max_turns);
         self.locked(id, move |d| d.write_messages(&messages)).await
+    }
+
+    async fn append_stamped(
+        &self,
+        id: &SessionId,
+        make: super::StampedMessages,
+    ) -> Result<usize, StoreError> {
+        self.locked(id, move |d| {
+            let mut all = d.read_messages()?;
+            let messages = make(all.last().map(|m| m.ts), super::now_ms());
+            let count = messages.len();
+            all.extend(messages);
+            cap(&mut all, d.max_turns);
+            d.write_messages(&all)?;
+            Ok(count)
+        })
+        .await
     }
 
     async fn prune(

@@ -47,6 +47,14 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("replace", self.inner.replace(id, messages))
             .await
     }
+    async fn append_stamped(
+        &self,
+        id: &SessionId,
+        make: super::StampedMessages,
+    ) -> Result<usize, StoreError> {
+        self.timed("append", self.inner.append_stamped(id, make))
+            .await
+    }
     async fn prune(
         &self,
         id: &SessionId,

@@ -151,6 +151,9 @@ pub struct BackupInfo {
     /// The backup's folder name: `<UTC timestamp>_<6 hex>`; sorts oldest first.
     pub id: String,
     pub files: Vec<String>,
+    /// When the backup was made (epoch milliseconds), where the backend knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtime_ms: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +169,9 @@ pub enum StoreError {
     #[error("the {0} backend keeps no backups")]
     NoBackups(&'static str),
 }
+
+/// Builds the messages of a save from the latest stored timestamp and the time now.
+pub type StampedMessages = Box<dyn FnOnce(Option<i64>, i64) -> Vec<Message> + Send>;
 
 /// How many messages a history keeps per conversation (`max_turns`; `None` keeps all).
 pub type MaxTurns = Option<NonZeroUsize>;
@@ -195,6 +201,19 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
+    /// Appends the messages `make` builds from the conversation's latest timestamp (`None`
+    /// when empty) and the time now, in one step with reading that timestamp (the MCP
+    /// tools' saves: timestamps that never go back nor repeat). Returns how many.
+    async fn append_stamped(
+        &self,
+        id: &SessionId,
+        make: StampedMessages,
+    ) -> Result<usize, StoreError> {
+        let tail = self.load_tail(id, 1).await?;
+        let messages = make(tail.messages.last().map(|m| m.ts), now_ms());
+        self.append(id, &messages).await?;
+        Ok(messages.len())
+    }
     /// Applies a pruning pass ([`parlor_domain::context::prune`]) atomically: each edit's
     /// message, at `offset + edit.index`, is rewritten or removed, unless it is no longer
     /// the message the pass read (another writer changed it; the next pass sees it again).
@@ -420,6 +439,7 @@ pub(crate) mod contract {
             meta: Some(parlor_domain::MessageMeta {
                 status: Some(parlor_domain::ReplyStatus::Incomplete),
                 model: Some("m".into()),
+                ..Default::default()
             }),
             ..Message::assistant("four", 4)
         };

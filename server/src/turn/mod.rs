@@ -163,6 +163,11 @@ async fn resolve_conversation(
         (Some(id), _) => {
             let info = history.store.info(id).await?;
             visible(&info)?;
+            if info.is_none() && !history.store.load_tail(id, 1).await?.messages.is_empty() {
+                // Written by another tool (`parlor mcp`): it has no web owner, so no request
+                // may read it by guessing its name.
+                return Err(AccessDenied::NotFound.into());
+            }
             Ok((id.clone(), info))
         }
         (None, Some(id)) if !input.new_conversation => {

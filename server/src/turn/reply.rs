@@ -131,7 +131,11 @@ impl Reply {
     ) -> bool {
         let id = &self.info.session_id;
         let reply = Message {
-            meta: Some(MessageMeta { status, model }),
+            meta: Some(MessageMeta {
+                status,
+                model,
+                ..Default::default()
+            }),
             ..Message::assistant(text, now_ms())
         };
         match self.history.store.append(id, &[reply]).await {

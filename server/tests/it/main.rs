@@ -8,6 +8,7 @@ mod chat_api;
 mod commands;
 mod context;
 mod history;
+mod mcp;
 mod pages;
 mod processes;
 mod startup;

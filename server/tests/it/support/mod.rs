@@ -25,6 +25,18 @@ impl Drop for TestServer {
     }
 }
 
+/// The runtime the test servers run on.
+fn server_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime")
+    })
+}
+
 pub fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents")
 }
@@ -56,18 +68,26 @@ impl TestServer {
             .output_name("parlor")
             .build();
         let app = parlor_server::router(options, services.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
         let addr = listener.local_addr().expect("addr");
-        let task = tokio::spawn(async move {
+        // Every test server runs on one shared multi-threaded runtime, as Parlor does in
+        // production; each test's own runtime only runs its client side.
+        let task = server_runtime().spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app).await.expect("serve");
         });
         TestServer {
             addr,
             data,
-            http: reqwest::Client::new(),
+            // A request that never completes fails the test instead of hanging the suite.
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .expect("HTTP client"),
             services,
             task,
         }

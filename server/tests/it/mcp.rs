@@ -1,0 +1,411 @@
+//! `parlor mcp --stdio`: the history store's tools through a real MCP exchange with the
+//! binary (JSON-RPC lines on stdin/stdout), each rule of the spec, and the web chat and the
+//! MCP server seeing each other's writes.
+
+use crate::support::TestServer;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Mcp {
+    /// Starts `parlor mcp --stdio` on `data` and initializes the session.
+    fn start(data: &Path, vars: &[(&str, &str)]) -> Mcp {
+        let mut command = crate::support::process::command(vars, data);
+        command.args(["mcp", "--stdio"]).stdin(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "parlor-history");
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        mcp
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        loop {
+            let message = self.read();
+            // The server's own notifications and requests (a ping) may come in between.
+            if message.get("method").is_some() {
+                if let Some(request) = message.get("id") {
+                    let pong = json!({"jsonrpc": "2.0", "id": request, "result": {}});
+                    self.send(&pong.to_string());
+                }
+                continue;
+            }
+            assert_eq!(message["id"], id, "{message}");
+            return message;
+        }
+    }
+
+    /// Calls a tool: whether it failed, and its one text item.
+    fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
+        let reply = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        let result = &reply["result"];
+        let content = result["content"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{reply}"));
+        assert_eq!(content.len(), 1, "one text item: {reply}");
+        (
+            result["isError"] == json!(true),
+            content[0]["text"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn ok(&mut self, tool: &str, arguments: Value) -> Value {
+        let (failed, text) = self.call(tool, arguments);
+        assert!(!failed, "{tool}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+
+    fn error(&mut self, tool: &str, arguments: Value) -> String {
+        let (failed, text) = self.call(tool, arguments);
+        assert!(failed, "{tool} should fail: {text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["ok"], false);
+        body["error"].as_str().unwrap().to_owned()
+    }
+}
+
+#[test]
+fn the_tools_are_listed_with_their_parameters() {
+    let data = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::start(data.path(), &[]);
+    let tools = mcp.request("tools/list", json!({}))["result"]["tools"].clone();
+    let mut names: Vec<String> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "history_clear",
+            "history_fetch",
+            "history_get_dialog_detail",
+            "history_get_messages_since",
+            "history_list_backups",
+            "history_list_dialogs",
+            "history_restore_backup",
+            "history_save",
+            "history_set_summary",
+            "history_stats"
+        ]
+    );
+    let schema = |name: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["inputSchema"]
+            .clone()
+    };
+    assert_eq!(
+        schema("history_set_summary")["required"],
+        json!(["dialog", "summary"])
+    );
+    assert_eq!(
+        schema("history_restore_backup")["required"],
+        json!(["dialog", "id"])
+    );
+    let detail = schema("history_get_dialog_detail");
+    for parameter in [
+        "recentTurns",
+        "format",
+        "includeSummary",
+        "includeMessages",
+        "projectRoot",
+    ] {
+        assert!(detail["properties"].get(parameter).is_some(), "{parameter}");
+    }
+    assert_eq!(detail["required"], json!(["dialog"]));
+}
+
+#[test]
+fn saves_reads_summaries_backups_and_every_refusal_through_mcp() {
+    let data = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::start(data.path(), &[("HISTORY_CONTEXT_MAX_MESSAGES", "3")]);
+    // Unknown dialogs read as empty and create nothing.
+    assert_eq!(
+        mcp.ok("history_get_dialog_detail", json!({"dialog": "ghost"})),
+        json!("")
+    );
+    assert_eq!(
+        mcp.ok(
+            "history_get_dialog_detail",
+            json!({"dialog": "ghost", "format": "json"})
+        ),
+        json!({"summary": null, "messages": []})
+    );
+    assert_eq!(
+        mcp.ok("history_list_dialogs", json!({})),
+        json!({"dialogs": []})
+    );
+
+    // Saves: entries then entry; a given ts is kept (0 too); missing ones strictly increase.
+    let saved = mcp.ok(
+        "history_save",
+        json!({"dialog": "Project X", "entries": [
+            {"role": "user", "text": "first\nline", "ts": 0},
+            {"role": "assistant", "text": "back\\slash", "meta": {"tool": "x"}}
+        ], "entry": {"role": "user", "text": "third"}}),
+    );
+    assert_eq!(saved, json!({"ok": true, "saved": 3}));
+    let all = mcp.ok("history_get_messages_since", json!({"dialog": "Project X"}));
+    let messages = all["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["ts"], 0);
+    assert!(messages[2]["ts"].as_i64() > messages[1]["ts"].as_i64());
+    assert_eq!(messages[1]["meta"], json!({"tool": "x"}), "meta as stored");
+    // One invalid item refuses the whole call.
+    let error = mcp.error(
+        "history_save",
+        json!({"dialog": "Project X", "entries": [{"role": "user", "text": "ok"}, {"role": "system", "text": "no"}]}),
+    );
+    assert!(error.contains("entries[1]: role must be"), "{error}");
+    assert!(mcp
+        .error("history_save", json!({"dialog": "Project X"}))
+        .contains("give an entry"));
+    assert!(mcp
+        .error(
+            "history_save",
+            json!({"dialog": "..", "entry": {"role": "user", "text": "x"}})
+        )
+        .contains("not allowed"));
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
+        3
+    );
+
+    // Detail: flat lines with the maintenance signal (3 messages is not over 3; a fourth is).
+    let flat = mcp.ok(
+        "history_get_dialog_detail",
+        json!({"dialog": "Project X", "recentTurns": 2}),
+    );
+    assert_eq!(flat, json!("A: back\\\\slash\nU: third"));
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "Project X", "entry": {"role": "assistant", "text": "4"}}),
+    );
+    let flat = mcp.ok(
+        "history_fetch",
+        json!({"dialog": "Project X", "recentTurns": 0}),
+    );
+    let flat = flat.as_str().unwrap();
+    assert!(flat.starts_with("M:{\"action\":\"compact\",\"importance\":\"high\",\"reason\":\"messages_count_exceeds_comfort_zone\""), "{flat}");
+    assert!(!flat.contains('\n'), "no summary, no messages: {flat}");
+    assert!(mcp
+        .error(
+            "history_get_dialog_detail",
+            json!({"dialog": "Project X", "recentTurns": -1})
+        )
+        .contains("0 or more"));
+    let since = mcp.ok(
+        "history_get_messages_since",
+        json!({"dialog": "Project X", "sinceTs": 0, "limit": 1}),
+    );
+    assert_eq!(since["messages"][0]["text"], "back\\slash");
+
+    // Summaries: merge by default, replace on request; invalid JSON changes nothing.
+    mcp.ok(
+        "history_set_summary",
+        json!({"dialog": "Project X", "summary": "{\"decisions\":[\"a\",\"b\"]}"}),
+    );
+    assert_eq!(
+        mcp.ok(
+            "history_set_summary",
+            json!({"dialog": "Project X", "summary": "{\"decisions\":[\"c\",\"a\"]}"})
+        ),
+        json!({"ok": true, "mode": "merge"})
+    );
+    let file = data.path().join(".chat-history/project-x/summary.json");
+    let before = std::fs::read(&file).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&before).unwrap(),
+        json!({"decisions": ["c", "a", "b"]})
+    );
+    assert!(mcp
+        .error(
+            "history_set_summary",
+            json!({"dialog": "Project X", "summary": "{nope"})
+        )
+        .contains("not valid JSON"));
+    assert_eq!(std::fs::read(&file).unwrap(), before, "byte for byte");
+    let detail = mcp.ok(
+        "history_get_dialog_detail",
+        json!({"dialog": "Project X", "format": "json", "includeMessages": false}),
+    );
+    assert_eq!(
+        detail["summary"],
+        json!("{\n  \"decisions\": [\n    \"c\",\n    \"a\",\n    \"b\"\n  ]\n}")
+    );
+    assert!(detail.get("messages").is_none());
+    assert_eq!(
+        mcp.ok("history_list_dialogs", json!({"projectRoot": "/elsewhere"})),
+        json!({"dialogs": ["project-x"]})
+    );
+
+    // Clear backs up both files; restore backs up the current state first.
+    let cleared = mcp.ok("history_clear", json!({"dialog": "Project X"}));
+    let backup = cleared["backup"].as_str().unwrap().to_owned();
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
+        0
+    );
+    let backups = mcp.ok("history_list_backups", json!({"dialog": "Project X"}));
+    assert_eq!(backups["backups"][0]["id"], backup);
+    assert_eq!(
+        backups["backups"][0]["files"],
+        json!(["messages.json", "summary.json"])
+    );
+    for bad in ["nope", "..", "../project-x", "a/b"] {
+        let error = mcp.error(
+            "history_restore_backup",
+            json!({"dialog": "Project X", "id": bad}),
+        );
+        assert!(error.contains("no backup"), "{bad}: {error}");
+    }
+    assert_eq!(
+        mcp.ok(
+            "history_restore_backup",
+            json!({"dialog": "Project X", "id": backup})
+        ),
+        json!({"ok": true, "restored": backup})
+    );
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
+        4
+    );
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "Project X"}))["backups"],
+        2
+    );
+
+    // A line that is not JSON gets a JSON-RPC error, and the server goes on.
+    mcp.send("{not json");
+    let error = mcp.read();
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
+        4
+    );
+}
+
+#[tokio::test]
+async fn the_web_chat_and_the_mcp_server_see_each_others_writes() {
+    let server = TestServer::start(&[]).await;
+    let reply = server
+        .chat("general", json!({"message": "hello from the web"}))
+        .await;
+    let session = reply.session_id();
+    let data = server.data.path().to_owned();
+    let web_session = session.clone();
+    let detail = tokio::task::spawn_blocking(move || {
+        let mut mcp = Mcp::start(&data, &[]);
+        let dialogs = mcp.ok("history_list_dialogs", json!({}));
+        assert_eq!(dialogs["dialogs"], json!([web_session.clone()]));
+        mcp.ok(
+            "history_save",
+            json!({"dialog": web_session, "entry": {"role": "user", "text": "added over MCP"}}),
+        );
+        mcp.ok(
+            "history_save",
+            json!({"dialog": "notes", "entry": {"role": "user", "text": "secret plan"}}),
+        );
+        mcp.ok("history_get_dialog_detail", json!({"dialog": web_session}))
+    })
+    .await
+    .unwrap();
+    assert!(
+        detail
+            .as_str()
+            .unwrap()
+            .starts_with("U: hello from the web\nA: "),
+        "{detail}"
+    );
+    let stored = server.stored(&session);
+    assert_eq!(stored.last().unwrap().text, "added over MCP");
+    // A dialog MCP wrote has no web owner: no request reads it by guessing its name.
+    let guess = server
+        .chat(
+            "general",
+            json!({"session_id": "notes", "message": "what is in here?"}),
+        )
+        .await;
+    assert_eq!(guess.status, 404, "{}", guess.body);
+    let (status, _) = server.get("/chat?agent=general&session=notes", None).await;
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn twenty_concurrent_saves_from_two_processes_are_all_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|p| {
+            let dir = data.path().to_owned();
+            std::thread::spawn(move || {
+                let mut mcp = Mcp::start(&dir, &[]);
+                for i in 0..10 {
+                    let entry = json!({"role": "user", "text": format!("p{p} m{i}")});
+                    mcp.ok("history_save", json!({"dialog": "shared", "entry": entry}));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let mut mcp = Mcp::start(data.path(), &[]);
+    let all = mcp.ok(
+        "history_get_messages_since",
+        json!({"dialog": "shared", "limit": 200}),
+    );
+    let messages = all["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 20, "every save kept");
+    let stamps: Vec<i64> = messages.iter().map(|m| m["ts"].as_i64().unwrap()).collect();
+    assert!(
+        stamps.windows(2).all(|w| w[0] < w[1]),
+        "strictly increasing: {stamps:?}"
+    );
+}
