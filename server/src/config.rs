@@ -52,6 +52,8 @@ struct ParlorEnv {
     config: Option<PathBuf>,
     /// Allows the chat's admin commands to requests that carry it.
     admin_token: Option<ApiKey>,
+    /// Serves the history tools over MCP at `/mcp` to requests carrying it as a bearer token.
+    mcp_token: Option<ApiKey>,
     /// The address users reach Parlor at (behind a proxy, its https address).
     public_url: Option<String>,
     /// Mark cookies `Secure`; by default when `public_url` is https.
@@ -180,6 +182,11 @@ pub fn variables() -> Vec<Variable> {
             "HISTORY_CONTEXT_MAX_BYTES",
             &defaults::CONTEXT_MAX_BYTES.to_string(),
             "a conversation whose messages and summary take more bytes gets the maintenance signal",
+        ),
+        v(
+            "PARLOR_MCP_TOKEN",
+            "unset",
+            "serves the history tools over MCP at /mcp to requests with this bearer token",
         ),
         v(
             "PARLOR_ADMIN_TOKEN",
@@ -334,6 +341,10 @@ pub struct Config {
     pub maintenance: parlor_domain::summary::Thresholds,
     /// `PARLOR_ADMIN_TOKEN`: without it, admin commands are refused to everyone.
     pub admin_token: Option<ApiKey>,
+    /// `PARLOR_MCP_TOKEN`: without it, `/mcp` is off.
+    pub mcp_token: Option<ApiKey>,
+    /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
+    pub public_url: Option<String>,
     /// Cookies carry `Secure`.
     pub cookie_secure: bool,
     /// `PARLOR_SHUTDOWN_GRACE_SECS`: how long replies may run on after SIGTERM.
@@ -502,6 +513,16 @@ impl Config {
             )?,
             max_bytes: positive("HISTORY_CONTEXT_MAX_BYTES", defaults::CONTEXT_MAX_BYTES)?,
         };
+        let mcp_token = match parlor.mcp_token {
+            Some(token) if token.expose().trim().is_empty() => {
+                return Err(ConfigError::Invalid {
+                    var: "PARLOR_MCP_TOKEN",
+                    value: String::new(),
+                    reason: "must not be empty (unset it to turn /mcp off)".into(),
+                })
+            }
+            token => token,
+        };
         let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
             None => defaults::BACKUP_RETENTION,
             Some(value) => match value.parse::<usize>() {
@@ -564,6 +585,8 @@ impl Config {
             backup_retention,
             maintenance,
             admin_token: parlor.admin_token,
+            mcp_token,
+            public_url: parlor.public_url.clone(),
             shutdown_grace: Duration::from_secs(parlor.shutdown_grace_secs),
             rate_limit_chat: parlor.rate_limit_chat,
             rate_limit_pages: parlor.rate_limit_pages,
@@ -580,6 +603,17 @@ impl Config {
 
     pub fn uses_mirror(&self) -> bool {
         matches!(self.llm, LlmConfig::Mirror)
+    }
+
+    /// Whether `given` is the MCP token (constant time); false when `/mcp` is off.
+    pub fn mcp_token_matches(&self, given: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        match (&self.mcp_token, given) {
+            (Some(expected), Some(given)) => {
+                bool::from(expected.expose().as_bytes().ct_eq(given.as_bytes()))
+            }
+            _ => false,
+        }
     }
 
     /// Whether `given` is the operator's admin token (compared in constant time); always

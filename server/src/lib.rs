@@ -281,6 +281,15 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
     #[cfg(feature = "embed-site")]
     let pages = pages.layer(middleware::from_fn(site::serve_embedded));
 
+    // `/mcp` (when on) counts like the chat API, per client address.
+    let mcp = mcp::http(&services).map(|router| {
+        rate_limit::limit(
+            router,
+            services.config.rate_limit_chat,
+            addresses.clone(),
+            rate_limit::Answer::Json,
+        )
+    });
     let api = rate_limit::limit(
         routes::api(),
         services.config.rate_limit_chat,
@@ -299,6 +308,7 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
             )),
         )
         .merge(routes::health())
+        .merge(mcp.unwrap_or_default())
         .merge(pages)
         // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the
         // saving at a fraction of the time. Static files are served precompressed at the

@@ -542,3 +542,72 @@ pub async fn serve_lines(
     let _ = replies.await;
     Ok(())
 }
+
+/// `/mcp`: the same tools over streamable HTTP, only when `PARLOR_MCP_TOKEN` is set and only
+/// for requests carrying it (`Authorization: Bearer …`; 401 otherwise). A `Host` that is not
+/// this server's (loopback, or `PARLOR_PUBLIC_URL`'s host) is refused, so a web page cannot
+/// reach it through DNS rebinding. `None` when it is off.
+pub fn http(
+    services: &Arc<crate::state::Services>,
+) -> Option<axum::Router<crate::state::AppState>> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let config = &services.config;
+    config.mcp_token.as_ref()?;
+    let tools = match for_history(&services.histories, "default", config) {
+        Ok(tools) => tools,
+        Err(e) => {
+            tracing::error!("PARLOR_MCP_TOKEN is set but /mcp stays off: {e}");
+            return None;
+        }
+    };
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if let Some(host) = config
+        .public_url
+        .as_deref()
+        .and_then(|url| reqwest::Url::parse(url).ok())
+        .and_then(|url| url.host_str().map(str::to_owned))
+    {
+        hosts.push(host);
+    }
+    let mut server_config = StreamableHttpServerConfig::default();
+    server_config.allowed_hosts = hosts;
+    let service = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        LocalSessionManager::default().into(),
+        server_config,
+    );
+    let services = services.clone();
+    Some(
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let services = services.clone();
+                    async move {
+                        let token = request
+                            .headers()
+                            .get(axum::http::header::AUTHORIZATION)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.strip_prefix("Bearer "));
+                        if services.config.mcp_token_matches(token) {
+                            next.run(request).await
+                        } else {
+                            use axum::response::IntoResponse;
+                            (
+                                axum::http::StatusCode::UNAUTHORIZED,
+                                [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                                axum::Json(json!({"error": "send the MCP token (PARLOR_MCP_TOKEN) as a bearer token"})),
+                            )
+                                .into_response()
+                        }
+                    }
+                },
+            )),
+    )
+}

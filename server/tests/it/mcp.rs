@@ -409,3 +409,94 @@ fn twenty_concurrent_saves_from_two_processes_are_all_kept() {
         "strictly increasing: {stamps:?}"
     );
 }
+
+/// The JSON-RPC message of an `/mcp` response: a JSON body, or the first `data:` line of a
+/// server-sent event stream.
+async fn mcp_message(response: reqwest::Response) -> Value {
+    let body = response.text().await.unwrap();
+    if let Ok(value) = serde_json::from_str(&body) {
+        return value;
+    }
+    let data = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .unwrap_or_else(|| panic!("no message in {body:?}"));
+    serde_json::from_str(data).unwrap()
+}
+
+#[tokio::test]
+async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
+    let off = TestServer::start(&[]).await;
+    let response = off.http.post(off.url("/mcp")).send().await.unwrap();
+    assert_eq!(response.status(), 404, "off without PARLOR_MCP_TOKEN");
+
+    let server = TestServer::start(&[("PARLOR_MCP_TOKEN", "s3cret-token")]).await;
+    let reply = server.chat("general", json!({"message": "hello"})).await;
+    let session = reply.session_id();
+    let post = |body: Value, token: Option<&str>, mcp_session: Option<&str>| {
+        let mut request = server
+            .http
+            .post(server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(id) = mcp_session {
+            request = request
+                .header("mcp-session-id", id)
+                .header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for token in [None, Some("wrong")] {
+        let response = post(initialize.clone(), token, None).await.unwrap();
+        assert_eq!(response.status(), 401, "{token:?}");
+    }
+    let response = post(initialize.clone(), Some("s3cret-token"), None)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mcp_session = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let init = mcp_message(response).await;
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "parlor-history",
+        "{init}"
+    );
+    let notified = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some("s3cret-token"),
+        mcp_session.as_deref(),
+    )
+    .await
+    .unwrap();
+    assert!(notified.status().is_success(), "{}", notified.status());
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "history_get_dialog_detail", "arguments": {"dialog": session}}});
+    let response = post(call, Some("s3cret-token"), mcp_session.as_deref())
+        .await
+        .unwrap();
+    let detail = mcp_message(response).await;
+    let text = detail["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("U: hello\nA: "), "{detail}");
+
+    // A foreign Host (DNS rebinding) is refused.
+    let foreign = server
+        .http
+        .post(server.url("/mcp"))
+        .header("host", "evil.example")
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth("s3cret-token")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert!(foreign.status().is_client_error(), "{}", foreign.status());
+}

@@ -47,6 +47,10 @@ fn invalid_history_environment_stops_the_server_naming_the_variable() {
             vec!["HISTORY_CONTEXT_MAX_BYTES", "whole number"],
         ),
         (
+            vec![("PARLOR_MCP_TOKEN", " ")],
+            vec!["PARLOR_MCP_TOKEN", "must not be empty"],
+        ),
+        (
             vec![("PARLOR_MAX_CONTEXT_BYTES", "1000")],
             vec!["PARLOR_MAX_CONTEXT_BYTES", "at least 1048576"],
         ),
