@@ -246,7 +246,12 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         services: services.clone(),
     }));
     let context = move || provide_context(backend.clone());
-    let routes = generate_route_list(App);
+    // The route list is made once per process: generating it renders the app in a special
+    // mode, and doing that while another router serves pages (several servers in one test
+    // process) could leave a page render waiting forever.
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
+        std::sync::OnceLock::new();
+    let routes = ROUTES.get_or_init(|| generate_route_list(App)).clone();
 
     let server_fns = {
         let context = context.clone();
