@@ -108,12 +108,12 @@ pub fn since(messages: &[Message], since_ts: Option<i64>, limit: Option<i64>) ->
     }
 }
 
-/// `history_get_dialog_detail`'s `recentTurns`: the last n messages (not pairs); negative
-/// is refused.
-pub fn recent(messages: &[Message], recent_turns: Option<i64>) -> Result<&[Message], String> {
+/// `history_get_dialog_detail`'s `recentTurns`: how many of the last messages (not pairs)
+/// to return, 6 when not given; negative is refused.
+pub fn recent_count(recent_turns: Option<i64>) -> Result<usize, String> {
     match recent_turns.unwrap_or(6) {
         n if n < 0 => Err(format!("recentTurns must be 0 or more (got {n})")),
-        n => Ok(&messages[messages.len().saturating_sub(n as usize)..]),
+        n => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
     }
 }
 
@@ -192,9 +192,9 @@ mod tests {
         );
         assert_eq!(since(&messages, None, Some(0)).len(), 1, "clamped to 1");
         assert_eq!(since(&messages, None, Some(1000)).len(), 10);
-        assert_eq!(texts(recent(&messages, Some(3)).unwrap()), ["7", "8", "9"]);
-        assert_eq!(recent(&messages, Some(0)).unwrap().len(), 0);
-        assert_eq!(recent(&messages, None).unwrap().len(), 6);
-        assert!(recent(&messages, Some(-1)).is_err());
+        assert_eq!(recent_count(Some(3)), Ok(3));
+        assert_eq!(recent_count(Some(0)), Ok(0));
+        assert_eq!(recent_count(None), Ok(6));
+        assert!(recent_count(Some(-1)).unwrap_err().contains("recentTurns"));
     }
 }

@@ -9,7 +9,7 @@
 //! timestamps, selection) and `domain/src/summary.rs` (merge, signal, flat format).
 
 use crate::store::{ConversationStore, StoreError};
-use parlor_domain::dialog::{dialog_folder, recent, since, stamp, Entry};
+use parlor_domain::dialog::{dialog_folder, recent_count, since, stamp, Entry};
 use parlor_domain::summary::{flat, merge_summary, Maintenance, Thresholds};
 use parlor_domain::{Message, MessageMeta, Role, SessionId};
 use rmcp::handler::server::wrapper::Parameters;
@@ -157,10 +157,10 @@ fn entry_of(item: &Value, at: &str) -> Result<Entry, ToolError> {
     })
 }
 
-/// Compact JSON of the messages and the summary: the size the signal measures.
-fn dialog_bytes(messages: &[Message], summary: Option<&Value>) -> usize {
-    serde_json::to_string(messages).map_or(0, |s| s.len())
-        + summary.map_or(0, |s| s.to_string().len())
+/// Compact JSON of the messages (measured by the store) and the summary: the size the
+/// signal measures.
+fn dialog_bytes(messages_bytes: usize, summary: Option<&Value>) -> usize {
+    messages_bytes + summary.map_or(0, |s| s.to_string().len())
 }
 
 #[tool_router]
@@ -177,13 +177,8 @@ impl HistoryTools {
         }
     }
 
-    fn signal(&self, messages: &[Message], summary: Option<&Value>) -> Option<Maintenance> {
-        Maintenance::check(
-            messages.len(),
-            dialog_bytes(messages, summary),
-            self.thresholds,
-            self.backup_retention,
-        )
+    fn signal(&self, messages: usize, bytes: usize) -> Option<Maintenance> {
+        Maintenance::check(messages, bytes, self.thresholds, self.backup_retention)
     }
 
     #[tool(description = "List the dialogs that hold messages or a summary, sorted.")]
@@ -194,8 +189,8 @@ impl HistoryTools {
     async fn list_dialogs(&self) -> ToolResult {
         let mut dialogs = Vec::new();
         for id in self.store.list().await? {
-            let has_data =
-                !self.store.load(&id).await?.is_empty() || self.store.summary(&id).await?.is_some();
+            let has_data = self.store.load_tail(&id, 0).await?.total > 0
+                || self.store.summary(&id).await?.is_some();
             if has_data {
                 dialogs.push(id.as_str().to_owned());
             }
@@ -263,10 +258,12 @@ impl HistoryTools {
                 )))
             }
         };
-        let messages = self.store.load(&id).await?;
+        // Only the messages returned are read; the signal measures the whole dialog.
+        let count = recent_count(params.recent_turns).map_err(ToolError)?;
+        let (tail, bytes) = self.store.load_tail_sized(&id, count).await?;
         let summary = self.store.summary(&id).await?;
-        let recent = recent(&messages, params.recent_turns).map_err(ToolError)?;
-        let maintenance = self.signal(&messages, summary.as_ref());
+        let recent = &tail.messages[..];
+        let maintenance = self.signal(tail.total, dialog_bytes(bytes, summary.as_ref()));
         let with_summary = params.include_summary.unwrap_or(true);
         let with_messages = params.include_messages.unwrap_or(true);
         if !json_format {
@@ -366,13 +363,13 @@ impl HistoryTools {
 
     async fn stats(&self, params: DialogParams) -> ToolResult {
         let id = folder(&params.dialog)?;
-        let messages = self.store.load(&id).await?;
+        let (tail, bytes) = self.store.load_tail_sized(&id, 1).await?;
         let summary = self.store.summary(&id).await?;
         let backups = self.store.list_backups(&id).await?.len();
         Ok(json!({
-            "messages": messages.len(),
-            "approxBytes": dialog_bytes(&messages, summary.as_ref()),
-            "lastTs": messages.last().map(|m| m.ts),
+            "messages": tail.total,
+            "approxBytes": dialog_bytes(bytes, summary.as_ref()),
+            "lastTs": tail.messages.last().map(|m| m.ts),
             "backups": backups,
             "thresholds": self.thresholds,
         })

@@ -6,13 +6,21 @@
 //! when present; Parlor adds `conversation.json` for the title, agent and owner.
 //! `backups/<UTC timestamp>_<6 hex>/` holds copies taken by `clear` and `restore`.
 //!
-//! Every write goes to a temporary file that is synced and then renamed over the old one,
-//! and the folder is synced, so a crash leaves either the old or the new file, never a torn
-//! one. Operations on one dialog are serialized. A `messages.json` that cannot be parsed is
-//! moved aside (never overwritten) and the conversation starts empty.
+//! `messages.json` is written in the append-friendly layout of [`lines`] (still one JSON
+//! array to any reader). An append within `max_turns` writes its batch in place over the
+//! closing bracket and syncs the file; a crash part-way leaves a file whose complete batches
+//! are recovered on the next read (the torn file is kept aside as
+//! `messages.json.interrupted-<ts>`). Every other write (a trim to `max_turns`, an edit, a
+//! clear, a restore, the first write of a file in another writer's format) goes to a
+//! temporary file that is synced and then renamed over the old one, and the folder is
+//! synced. Operations on one dialog are serialized, across processes too (an advisory lock).
+//! A `messages.json` that cannot be parsed at all is moved aside (never overwritten) and the
+//! conversation starts empty.
+
+mod lines;
 
 use super::{
-    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns,
+    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
 use crate::atomic::{sync_dir, write_atomically};
@@ -157,6 +165,19 @@ fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
     root.join(name)
 }
 
+/// A dialog's `messages.json`, read.
+enum Stored {
+    Missing,
+    /// In Parlor's layout: the bytes and where each message is (see [`lines`]).
+    Lines {
+        bytes: Vec<u8>,
+        lines: Vec<std::ops::Range<usize>>,
+    },
+    /// JSON another tool (or an older Parlor) wrote, parsed; rewritten in the layout on the
+    /// next write.
+    Other(Vec<Message>),
+}
+
 struct Dialog {
     dir: PathBuf,
     max_turns: MaxTurns,
@@ -168,32 +189,147 @@ impl Dialog {
         self.dir.join(MESSAGES)
     }
 
-    /// The stored messages; a file that cannot be parsed is moved aside and counts as empty.
-    fn read_messages(&self) -> Result<Vec<Message>, StoreError> {
+    /// The stored messages file, read and checked. A file that is neither this layout nor
+    /// JSON an older Parlor or another tool wrote is never overwritten: when an interrupted
+    /// append left it (see [`lines`]), the complete messages are kept and the whole file is
+    /// moved aside first; otherwise it is moved aside and the conversation starts empty.
+    fn stored(&self) -> Result<Stored, StoreError> {
         let path = self.messages_path();
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Stored::Missing),
             Err(e) => return Err(e.into()),
         };
-        match serde_json::from_slice(&bytes) {
-            Ok(messages) => Ok(messages),
-            Err(parse_error) => {
-                let aside = self.dir.join(format!("{MESSAGES}.corrupt-{}", timestamp()));
-                std::fs::rename(&path, &aside)?;
+        let walked = lines::walk(&bytes);
+        if let Some(walk) = walked.as_ref().filter(|w| w.complete) {
+            let lines = walk.messages.clone();
+            return Ok(Stored::Lines { bytes, lines });
+        }
+        let parse_error = match serde_json::from_slice(&bytes) {
+            Ok(messages) => return Ok(Stored::Other(messages)),
+            Err(e) => e,
+        };
+        let kept = walked.and_then(|w| lines::parse(&bytes, &w.messages).ok());
+        let suffix = if kept.is_some() {
+            "interrupted"
+        } else {
+            "corrupt"
+        };
+        let aside = self
+            .dir
+            .join(format!("{MESSAGES}.{suffix}-{}", timestamp()));
+        std::fs::rename(&path, &aside)?;
+        match kept {
+            Some(messages) => {
+                self.write_messages(&messages)?;
+                tracing::warn!(
+                    "{} was left by an interrupted write; its {} complete messages are kept and \
+                     the whole file was moved to {}",
+                    path.display(),
+                    messages.len(),
+                    aside.display()
+                );
+                Ok(Stored::Other(messages))
+            }
+            None => {
                 tracing::error!(
                     "{} could not be read ({parse_error}); it was moved to {} and the \
                      conversation starts empty",
                     path.display(),
                     aside.display()
                 );
-                Ok(Vec::new())
+                Ok(Stored::Missing)
             }
         }
     }
 
+    /// The stored messages (see [`Dialog::stored`]).
+    fn read_messages(&self) -> Result<Vec<Message>, StoreError> {
+        match self.stored()? {
+            Stored::Missing => Ok(Vec::new()),
+            Stored::Lines { bytes, lines } => Ok(lines::parse(&bytes, &lines)?),
+            Stored::Other(messages) => Ok(messages),
+        }
+    }
+
+    /// The last `count` messages, the total and the compact size of all of them, parsing
+    /// only the last `count` in this layout.
+    fn read_tail(&self, count: usize) -> Result<(Tail, usize), StoreError> {
+        match self.stored()? {
+            Stored::Missing => Ok((
+                Tail {
+                    messages: Vec::new(),
+                    total: 0,
+                },
+                2,
+            )),
+            Stored::Lines { bytes, lines } => {
+                let total = lines.len();
+                let messages = lines::parse(&bytes, &lines[total.saturating_sub(count)..])?;
+                let size = lines::compact_len(&bytes, total);
+                Ok((Tail { messages, total }, size))
+            }
+            Stored::Other(mut messages) => {
+                let size = serde_json::to_vec(&messages)?.len();
+                let total = messages.len();
+                messages.drain(..total.saturating_sub(count));
+                Ok((Tail { messages, total }, size))
+            }
+        }
+    }
+
+    /// Appends `batch` (made from the latest stored timestamp): in place when the file is in
+    /// this layout and nothing needs trimming, else by rewriting the whole file.
+    fn append_with(
+        &self,
+        make: impl FnOnce(Option<i64>) -> Vec<Message>,
+    ) -> Result<usize, StoreError> {
+        use std::os::unix::fs::FileExt;
+        let (mut all, count) = match self.stored()? {
+            Stored::Lines { bytes, lines } => {
+                let latest = match lines.last() {
+                    Some(last) => Some(lines::parse(&bytes, std::slice::from_ref(last))?[0].ts),
+                    None => None,
+                };
+                let batch = make(latest);
+                let count = batch.len();
+                let fits = self
+                    .max_turns
+                    .is_none_or(|max| lines.len() + count <= max.get());
+                if fits {
+                    if count > 0 {
+                        let file = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(self.messages_path())?;
+                        let at = bytes.len() as u64 - 2;
+                        file.write_all_at(&lines::batch(&batch, lines.len())?, at)?;
+                        file.sync_data()?;
+                    }
+                    return Ok(count);
+                }
+                let mut all = lines::parse(&bytes, &lines)?;
+                all.extend(batch);
+                (all, count)
+            }
+            Stored::Other(mut all) => {
+                let batch = make(all.last().map(|m| m.ts));
+                let count = batch.len();
+                all.extend(batch);
+                (all, count)
+            }
+            Stored::Missing => {
+                let batch = make(None);
+                let count = batch.len();
+                (batch, count)
+            }
+        };
+        cap(&mut all, self.max_turns);
+        self.write_messages(&all)?;
+        Ok(count)
+    }
+
     fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
-        write_atomically(&self.dir, MESSAGES, &to_json(messages)?)?;
+        write_atomically(&self.dir, MESSAGES, &lines::encode(messages)?)?;
         Ok(())
     }
 
@@ -373,15 +509,22 @@ impl ConversationStore for FileStore {
         self.locked(id, |d| d.read_messages()).await
     }
 
+    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        Ok(self.load_tail_sized(id, count).await?.0)
+    }
+
+    async fn load_tail_sized(
+        &self,
+        id: &SessionId,
+        count: usize,
+    ) -> Result<(Tail, usize), StoreError> {
+        self.locked(id, move |d| d.read_tail(count)).await
+    }
+
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         let messages = messages.to_vec();
-        self.locked(id, move |d| {
-            let mut all = d.read_messages()?;
-            all.extend(messages);
-            cap(&mut all, d.max_turns);
-            d.write_messages(&all)
-        })
-        .await
+        self.locked(id, move |d| d.append_with(|_| messages).map(drop))
+            .await
     }
 
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
@@ -396,13 +539,7 @@ impl ConversationStore for FileStore {
         make: super::StampedMessages,
     ) -> Result<usize, StoreError> {
         self.locked(id, move |d| {
-            let mut all = d.read_messages()?;
-            let messages = make(all.last().map(|m| m.ts), super::now_ms());
-            let count = messages.len();
-            all.extend(messages);
-            cap(&mut all, d.max_turns);
-            d.write_messages(&all)?;
-            Ok(count)
+            d.append_with(|latest| make(latest, super::now_ms()))
         })
         .await
     }
@@ -454,11 +591,13 @@ impl ConversationStore for FileStore {
                 return Ok(None);
             }
             let backup = d.back_up()?;
-            d.write_messages(&[])?;
-            match std::fs::remove_file(&summary) {
-                Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
+            for file in [d.messages_path(), summary] {
+                match std::fs::remove_file(&file) {
+                    Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                    _ => {}
+                }
             }
+            sync_dir(&d.dir)?;
             Ok(backup)
         })
         .await
@@ -489,16 +628,16 @@ impl ConversationStore for FileStore {
 
     async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
         self.locked(id, |d| {
-            let messages = d.read_messages()?;
+            let (tail, _) = d.read_tail(1)?;
             let approx_bytes = match std::fs::metadata(d.messages_path()) {
                 Ok(meta) => meta.len(),
                 Err(e) if e.kind() == ErrorKind::NotFound => 0,
                 Err(e) => return Err(e.into()),
             };
             Ok(Stats {
-                messages: messages.len(),
+                messages: tail.total,
                 approx_bytes,
-                last_ts: messages.last().map(|m| m.ts),
+                last_ts: tail.messages.last().map(|m| m.ts),
                 backups: d.backup_ids()?.len(),
             })
         })
@@ -524,8 +663,12 @@ impl ConversationStore for FileStore {
                 for name in BACKED_UP {
                     match std::fs::read(source.join(name)) {
                         Ok(bytes) => write_atomically(&d.dir, name, &bytes)?,
+                        // The backup was made when there were no messages: there are none.
                         Err(e) if e.kind() == ErrorKind::NotFound && name == MESSAGES => {
-                            d.write_messages(&[])?
+                            match std::fs::remove_file(d.messages_path()) {
+                                Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                                _ => sync_dir(&d.dir)?,
+                            }
                         }
                         Err(e) if e.kind() == ErrorKind::NotFound => {}
                         Err(e) => return Err(e.into()),
@@ -749,6 +892,87 @@ mod tests {
             store.load(&id("broken")).await.unwrap()[0].text,
             "fresh start"
         );
+    }
+
+    #[tokio::test]
+    async fn an_append_interrupted_by_a_crash_loses_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let s = id("torn");
+        store
+            .append(&s, &[Message::user("one", 1), Message::assistant("two", 2)])
+            .await
+            .unwrap();
+        let path = dir.path().join(".chat-history/torn/messages.json");
+        // A crash in the middle of appending a batch of two: the first line is whole, the
+        // second cut short, the closing bracket never written.
+        let mut torn = std::fs::read(&path).unwrap();
+        torn.truncate(torn.len() - 2);
+        torn.extend_from_slice(
+            b",{\"role\":\"user\",\"text\":\"three\",\"ts\":3},\n{\"role\":\"ass",
+        );
+        std::fs::write(&path, &torn).unwrap();
+
+        let reopened = open(dir.path());
+        let texts: Vec<String> = reopened
+            .load(&s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["one", "two"], "the unfinished batch is gone whole");
+        let aside: Vec<String> = dialog_files(dir.path(), "torn")
+            .into_iter()
+            .filter(|f| f.starts_with("messages.json.interrupted-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "the interrupted file is kept aside");
+        assert_eq!(
+            std::fs::read(dir.path().join(".chat-history/torn").join(&aside[0])).unwrap(),
+            torn
+        );
+        reopened
+            .append(&s, &[Message::user("three again", 3)])
+            .await
+            .unwrap();
+        let on_disk: Vec<Message> = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(on_disk.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn appends_write_in_place_and_files_of_other_writers_are_rewritten_once() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dialog = dir.path().join(".chat-history/older");
+        std::fs::create_dir_all(&dialog).unwrap();
+        let path = dialog.join("messages.json");
+        // As an older Parlor (and other tools) wrote it: pretty-printed.
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&[Message::user("old", 1)]).unwrap(),
+        )
+        .unwrap();
+        let store = open(dir.path());
+        let s = id("older");
+        store
+            .append(&s, &[Message::assistant("a", 2)])
+            .await
+            .unwrap();
+        let first = std::fs::metadata(&path).unwrap().ino();
+        let prefix = std::fs::read(&path).unwrap();
+        for i in 3..6 {
+            store.append(&s, &[Message::user("b", i)]).await.unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), first, "same file");
+        assert_eq!(bytes[..prefix.len() - 2], prefix[..prefix.len() - 2]);
+        let all: Vec<Message> = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all, store.load(&s).await.unwrap());
+        let (tail, size) = store.load_tail_sized(&s, 2).await.unwrap();
+        assert_eq!(tail.total, 5);
+        assert_eq!(tail.messages, all[3..]);
+        assert_eq!(size, serde_json::to_vec(&all).unwrap().len());
     }
 
     #[tokio::test]

@@ -40,6 +40,14 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("load_tail", self.inner.load_tail(id, count))
             .await
     }
+    async fn load_tail_sized(
+        &self,
+        id: &SessionId,
+        count: usize,
+    ) -> Result<(Tail, usize), StoreError> {
+        self.timed("load_tail", self.inner.load_tail_sized(id, count))
+            .await
+    }
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("append", self.inner.append(id, messages)).await
     }

@@ -170,6 +170,12 @@ pub enum StoreError {
     NoBackups(&'static str),
 }
 
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError::Corrupt(e.to_string())
+    }
+}
+
 /// Builds the messages of a save from the latest stored timestamp and the time now.
 pub type StampedMessages = Box<dyn FnOnce(Option<i64>, i64) -> Vec<Message> + Send>;
 
@@ -196,6 +202,19 @@ pub trait ConversationStore: Send + Sync + 'static {
         let total = messages.len();
         messages.drain(..total.saturating_sub(count));
         Ok(Tail { messages, total })
+    }
+    /// [`ConversationStore::load_tail`] and the size of all the messages as a compact JSON
+    /// array (the MCP tools' maintenance signal); the file store measures without parsing.
+    async fn load_tail_sized(
+        &self,
+        id: &SessionId,
+        count: usize,
+    ) -> Result<(Tail, usize), StoreError> {
+        let mut messages = self.load(id).await?;
+        let size = serde_json::to_vec(&messages)?.len();
+        let total = messages.len();
+        messages.drain(..total.saturating_sub(count));
+        Ok((Tail { messages, total }, size))
     }
     /// Adds messages at the end (then keeps the last `max_turns`).
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
