@@ -4,9 +4,12 @@
 Reports (see docs/performance.md for the targets):
   1. the chat page's total transfer (HTML + JS + WASM + CSS, compressed as served),
   2. server time to first byte for a chat page holding a 50-message conversation,
-  3. the time Parlor adds to time-to-first-token versus calling the upstream directly.
+  3. the time Parlor adds to time-to-first-token versus calling the upstream directly,
+  4. time to first token on a 1,000-message conversation with and without the `summary`
+     processor (agents `recall` and `forget` of SUMMARY_URL, see scripts/bench.sh).
 
-Usage: bench.py PARLOR_URL UPSTREAM_URL   (UPSTREAM_URL is the fake's /v1 base)
+Usage: bench.py PARLOR_URL UPSTREAM_URL [PROXY_URL [SUMMARY_URL]]
+(UPSTREAM_URL is the fake's /v1 base)
 Only the standard library is used, so the numbers do not depend on a client package.
 """
 import base64
@@ -93,22 +96,35 @@ def first_token_direct():
     return elapsed
 
 
-def first_token_parlor(context=None):
+def first_token_parlor(context=None, base=None, agent="concise", session=None, cookie=None):
     body = {"message": "hi"}
     if context is not None:
         body["context"] = context
+    if session is not None:
+        body["session_id"] = session
+    headers = {"cookie": cookie} if cookie else {}
     start = time.perf_counter()
-    c, r = post_stream(PARLOR_UPSTREAM, "/api/chat/concise", body)
+    c, r = post_stream(base or PARLOR_UPSTREAM, f"/api/chat/{agent}", body, headers)
+    elapsed = None
+    meta = None
     while True:
         line = r.fp.readline()
-        if line.startswith(b"event: delta"):
+        if not line:
+            break
+        if line.startswith(b"event: delta") and elapsed is None:
             elapsed = (time.perf_counter() - start) * 1000
+        if line.startswith(b"data:") and b'"type":"meta"' in line:
+            meta = json.loads(line[5:])
+        if elapsed is not None and session is None:
             break
     c.close()
+    if session is not None:
+        return elapsed, meta
     return elapsed
 
 
 PARLOR_UPSTREAM = sys.argv[3] if len(sys.argv) > 3 else PARLOR
+median = statistics.median
 direct, through = [], []
 for _ in range(RUNS // 2):
     direct.append(first_token_direct())
@@ -124,7 +140,47 @@ for _ in range(RUNS // 2):
     plain.append(first_token_parlor())
     with_image.append(first_token_parlor(IMAGE_CONTEXT))
 
-median = statistics.median
+# 4. A conversation of 1,000 messages per agent, then turns on each, alternating: `recall`
+# sends the rolling summary of what its window leaves out, `forget` does not. Each turn is read
+# to its end so the next starts after the previous reply (the summary is kept current in the
+# background after each reply).
+summary_ttft = {}
+if len(sys.argv) > 4:
+    SUMMARY = sys.argv[4]
+    r, _ = get(SUMMARY, "/chat?agent=recall")
+    summary_cookie = r.getheader("set-cookie").split(";")[0]
+    sessions = {}
+    for agent in ["recall", "forget"]:
+        session = None
+        for i in range(500):
+            c, r = post_stream(SUMMARY, f"/api/chat/{agent}",
+                               {"session_id": session, "message": f"Fact number {i}. " + "lorem ipsum " * 8},
+                               {"cookie": summary_cookie})
+            for line in r.read().decode().splitlines():
+                if line.startswith("data:") and '"type":"meta"' in line:
+                    session = json.loads(line[5:])["session_id"]
+            c.close()
+        sessions[agent] = session
+    times = {"recall": [], "forget": []}
+    metas = {}
+    for _ in range(RUNS // 2):
+        for agent in ["recall", "forget"]:
+            elapsed, meta = first_token_parlor(base=SUMMARY, agent=agent, session=sessions[agent],
+                                               cookie=summary_cookie)
+            times[agent].append(elapsed)
+            metas[agent] = meta["history"]
+    sent = metas["recall"].get("summary") or {}
+    assert sent.get("sent"), f"no summary sent: {metas['recall']}"
+    assert not (metas["forget"].get("summary") or {}).get("sent")
+    summary_ttft = {
+        "summary_conversation_messages": metas["recall"]["messages_stored"],
+        "summary_covers_messages": sent.get("covers"),
+        "summary_tokens": sent.get("tokens"),
+        "ttft_with_summary_ms_median": round(median(times["recall"]), 3),
+        "ttft_without_summary_ms_median": round(median(times["forget"]), 3),
+        "ttft_summary_added_ms_median": round(median(times["recall"]) - median(times["forget"]), 3),
+    }
+
 result = {
     "transfer_bytes": sizes,
     "transfer_total_kb": round(total / 1000, 1),
@@ -136,5 +192,6 @@ result = {
     "ttft_plain_turn_ms_median": round(median(plain), 3),
     "ttft_1mb_image_turn_ms_median": round(median(with_image), 3),
     "ttft_1mb_image_added_ms_median": round(median(with_image) - median(plain), 3),
+    **summary_ttft,
 }
 print(json.dumps(result, indent=2))

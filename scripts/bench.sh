@@ -10,7 +10,17 @@ cargo build --release -p fake-llm --bin fake-llm
 source scripts/lib.sh
 
 # The load runs start many conversations from one client: no session limit, no rate limits.
-printf 'max_users = 0\n' > "$data/parlor.toml"
+# Summaries are written by the offline mirror model, so a summary exists without an API key.
+cat > "$data/parlor.toml" <<'TOML'
+max_users = 0
+
+[history]
+summary_model = "mirror"
+
+[[models]]
+name = "mirror"
+provider = "mirror"
+TOML
 export PARLOR_CONFIG="$data/parlor.toml" PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0
 
 fake_port=$(free_port)
@@ -24,7 +34,23 @@ LEPTOS_SITE_ADDR="127.0.0.1:$mirror_port" PARLOR_DATA_DIR="$data/mirror" PARLOR_
 proxy_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$proxy_port" PARLOR_DATA_DIR="$data/proxy" OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" \
   DEFAULT_HISTORY_POLICY=none RUST_LOG=warn target/release/parlor & pids+=($!)
+# One with two agents that send the last 10 turns of long conversations, one of them with the
+# rolling summary in its chain: what the `summary` processor adds to time to first token.
+mkdir -p "$data/agents/recall" "$data/agents/forget"
+for agent in recall forget; do
+  chain='["sliding_window", "token_budget"]'
+  [ "$agent" = recall ] && chain='["sliding_window", "summary", "token_budget"]'
+  cat > "$data/agents/$agent/template.json" <<JSON
+{"agentId": "$agent", "name": "$agent", "nodeConfigurations": {"llm.openai": {"model": "gpt-4o-mini"}},
+ "chatSettings": {"historyPolicy": "lastN", "historyLength": 10, "historyProcessors": $chain}}
+JSON
+done
+summary_port=$(free_port)
+LEPTOS_SITE_ADDR="127.0.0.1:$summary_port" PARLOR_DATA_DIR="$data/summary" PARLOR_AGENTS_DIR="$data/agents" \
+  OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" RUST_LOG=warn target/release/parlor & pids+=($!)
 wait_for "http://127.0.0.1:$mirror_port/healthz"
 wait_for "http://127.0.0.1:$proxy_port/healthz"
+wait_for "http://127.0.0.1:$summary_port/healthz"
 
-python3 scripts/bench.py "http://127.0.0.1:$mirror_port" "http://127.0.0.1:$fake_port/v1" "http://127.0.0.1:$proxy_port"
+python3 scripts/bench.py "http://127.0.0.1:$mirror_port" "http://127.0.0.1:$fake_port/v1" \
+  "http://127.0.0.1:$proxy_port" "http://127.0.0.1:$summary_port"

@@ -12,7 +12,7 @@ import { chromium } from 'playwright-core';
 export const root = resolve(import.meta.dirname, '..', '..');
 const bin = (name) => join(root, 'target', 'debug', name);
 
-function freePort() {
+export function freePort() {
   return new Promise((ok, fail) => {
     const server = createServer();
     server.once('error', fail);

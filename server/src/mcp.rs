@@ -541,9 +541,9 @@ pub async fn serve_lines(
 }
 
 /// `/mcp`: the same tools over streamable HTTP, only when `PARLOR_MCP_TOKEN` is set and only
-/// for requests carrying it (`Authorization: Bearer …`; 401 otherwise). A `Host` that is not
-/// this server's (loopback, or `PARLOR_PUBLIC_URL`'s host) is refused, so a web page cannot
-/// reach it through DNS rebinding. `None` when it is off.
+/// for requests carrying it (`Authorization: Bearer …`; 401 otherwise). A `Host` or `Origin`
+/// that is not this server's (loopback, or `PARLOR_PUBLIC_URL`'s) is refused with 403, so a
+/// web page cannot reach it through DNS rebinding. `None` when it is off.
 pub fn http(
     services: &Arc<crate::state::Services>,
 ) -> Option<axum::Router<crate::state::AppState>> {
@@ -560,20 +560,27 @@ pub fn http(
             return None;
         }
     };
-    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+    const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+    let mut hosts: Vec<String> = LOOPBACK.into_iter().map(str::to_owned).collect();
+    // A browser's `Origin` must be this server's too: any port on loopback (a local client
+    // chooses its own), the exact origin of `PARLOR_PUBLIC_URL`.
+    let mut origins: Vec<String> = LOOPBACK
         .into_iter()
-        .map(str::to_owned)
+        .flat_map(|host| [format!("http://{host}:*"), format!("https://{host}:*")])
         .collect();
-    if let Some(host) = config
+    if let Some(url) = config
         .public_url
         .as_deref()
         .and_then(|url| reqwest::Url::parse(url).ok())
-        .and_then(|url| url.host_str().map(str::to_owned))
     {
-        hosts.push(host);
+        if let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) {
+            hosts.push(host.to_owned());
+            origins.push(format!("{}://{host}:{port}", url.scheme()));
+        }
     }
     let mut server_config = StreamableHttpServerConfig::default();
     server_config.allowed_hosts = hosts;
+    server_config.allowed_origins = origins;
     let service = StreamableHttpService::new(
         move || Ok(tools.clone()),
         LocalSessionManager::default().into(),

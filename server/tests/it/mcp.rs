@@ -286,9 +286,16 @@ fn saves_reads_summaries_backups_and_every_refusal_through_mcp() {
         json!({"dialogs": ["project-x"]})
     );
 
-    // Clear backs up both files; restore backs up the current state first.
+    // Clear backs up both files and deletes them; restore backs up the current state first.
     let cleared = mcp.ok("history_clear", json!({"dialog": "Project X"}));
     let backup = cleared["backup"].as_str().unwrap().to_owned();
+    let folder = data.path().join(".chat-history/project-x");
+    assert!(!folder.join("messages.json").exists() && !folder.join("summary.json").exists());
+    assert_eq!(
+        mcp.ok("history_list_dialogs", json!({})),
+        json!({"dialogs": []}),
+        "a cleared dialog holds no data"
+    );
     assert_eq!(
         mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
         0
@@ -306,6 +313,11 @@ fn saves_reads_summaries_backups_and_every_refusal_through_mcp() {
         );
         assert!(error.contains("no backup"), "{bad}: {error}");
     }
+    // Something new since the clear: the restore backs it up first.
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "Project X", "entry": {"role": "user", "text": "after the clear"}}),
+    );
     assert_eq!(
         mcp.ok(
             "history_restore_backup",
@@ -410,6 +422,64 @@ fn twenty_concurrent_saves_from_two_processes_are_all_kept() {
     );
 }
 
+#[test]
+fn a_client_that_goes_away_mid_call_leaves_the_store_consistent() {
+    let data = tempfile::tempdir().unwrap();
+    let entries: Vec<Value> = (0..300)
+        .map(|i| json!({"role": "user", "text": format!("message {i} {}", "x".repeat(200))}))
+        .collect();
+    let save = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "history_save", "arguments": {"dialog": "big", "entries": entries}}})
+    .to_string();
+    for round in 0..6u64 {
+        if round % 2 == 0 {
+            // The client sends the call and closes its ends of the pipes without reading
+            // anything: the server finishes or drops the call, and exits.
+            let mut command = crate::support::process::command(&[], data.path());
+            command.args(["mcp", "--stdio"]).stdin(Stdio::piped());
+            let mut child = command.spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}});
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            writeln!(stdin, "{init}\n{initialized}\n{save}").unwrap();
+            drop(stdin);
+            drop(child.stdout.take());
+            let status = child.wait().unwrap();
+            assert!(status.code().is_some(), "round {round}: exits by itself");
+        } else {
+            // The process is killed in the middle of the call.
+            let mut mcp = Mcp::start(data.path(), &[]);
+            mcp.send(&save);
+            std::thread::sleep(std::time::Duration::from_millis(round * 3));
+        }
+        // Whatever happened, the dialog holds whole saves only and stays readable.
+        let mut check = Mcp::start(data.path(), &[]);
+        let count = check.ok("history_stats", json!({"dialog": "big"}))["messages"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(count % 300, 0, "round {round}: a save is all or nothing");
+        let folder = data.path().join(".chat-history/big");
+        if count > 0 {
+            let bytes = std::fs::read(folder.join("messages.json")).unwrap();
+            let stored: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(stored.len() as u64, count);
+        }
+    }
+    let mut mcp = Mcp::start(data.path(), &[]);
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "big", "entry": {"role": "user", "text": "after"}}),
+    );
+    let last = mcp.ok(
+        "history_get_dialog_detail",
+        json!({"dialog": "big", "recentTurns": 1}),
+    );
+    let last = last.as_str().unwrap();
+    assert!(last.ends_with("\nU: after"), "{last}");
+}
+
 /// The JSON-RPC message of an `/mcp` response: a JSON body, or the first `data:` line of a
 /// server-sent event stream.
 async fn mcp_message(response: reqwest::Response) -> Value {
@@ -487,16 +557,28 @@ async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
     let text = detail["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("U: hello\nA: "), "{detail}");
 
-    // A foreign Host (DNS rebinding) is refused.
-    let foreign = server
-        .http
-        .post(server.url("/mcp"))
-        .header("host", "evil.example")
-        .header("accept", "application/json, text/event-stream")
-        .bearer_auth("s3cret-token")
-        .json(&initialize)
-        .send()
-        .await
-        .unwrap();
-    assert!(foreign.status().is_client_error(), "{}", foreign.status());
+    // A foreign Host or Origin (DNS rebinding, a web page calling in) is refused; this
+    // server's own origin passes.
+    for (header, value, refused) in [
+        ("host", "evil.example".to_owned(), true),
+        ("origin", "http://evil.example".to_owned(), true),
+        ("origin", server.url(""), false),
+    ] {
+        let response = server
+            .http
+            .post(server.url("/mcp"))
+            .header(header, value.trim_end_matches('/'))
+            .header("accept", "application/json, text/event-stream")
+            .bearer_auth("s3cret-token")
+            .json(&initialize)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status().is_client_error(),
+            refused,
+            "{header}: {value} → {}",
+            response.status()
+        );
+    }
 }
