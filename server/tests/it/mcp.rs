@@ -557,6 +557,68 @@ async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
     let text = detail["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("U: hello\nA: "), "{detail}");
 
+    // Every other tool answers over HTTP too, on the same store as the web chat.
+    let mut id = 3;
+    let mut call = |tool: &str, arguments: Value| {
+        id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        let request = post(body, Some("s3cret-token"), mcp_session.as_deref());
+        async move {
+            let reply = mcp_message(request.await.unwrap()).await;
+            assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
+            let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+            serde_json::from_str::<Value>(text).unwrap_or_else(|_| json!(text))
+        }
+    };
+    let saved = call(
+        "history_save",
+        json!({"dialog": "over-http", "entry": {"role": "user", "text": "via http", "ts": 5}}),
+    )
+    .await;
+    assert_eq!(saved, json!({"ok": true, "saved": 1}));
+    let since = call(
+        "history_get_messages_since",
+        json!({"dialog": "over-http", "sinceTs": 4}),
+    )
+    .await;
+    assert_eq!(since["messages"][0]["text"], "via http", "{since}");
+    let dialogs = call("history_list_dialogs", json!({})).await;
+    let names = dialogs["dialogs"].as_array().unwrap();
+    assert!(
+        names.contains(&json!("over-http")) && names.contains(&json!(session)),
+        "{dialogs}"
+    );
+    let merged = call(
+        "history_set_summary",
+        json!({"dialog": "over-http", "summary": r#"{"facts":["f"]}"#}),
+    )
+    .await;
+    assert_eq!(merged, json!({"ok": true, "mode": "merge"}));
+    let fetched = call("history_fetch", json!({"dialog": "over-http"})).await;
+    assert_eq!(fetched, json!("S:{\"facts\":[\"f\"]}\nU: via http"));
+    let stats = call("history_stats", json!({"dialog": "over-http"})).await;
+    assert_eq!(
+        (stats["messages"].clone(), stats["lastTs"].clone()),
+        (json!(1), json!(5)),
+        "{stats}"
+    );
+    call("history_clear", json!({"dialog": "over-http"})).await;
+    let backups = call("history_list_backups", json!({"dialog": "over-http"})).await;
+    let backup = backups["backups"][0]["id"].as_str().unwrap().to_owned();
+    let restored = call(
+        "history_restore_backup",
+        json!({"dialog": "over-http", "id": backup}),
+    )
+    .await;
+    assert_eq!(restored, json!({"ok": true, "restored": backup}));
+    let detail = call(
+        "history_get_dialog_detail",
+        json!({"dialog": "over-http", "includeSummary": false}),
+    )
+    .await;
+    assert_eq!(detail, json!("U: via http"));
+
     // A foreign Host or Origin (DNS rebinding, a web page calling in) is refused; this
     // server's own origin passes.
     for (header, value, refused) in [
