@@ -109,13 +109,12 @@ def first_token_parlor(context=None, base=None, agent="concise", session=None, c
     meta = None
     while True:
         line = r.fp.readline()
-        if not line:
-            break
         if line.startswith(b"event: delta") and elapsed is None:
             elapsed = (time.perf_counter() - start) * 1000
         if line.startswith(b"data:") and b'"type":"meta"' in line:
             meta = json.loads(line[5:])
-        if elapsed is not None and session is None:
+        # A continued conversation is read to its end, so the next turn starts after it.
+        if elapsed is not None and (session is None or line.startswith((b"event: done", b"event: error"))):
             break
     c.close()
     if session is not None:
