@@ -190,3 +190,77 @@ async fn a_failing_summarizer_keeps_the_old_summary_and_the_chat_goes_on() {
     );
     assert_eq!(say(&server, &session, "four").await.text(), "Echo: four");
 }
+
+#[tokio::test]
+async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time() {
+    use parlor_domain::Message;
+    use parlor_server::summarizer::{bring_up_to_date, SummarizeError};
+    let redis = fake_llm::redis_server::RedisServer::start().unwrap();
+    let config = config_file(&format!(
+        "{CHAIN}[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"sum:\" }}\n",
+        redis.url()
+    ));
+    let path = config.path().display().to_string();
+    let fake = fake_llm::FakeLlm::start().await.unwrap();
+    let base = fake.base_url();
+    let vars = [
+        ("PARLOR_CONFIG", path.as_str()),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let (a, b) = (
+        TestServer::start(&vars).await,
+        TestServer::start(&vars).await,
+    );
+    let (history_a, history_b) = (
+        a.services.histories.get("default").unwrap(),
+        b.services.histories.get("default").unwrap(),
+    );
+    let id = SessionId::parse("shared-on-redis").unwrap();
+    // The first turn makes the summarizing request slow (the fake streams 30 words, 80 ms
+    // apart), so the first run still holds the conversation when the second asks for it.
+    let turns = [
+        Message::user("Alpha [words:30]", 1),
+        Message::assistant("Echo", 2),
+        Message::user("Beta", 3),
+        Message::assistant("Echo", 4),
+    ];
+    history_a.store.append(&id, &turns).await.unwrap();
+    let agent = a.services.agents.get("concise").unwrap();
+    let summarizing = || {
+        fake.requests()
+            .iter()
+            .filter(|r| {
+                r["messages"][1]["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("Current summary:"))
+            })
+            .count()
+    };
+
+    let (first, second) = tokio::join!(
+        bring_up_to_date(&a.services, history_a, &agent, &id, None, 2),
+        bring_up_to_date(&b.services, history_b, &agent, &id, None, 2),
+    );
+    let busy = [&first, &second]
+        .iter()
+        .filter(|r| matches!(r, Err(SummarizeError::Busy)))
+        .count();
+    assert_eq!(busy, 1, "one run waits out: {first:?} {second:?}");
+    assert_eq!(
+        summarizing(),
+        1,
+        "one summarizing request reached the model"
+    );
+    // The run that went ahead asked the model (the fake's echo is not a summary, so it
+    // failed and kept the old one), and released the conversation: the other process can
+    // run now.
+    let ran = if matches!(first, Err(SummarizeError::Busy)) {
+        second
+    } else {
+        first
+    };
+    assert!(matches!(ran, Err(SummarizeError::NotJson)), "{ran:?}");
+    let again = bring_up_to_date(&b.services, history_b, &agent, &id, None, 2).await;
+    assert!(matches!(again, Err(SummarizeError::NotJson)), "{again:?}");
+    assert_eq!(summarizing(), 2);
+}
