@@ -53,6 +53,7 @@ fn bench_plan(c: &mut Criterion) {
                             tokens: &EstimatedTokens,
                             context: None,
                             summary: None,
+                            older_pins: &[],
                         })
                     })
                 },

@@ -71,6 +71,11 @@ impl Outgoing {
     pub fn role(&self) -> Role {
         self.message.role
     }
+
+    /// A stored message the user pinned: the policy and the window keep it.
+    pub fn pinned(&self) -> bool {
+        self.stored_at.is_some() && self.message.is_pinned()
+    }
 }
 
 /// Counts the tokens a message costs in a request (its text and the per-message framing).
@@ -162,6 +167,20 @@ fn drop_after_systems(mut messages: Vec<Outgoing>, systems: usize, count: usize)
     messages
 }
 
+/// The same, but pinned messages in that range stay.
+fn drop_after_systems_but_pins(
+    messages: Vec<Outgoing>,
+    systems: usize,
+    count: usize,
+) -> Vec<Outgoing> {
+    messages
+        .into_iter()
+        .enumerate()
+        .filter(|(i, m)| !(systems..systems + count).contains(i) || m.pinned())
+        .map(|(_, m)| m)
+        .collect()
+}
+
 /// Index (in `rest`) of the first user message at or after `from`; the last user message
 /// when there is none after `from`, so the latest user message is never dropped.
 fn user_at_or_after(rest: &[Outgoing], from: usize) -> usize {
@@ -180,17 +199,16 @@ pub struct SlidingWindow;
 
 impl SlidingWindow {
     /// The window itself: the last `window` messages after the leading system messages,
-    /// from a user message on.
+    /// from a user message on. Pinned messages stay and do not count against the window.
     pub fn keep_last(messages: Vec<Outgoing>, window: usize) -> Vec<Outgoing> {
         let systems = leading_systems(&messages);
         let rest = &messages[systems..];
-        let cut = rest.len().saturating_sub(window);
-        let start = if cut == 0 {
-            0
-        } else {
-            user_at_or_after(rest, cut)
+        let unpinned: Vec<usize> = (0..rest.len()).filter(|&i| !rest[i].pinned()).collect();
+        let start = match unpinned.len().checked_sub(window) {
+            None | Some(0) => 0,
+            Some(cut) => user_at_or_after(rest, unpinned[cut]),
         };
-        drop_after_systems(messages, systems, start)
+        drop_after_systems_but_pins(messages, systems, start)
     }
 }
 
@@ -402,6 +420,10 @@ impl Default for Chain {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// One step of a turn's chain, for the debug panel and the `meta` event.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -409,6 +431,10 @@ pub struct StepReport {
     pub name: String,
     /// Messages this step removed (merged ones count: their text is kept in a neighbour).
     pub removed: usize,
+    /// Messages this step added: only the marks step adds, the pinned messages the policy
+    /// left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub added: usize,
     /// Messages after this step.
     pub kept: usize,
 }
@@ -473,6 +499,7 @@ impl Chain {
             let before = messages.len();
             messages = step(*processor, messages)?;
             steps.push(StepReport {
+                added: 0,
                 name: processor.name().to_owned(),
                 removed: before.saturating_sub(messages.len()),
                 kept: messages.len(),
@@ -696,11 +723,13 @@ mod tests {
             outcome.steps,
             [
                 StepReport {
+                    added: 0,
                     name: "sliding_window".into(),
                     removed: 2,
                     kept: 5
                 },
                 StepReport {
+                    added: 0,
                     name: "token_budget".into(),
                     removed: 2,
                     kept: 3

@@ -260,6 +260,38 @@ impl SettingsReport {
     }
 }
 
+/// The body of a request that marks a message: `{"send": "always"}` pins it, `"never"`
+/// excludes it, `null` (or no `send`) clears the mark.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkRequest {
+    #[serde(default)]
+    pub send: Option<crate::message::SendMark>,
+}
+
+/// The answer to a [`MarkRequest`]: the message's id and mark, and how many messages of
+/// the conversation are pinned now.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkReply {
+    pub id: String,
+    pub send: Option<crate::message::SendMark>,
+    pub pinned: usize,
+}
+
+/// What the user's marks did to one model call (see [`crate::message::SendMark`]).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarksReport {
+    /// Pinned messages sent.
+    pub pinned_sent: usize,
+    /// Pinned messages the token budget dropped (only it may).
+    pub pinned_dropped: usize,
+    /// Excluded messages left out of what the policy would have sent.
+    pub excluded: usize,
+}
+
 /// The history facts of one model call: the debug panel shows exactly these.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,6 +326,9 @@ pub struct HistoryReport {
     /// there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Box<crate::summary::SummaryReport>>,
+    /// The user's pins and exclusions on this call, when the conversation has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<MarksReport>,
 }
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
@@ -477,6 +512,7 @@ mod tests {
                     token_budget: Some(1000),
                     context: None,
                     summary: None,
+                    marks: None,
                 },
             }),
             ChatEvent::Delta {

@@ -24,9 +24,10 @@ pub mod summary;
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{
     ApiError, ChatEvent, ChatRequest, ChatRequestError, DebugInfo, DoneEvent, HistoryReport,
-    MetaEvent, Rendered, SettingsReport, TurnReport, Usage, ValidChatRequest,
+    MarkReply, MarkRequest, MarksReport, MetaEvent, Rendered, SettingsReport, TurnReport, Usage,
+    ValidChatRequest,
 };
 pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
-pub use message::{Message, MessageMeta, ReplyStatus, Role};
+pub use message::{Message, MessageMeta, ReplyStatus, Role, SendMark};
 pub use session::{SessionId, SessionIdError};
 pub use settings::{HistorySettings, Resolved, SettingSource};

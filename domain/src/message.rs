@@ -43,6 +43,34 @@ pub enum ReplyStatus {
     Incomplete,
 }
 
+/// A user's decision about sending a message, which overrides the policy and the window.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendMark {
+    /// Pinned: kept by the policy and the window; only the token budget may drop it.
+    Always,
+    /// Excluded: never sent.
+    Never,
+}
+
+/// A message id derived from its role, time and text: `h` and 16 hex digits of their 64-bit
+/// FNV-1a hash (a fixed function, so the id is the same on every machine and version).
+fn derived_id(role: Role, ts: i64, text: &str) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let bytes = role
+        .as_str()
+        .bytes()
+        .chain([0])
+        .chain(ts.to_le_bytes())
+        .chain(text.bytes());
+    let hash = bytes.fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    });
+    format!("h{hash:016x}")
+}
+
 /// Optional facts kept beside a message's text.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageMeta {
@@ -85,6 +113,13 @@ pub struct Message {
     pub text: String,
     /// When the message was written, in milliseconds since the Unix epoch.
     pub ts: i64,
+    /// The message's stable id (see [`Message::id`]); stored with it since it was written by
+    /// this version of Parlor, absent from messages written by hand or by other tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Whether the message is always or never sent, whatever the policy and window decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<SendMark>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<MessageMeta>,
     /// Context after a user message's text: each source's header, then its blocks, each
@@ -99,9 +134,40 @@ impl Message {
             role,
             text: text.into(),
             ts,
+            id: None,
+            send: None,
             meta: None,
             context: Vec::new(),
         }
+    }
+
+    /// The message's id: the stored one, or else the one derived from its role, time and
+    /// text (what Parlor stores when it first writes the message, so the two never differ
+    /// for a message whose text is unchanged). Two messages with the same role, time and
+    /// text share an id; the web chat never writes two such messages.
+    pub fn id(&self) -> std::borrow::Cow<'_, str> {
+        match &self.id {
+            Some(id) => id.as_str().into(),
+            None => derived_id(self.role, self.ts, &self.text).into(),
+        }
+    }
+
+    /// Stores the id a message would otherwise derive (see [`Message::id`]).
+    pub fn ensure_id(&mut self) {
+        if self.id.is_none() {
+            self.id = Some(derived_id(self.role, self.ts, &self.text));
+        }
+    }
+
+    /// Pinned: sent even when the policy or the window would leave it out (the token budget
+    /// may still drop it).
+    pub fn is_pinned(&self) -> bool {
+        self.send == Some(SendMark::Always)
+    }
+
+    /// Excluded: stored and shown, never sent.
+    pub fn is_excluded(&self) -> bool {
+        self.send == Some(SendMark::Never)
     }
 
     /// The text pieces the model reads, in order: the message's text, then its context's
@@ -165,6 +231,42 @@ mod tests {
     fn serializes_in_the_history_store_layout() {
         let json = serde_json::to_string(&Message::user("hi", 1_700_000_000_000)).unwrap();
         assert_eq!(json, r#"{"role":"user","text":"hi","ts":1700000000000}"#);
+    }
+
+    #[test]
+    fn ids_are_stored_or_derived_from_role_time_and_text_and_stay_the_same() {
+        let mut m = Message::user("hi", 1_700_000_000_000);
+        let derived = m.id().into_owned();
+        assert!(derived.starts_with('h') && derived.len() == 17, "{derived}");
+        // The same on every run and machine (a fixed hash, not the std's seeded one).
+        assert_eq!(derived, Message::user("hi", 1_700_000_000_000).id());
+        assert_ne!(derived, Message::assistant("hi", 1_700_000_000_000).id());
+        assert_ne!(derived, Message::user("hi", 1_700_000_000_001).id());
+        assert_ne!(derived, Message::user("hi!", 1_700_000_000_000).id());
+        m.ensure_id();
+        assert_eq!(m.id.as_deref(), Some(derived.as_str()));
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            json,
+            format!(r#"{{"role":"user","text":"hi","ts":1700000000000,"id":"{derived}"}}"#)
+        );
+        // A stored id wins, even when the text changes later.
+        m.text = "edited".into();
+        assert_eq!(m.id(), derived);
+    }
+
+    #[test]
+    fn marks_read_and_write_as_send_always_or_never() {
+        let m: Message =
+            serde_json::from_str(r#"{"role":"user","text":"x","ts":1,"send":"always"}"#).unwrap();
+        assert!(m.is_pinned() && !m.is_excluded());
+        let m: Message =
+            serde_json::from_str(r#"{"role":"user","text":"x","ts":1,"send":"never"}"#).unwrap();
+        assert!(m.is_excluded() && !m.is_pinned());
+        assert!(serde_json::from_str::<Message>(
+            r#"{"role":"user","text":"x","ts":1,"send":"maybe"}"#
+        )
+        .is_err());
     }
 
     #[test]

@@ -16,17 +16,20 @@
 //! ([`Outgoing`]), so the report's first sent index is read off what is sent.
 
 use crate::chain::{
-    effective_ctx, Chain, ChainContext, ChainError, HistoryProcessor, ModelLimits, ModelSwitch,
-    Outgoing, SlidingWindow, StepReport, TokenCounter, POLICY_STEP,
+    effective_ctx, leading_systems, Chain, ChainContext, ChainError, HistoryProcessor, ModelLimits,
+    ModelSwitch, Outgoing, SlidingWindow, StepReport, TokenCounter, POLICY_STEP,
 };
 use crate::context::{ContextReport, Part};
-use crate::event::{HistoryReport, SettingsReport};
+use crate::event::{HistoryReport, MarksReport, SettingsReport};
 use crate::history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy};
 use crate::message::{Message, Role};
 use crate::settings::HistorySettings;
 
 /// The name of the ceiling step (see the module documentation).
 pub const CEILING_STEP: &str = "max_ctx";
+/// The name of the step of the user's pins and exclusions, reported when the conversation
+/// has any (see the module documentation).
+pub const MARKS_STEP: &str = "marks";
 
 /// Everything one model call depends on.
 pub struct PlanInput<'a> {
@@ -48,6 +51,9 @@ pub struct PlanInput<'a> {
     pub context: Option<ContextReport>,
     /// The conversation's rolling summary as the `summary` processor sends it.
     pub summary: Option<&'a str>,
+    /// The pinned messages stored before `tail`, with their positions in the stored
+    /// conversation, oldest first (pins inside `tail` are found there).
+    pub older_pins: &'a [(usize, Message)],
 }
 
 /// The messages of one model call and the facts the debug panel shows about them.
@@ -79,6 +85,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         tokens,
         context,
         summary,
+        older_pins,
     } = input;
     let offset = stored_total.saturating_sub(tail.len());
     let window = effective_ctx(max_ctx, model);
@@ -89,18 +96,29 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         summary,
     };
 
-    let mut outgoing = policy_step(system, tail, offset, settings);
+    let selected = policy_step(system, tail, offset, settings, older_pins);
+    let mut outgoing = selected.messages;
     let images_withheld = model.without_images && withhold_images(&mut outgoing);
-    let stored_kept = outgoing.iter().filter(|m| m.stored_at.is_some()).count();
     let mut steps = vec![StepReport {
+        added: 0,
         name: POLICY_STEP.to_owned(),
-        removed: stored_total - stored_kept,
-        kept: outgoing.len(),
+        removed: stored_total - selected.stored_by_policy,
+        kept: selected.by_policy,
     }];
+    if selected.marked {
+        steps.push(StepReport {
+            added: selected.joined,
+            name: MARKS_STEP.to_owned(),
+            removed: selected.removed_by_marks,
+            kept: outgoing.len(),
+        });
+    }
+    let pinned_before = outgoing.iter().filter(|m| m.pinned()).count();
     if !chain.names().contains(&SlidingWindow.name()) {
         let before = outgoing.len();
         outgoing = SlidingWindow::keep_last(outgoing, max_ctx.max(1));
         steps.push(StepReport {
+            added: 0,
             name: CEILING_STEP.to_owned(),
             removed: before - outgoing.len(),
             kept: outgoing.len(),
@@ -115,13 +133,20 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         Err(e) => (Vec::new(), Some(e)),
     };
     // Every step removes from the front (or merges into the earliest message), so the
-    // earliest stored position sent is where the sent part of the conversation starts.
+    // earliest stored position sent is where the sent part of the conversation starts;
+    // pinned messages from before it are sent on their own and do not move it.
     let first_sent_index = sent
         .iter()
-        .filter(|m| m.role() != Role::System)
+        .filter(|m| m.role() != Role::System && !m.pinned())
         .filter_map(|m| m.stored_at)
         .min()
         .unwrap_or(stored_total);
+    let pinned_sent = sent.iter().filter(|m| m.pinned()).count();
+    let marks = selected.marked.then(|| MarksReport {
+        pinned_sent,
+        pinned_dropped: pinned_before.saturating_sub(pinned_sent),
+        excluded: selected.excluded,
+    });
     let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();
     let estimated_tokens = messages.iter().map(|m| tokens.count(m)).sum();
     let report = HistoryReport {
@@ -148,6 +173,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             _ => None,
         },
         summary: None,
+        marks,
     };
     Plan {
         messages,
@@ -156,17 +182,40 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     }
 }
 
+/// What the policy step selected.
+struct Selected {
+    messages: Vec<Outgoing>,
+    /// What the policy alone kept (call-time system messages included).
+    by_policy: usize,
+    /// Stored messages the policy alone kept.
+    stored_by_policy: usize,
+    /// Excluded messages the policy kept and the marks left out.
+    excluded: usize,
+    /// What the marks step removed: the excluded messages and the replies they left
+    /// without their question.
+    removed_by_marks: usize,
+    /// Pinned messages the policy had left out, added by the marks step.
+    joined: usize,
+    /// Whether the conversation's messages at hand carry marks (then the marks step is
+    /// reported).
+    marked: bool,
+}
+
 /// The policy step: the call-time system messages and the stored tail (whose first message
 /// is at `offset` in the stored conversation), selected by the policy, without the replies
 /// that would open the request before its first user message. The call-time system
 /// messages come first, as if they opened the conversation; only the selected messages are
 /// copied, so the cost follows what is sent, not what is stored.
+///
+/// Then the user's marks: pinned messages the policy left out (from `older_pins` and the
+/// tail) join right after the system messages, in their stored order; excluded ones leave.
 fn policy_step(
     system: &[String],
     tail: &Conversation,
     offset: usize,
     settings: &HistorySettings,
-) -> Vec<Outgoing> {
+    older_pins: &[(usize, Message)],
+) -> Selected {
     let policy = settings.policy.value;
     let trimmed = trim_for_model(
         tail,
@@ -184,7 +233,62 @@ fn policy_step(
         .iter()
         .zip(&trimmed.messages)
         .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
-    without_orphaned_replies(prompts.chain(selected))
+    let by_policy = without_orphaned_replies(prompts.chain(selected));
+    let stored_by_policy = by_policy.iter().filter(|m| m.stored_at.is_some()).count();
+    let messages = tail.messages();
+    let marked = older_pins
+        .iter()
+        .any(|(at, m)| *at < offset && m.is_pinned())
+        || messages.iter().any(|m| m.send.is_some());
+    if !marked {
+        return Selected {
+            removed_by_marks: 0,
+            joined: 0,
+            by_policy: by_policy.len(),
+            stored_by_policy,
+            messages: by_policy,
+            excluded: 0,
+            marked,
+        };
+    }
+    let run_start = by_policy
+        .iter()
+        .filter(|m| m.role() != Role::System)
+        .filter_map(|m| m.stored_at)
+        .min()
+        .unwrap_or(offset + messages.len());
+    let older = older_pins
+        .iter()
+        .filter(|(at, m)| *at < offset && m.is_pinned() && m.role != Role::System)
+        .map(|(at, m)| Outgoing::stored(m.clone(), *at));
+    let left_out_pins = (0..messages.len())
+        .filter(|&i| offset + i < run_start)
+        .filter(|&i| messages[i].is_pinned() && messages[i].role != Role::System)
+        .map(|i| Outgoing::stored(messages[i].clone(), offset + i));
+    let joined: Vec<Outgoing> = older.chain(left_out_pins).collect();
+    let policy_count = by_policy.len();
+    let mut rest = by_policy;
+    let body = rest.split_off(leading_systems(&rest));
+    let mut excluded = 0;
+    let marked_out = rest
+        .into_iter()
+        .chain(joined.iter().cloned())
+        .chain(body)
+        .filter(|m| {
+            let out = m.stored_at.is_some() && m.message.is_excluded();
+            excluded += usize::from(out);
+            !out
+        });
+    let messages = without_orphaned_replies(marked_out);
+    Selected {
+        removed_by_marks: (policy_count + joined.len()).saturating_sub(messages.len()),
+        joined: joined.len(),
+        messages,
+        by_policy: policy_count,
+        stored_by_policy,
+        excluded,
+        marked,
+    }
 }
 
 /// What a model without image support receives in place of an image.
@@ -213,8 +317,10 @@ fn without_orphaned_replies(messages: impl Iterator<Item = Outgoing>) -> Vec<Out
     let mut seen_user = false;
     messages
         .filter(|m| {
-            seen_user |= m.role() == Role::User;
-            seen_user || m.role() == Role::System
+            // A pinned question does not open the conversation's sent part: a reply whose
+            // own question was left out stays out even after one.
+            seen_user |= m.role() == Role::User && !m.pinned();
+            seen_user || m.role() == Role::System || m.pinned()
         })
         .collect()
 }
@@ -228,7 +334,8 @@ pub fn trim(
     preserve_system: bool,
 ) -> Vec<Message> {
     let settings = HistorySettings::fixed(policy, length, preserve_system);
-    policy_step(&[], &Conversation::from(messages), 0, &settings)
+    policy_step(&[], &Conversation::from(messages), 0, &settings, &[])
+        .messages
         .into_iter()
         .map(|m| m.message)
         .collect()
@@ -249,7 +356,7 @@ pub fn model_switch(
         preserve_system: false,
         ..settings.clone()
     };
-    let kept = policy_step(&[], &Conversation::from(stored), 0, &settings);
+    let kept = policy_step(&[], &Conversation::from(stored), 0, &settings, &[]).messages;
     let before = kept.len();
     let ctx = ChainContext {
         model: switch.to,
@@ -321,7 +428,11 @@ mod tests {
         }
 
         fn run(&self) -> Plan {
-            plan(PlanInput {
+            plan(self.input())
+        }
+
+        fn input(&self) -> PlanInput<'_> {
+            PlanInput {
                 system: &self.system,
                 tail: &self.tail,
                 stored_total: self.total,
@@ -332,7 +443,8 @@ mod tests {
                 tokens: &OnePerMessage,
                 context: None,
                 summary: None,
-            })
+                older_pins: &[],
+            }
         }
     }
 
@@ -393,6 +505,111 @@ mod tests {
         assert_eq!(plan.report.chain[0].removed, 2);
         assert_eq!(plan.report.chain[0].kept, 5);
         assert!(plan.error.is_none());
+    }
+
+    /// A case whose messages at `pinned` are pinned and at `excluded` excluded.
+    fn marked(roles: &str, pinned: &[usize], excluded: &[usize]) -> Case {
+        let mut messages = from_roles(roles);
+        for &i in pinned {
+            messages[i].send = Some(crate::message::SendMark::Always);
+        }
+        for &i in excluded {
+            messages[i].send = Some(crate::message::SendMark::Never);
+        }
+        let mut case = Case::new(roles);
+        case.tail = messages.into();
+        case
+    }
+
+    #[test]
+    fn pinned_messages_outlive_the_policy_and_the_window_and_excluded_ones_are_never_sent() {
+        // Ten messages; lastN 2 keeps 6..9. Message 1 (a reply) is pinned, 7 excluded.
+        let mut case = marked("uauauauaua", &[1], &[7]);
+        case.settings = settings(HistoryPolicy::LastN, 2);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "1", "6", "8", "9"]);
+        assert_eq!(step_names(&plan), ["policy", "marks", "sliding_window"]);
+        let marks = &plan.report.chain[1];
+        assert_eq!((marks.added, marks.removed, marks.kept), (1, 1, 5));
+        assert_eq!(
+            plan.report.marks,
+            Some(MarksReport {
+                pinned_sent: 1,
+                pinned_dropped: 0,
+                excluded: 1
+            })
+        );
+        // The pinned message is sent on its own: the sent part still starts at 6.
+        assert_eq!(plan.report.first_sent_index, 6);
+
+        // The window keeps it too, and it does not take a place in the window.
+        case.settings = settings(HistoryPolicy::All, 20);
+        case.max_ctx = 4;
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "1", "6", "8", "9"]);
+
+        // An exclusion the policy would not have sent anyway is not counted.
+        let mut case = marked("uauaua", &[], &[0]);
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "4", "5"]);
+        assert_eq!(plan.report.marks.unwrap().excluded, 0);
+    }
+
+    #[test]
+    fn excluding_a_question_leaves_its_reply_out_when_the_reply_would_lead() {
+        let mut case = marked("uauaua", &[], &[2]);
+        case.settings = settings(HistoryPolicy::LastN, 2);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "4", "5"]);
+        let marks = &plan.report.chain[1];
+        assert_eq!(
+            (marks.added, marks.removed),
+            (0, 2),
+            "the question and its reply"
+        );
+        assert_eq!(plan.report.marks.unwrap().excluded, 1);
+    }
+
+    #[test]
+    fn pins_before_the_loaded_tail_join_in_their_stored_order() {
+        // 20 stored messages; the last 4 were loaded; 3 and 11 are pinned further back.
+        let mut case = Case::new("uaua");
+        case.total = 20;
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        let mut pins = vec![Message::user("p3", 3), Message::assistant("p11", 11)];
+        for pin in &mut pins {
+            pin.send = Some(crate::message::SendMark::Always);
+        }
+        let older = [(3, pins[0].clone()), (11, pins[1].clone())];
+        let plan = plan(PlanInput {
+            older_pins: &older,
+            ..case.input()
+        });
+        assert_eq!(texts(&plan.messages), ["prompt", "p3", "p11", "2", "3"]);
+        assert_eq!(plan.report.first_sent_index, 18);
+        assert_eq!(plan.report.marks.unwrap().pinned_sent, 2);
+    }
+
+    #[test]
+    fn only_the_token_budget_drops_a_pinned_message_and_the_report_says_so() {
+        let mut case = marked("uauaua", &[0], &[]);
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        case.chain = Chain::from_names(&["sliding_window", "token_budget"]).unwrap();
+        // OnePerMessage: the prompt and the last turn take 3, the pinned message a fourth.
+        case.model = limits(None, Some(3));
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "4", "5"]);
+        assert_eq!(
+            plan.report.marks,
+            Some(MarksReport {
+                pinned_sent: 0,
+                pinned_dropped: 1,
+                excluded: 0
+            })
+        );
+        case.model = limits(None, Some(4));
+        assert_eq!(texts(&case.run().messages), ["prompt", "0", "4", "5"]);
     }
 
     #[test]
@@ -572,6 +789,7 @@ mod tests {
             tokens: &EstimatedTokens,
             context: None,
             summary: None,
+            older_pins: &[],
         })
     }
 
@@ -585,7 +803,7 @@ mod tests {
             }
             // Re-run the steps by hand: the policy's selection, the ceiling, the chain.
             let offset = case.total - case.tail.len();
-            let mut selected = policy_step(&case.system, &case.tail, offset, &case.settings);
+            let mut selected = policy_step(&case.system, &case.tail, offset, &case.settings, &[]).messages;
             let ctx = ChainContext {
                 model: &case.model,
                 effective_ctx: effective_ctx(case.max_ctx, &case.model),
@@ -621,7 +839,7 @@ mod tests {
             };
             prop_assert_eq!(steps[0].kept + steps[0].removed, case.total + kept_prompts);
             for pair in steps.windows(2) {
-                prop_assert_eq!(pair[1].kept + pair[1].removed, pair[0].kept);
+                prop_assert_eq!(pair[1].kept + pair[1].removed, pair[0].kept + pair[1].added);
             }
             prop_assert_eq!(steps.last().unwrap().kept, plan.messages.len());
         }

@@ -10,6 +10,7 @@ pub mod config_file;
 pub mod histories;
 pub mod live;
 pub mod llm;
+pub mod marks;
 pub mod mcp;
 pub mod metrics;
 pub mod models;

@@ -3,12 +3,13 @@
 mod chat;
 mod debug;
 pub mod error;
+mod messages;
 pub mod metrics;
 pub mod openapi;
 mod ready;
 
 use crate::state::AppState;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 /// The most a request body without images may hold (those with images:
@@ -20,6 +21,10 @@ pub fn api() -> Router<AppState> {
     Router::new()
         .route("/api/chat/{agent_id}", post(chat::post_chat))
         .route("/api/chat/{agent_id}/debug", get(debug::get_debug))
+        .route(
+            "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}",
+            put(messages::put_mark),
+        )
 }
 
 /// `/healthz` (the process is up) and `/readyz` (it can serve chats): never limited, never

@@ -6,8 +6,8 @@ use axum::Json;
 use parlor_domain::chain::StepReport;
 use parlor_domain::settings::SettingSource;
 use parlor_domain::{
-    ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MetaEvent, Rendered,
-    SettingsReport, TurnReport, Usage,
+    ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MarkReply, MarkRequest,
+    MarksReport, MetaEvent, Rendered, SendMark, SettingsReport, TurnReport, Usage,
 };
 use utoipa::OpenApi;
 
@@ -21,6 +21,7 @@ use utoipa::OpenApi;
     paths(
         super::chat::post_chat,
         super::debug::get_debug,
+        super::messages::put_mark,
         super::healthz,
         super::ready::get_ready,
         super::metrics::get_metrics,
@@ -30,6 +31,7 @@ use utoipa::OpenApi;
     components(schemas(
         ChatRequest, ChatEvent, MetaEvent, HistoryReport, SettingsReport, SettingSource,
         StepReport, Rendered, DoneEvent, Usage, ApiError, DebugInfo, TurnReport, Readiness,
+        MarkRequest, MarkReply, MarksReport, SendMark,
     ))
 )]
 pub struct ApiDoc;

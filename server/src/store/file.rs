@@ -821,6 +821,7 @@ mod tests {
                     last_turn: None,
                     model: None,
                     context_turns: 0,
+                    pinned: 0,
                 })
                 .await
                 .unwrap();

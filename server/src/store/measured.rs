@@ -72,6 +72,9 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("prune", self.inner.prune(id, offset, edits))
             .await
     }
+    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+        self.timed("rewrite", self.inner.rewrite(id, edits)).await
+    }
     async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
         self.timed("summary", self.inner.summary(id)).await
     }

@@ -45,6 +45,10 @@ pub struct ConversationInfo {
     /// may be up (0: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub context_turns: u32,
+    /// How many messages were pinned after the last change of a mark: a turn reads pinned
+    /// messages from before its tail only when there are some (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pinned: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -243,6 +247,12 @@ pub trait ConversationStore: Send + Sync + 'static {
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError>;
+    /// Rewrites messages in place (each edit's `new` replaces the message at `edit.index`),
+    /// each only if it is still the message `edit.old` (same role, time and text). Returns
+    /// how many were rewritten. For stores that rewrite whole, this is [`Self::prune`].
+    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+        self.prune(id, 0, edits).await
+    }
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
     /// is none, or it cannot be read.
     async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError>;
@@ -348,6 +358,7 @@ pub(crate) mod contract {
             last_turn: None,
             model: None,
             context_turns: 0,
+            pinned: 0,
         }
     }
 

@@ -69,6 +69,24 @@ end
 return applied
 ";
 
+/// Rewrites messages in place, each only if it still has the role, time and text the caller
+/// read. ARGV: (index, role, ts, text, new) per message; returns how many were rewritten.
+const REWRITE: &str = r"
+local applied = 0
+for i = 1, #ARGV, 5 do
+    local current = redis.call('LINDEX', KEYS[1], ARGV[i])
+    if current then
+        local ok, message = pcall(cjson.decode, current)
+        if ok and type(message) == 'table' and message.role == ARGV[i + 1]
+            and message.ts == tonumber(ARGV[i + 2]) and message.text == ARGV[i + 3] then
+            redis.call('LSET', KEYS[1], ARGV[i], ARGV[i + 4])
+            applied = applied + 1
+        end
+    end
+end
+return applied
+";
+
 #[derive(Clone, Debug)]
 pub struct RedisOptions {
     pub url: String,
@@ -427,6 +445,31 @@ impl ConversationStore for RedisStore {
         }
         let cmd = &cmd;
         // Safe to run twice: a second run finds the messages already changed.
+        let applied: usize = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        Ok(applied)
+    }
+
+    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(REWRITE).arg(1).arg(self.messages_key(id));
+        let mut count = 0;
+        for edit in edits {
+            let Some(new) = &edit.new else { continue };
+            cmd.arg(edit.index)
+                .arg(edit.old.role.as_str())
+                .arg(edit.old.ts)
+                .arg(&edit.old.text)
+                .arg(encode(std::slice::from_ref(new))?.remove(0));
+            count += 1;
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        let cmd = &cmd;
+        // Safe to run twice: a second run rewrites the same messages the same way.
         let applied: usize = retrying(&self.connection, |mut c| async move {
             cmd.query_async(&mut c).await
         })

@@ -37,7 +37,7 @@ pub(crate) async fn answer(
         .services
         .models
         .for_conversation(turn.agent, info.model.as_deref());
-    let plan = turn.plan(model.as_ref(), stored, total, None, None);
+    let plan = turn.plan(model.as_ref(), stored, &[], total, None, None);
     let meta = turn.meta(&mut info, model.as_ref(), &plan);
     store.put_info(&info).await?;
     busy.release().await;

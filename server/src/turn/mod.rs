@@ -144,6 +144,8 @@ pub(crate) struct StoredSummary {
 struct Prepared {
     /// The stored messages the plan needs, pruned, ending with the message sent now.
     tail: Vec<Message>,
+    /// The pinned messages stored before `tail`, with their positions.
+    older_pins: Vec<(usize, Message)>,
     /// How many messages the conversation holds in all.
     total: usize,
     context: Option<ContextReport>,
@@ -247,6 +249,7 @@ fn conversation_info(
             last_turn: None,
             model: None,
             context_turns: 0,
+            pinned: 0,
         },
     }
 }
@@ -266,7 +269,10 @@ impl TurnContext<'_> {
         entries: &[ContextEntry],
     ) -> Result<Prepared, TurnError> {
         let id = &info.session_id;
-        let built = context::build(text, entries, now_ms());
+        let mut built = context::build(text, entries, now_ms());
+        // Stored with its id (the one it would derive: both variants share it).
+        built.persisted.ensure_id();
+        built.display.id.clone_from(&built.persisted.id);
         let store = self.history.store.as_ref();
         let (history, total) = load_window(
             store,
@@ -277,6 +283,17 @@ impl TurnContext<'_> {
         )
         .await?;
         let offset = total - history.len();
+        // Pinned messages older than the tail: read only for conversations with pins.
+        let older_pins = if info.pinned > 0 && offset > 0 {
+            let all = store.load(id).await?;
+            all.into_iter()
+                .take(offset)
+                .enumerate()
+                .filter(|(_, m)| m.is_pinned())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let pruning = self.prune(id, offset, history).await?;
         let context_turns = longest_retention(&pruning.messages)
             .max(longest_retention(std::slice::from_ref(&built.persisted)));
@@ -295,6 +312,7 @@ impl TurnContext<'_> {
         tail.push(built.display);
         Ok(Prepared {
             tail,
+            older_pins,
             total,
             context,
         })
@@ -322,6 +340,7 @@ impl TurnContext<'_> {
         tail.push(current);
         Ok(Prepared {
             tail,
+            older_pins: Vec::new(),
             total,
             context,
         })
@@ -383,6 +402,7 @@ impl TurnContext<'_> {
         &self,
         model: Option<&ModelSpec>,
         tail: Vec<Message>,
+        older_pins: &[(usize, Message)],
         total: usize,
         context: Option<ContextReport>,
         summary: Option<&str>,
@@ -407,6 +427,7 @@ impl TurnContext<'_> {
             tokens: tokens.as_ref(),
             context,
             summary,
+            older_pins,
         })
     }
 
@@ -438,6 +459,7 @@ impl TurnContext<'_> {
     ) -> Result<Turn, TurnError> {
         let Prepared {
             tail,
+            older_pins,
             total,
             context,
         } = prepared;
@@ -456,6 +478,7 @@ impl TurnContext<'_> {
         let mut plan = self.plan(
             model.as_ref(),
             tail,
+            &older_pins,
             total,
             context,
             sent_summary.as_deref(),

@@ -130,7 +130,7 @@ impl Reply {
         status: Option<ReplyStatus>,
     ) -> bool {
         let id = &self.info.session_id;
-        let reply = Message {
+        let mut reply = Message {
             meta: Some(MessageMeta {
                 status,
                 model,
@@ -138,6 +138,7 @@ impl Reply {
             }),
             ..Message::assistant(text, now_ms())
         };
+        reply.ensure_id();
         match self.history.store.append(id, &[reply]).await {
             Ok(()) => true,
             Err(e) => {

@@ -8,6 +8,7 @@ mod chat_api;
 mod commands;
 mod context;
 mod history;
+mod marks;
 mod mcp;
 mod pages;
 mod processes;
