@@ -41,8 +41,13 @@ pub struct AgentInfo {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
+    /// The message's stable id (to pin or exclude it).
+    pub id: String,
     pub role: Role,
     pub text: String,
+    /// Pinned (always sent) or excluded (never sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<parlor_domain::SendMark>,
     /// Assistant replies as sanitized HTML (the browser has no Markdown renderer). Rendered
     /// into the page on the server and never sent again as data: hydration keeps the
     /// server-rendered HTML of a message, so the chat island does not need it.

@@ -10,7 +10,7 @@ use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
 use parlor_domain::{
-    ChatEvent, ChatRequest, DebugInfo, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role,
+    ChatEvent, ChatRequest, DebugInfo, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role, SendMark,
     TurnReport,
 };
 
@@ -29,6 +29,10 @@ pub struct UiMessage {
     pub notice: RwSignal<bool>,
     /// A user message's context, one chip per source.
     pub chips: StoredValue<Vec<Chip>>,
+    /// The stored message's id, once known (from the page, `meta` or `done`).
+    pub id: RwSignal<Option<String>>,
+    /// Pinned or excluded.
+    pub send: RwSignal<Option<SendMark>>,
 }
 
 #[derive(Clone, Copy)]
@@ -91,6 +95,8 @@ impl ChatState {
             .map(|m| {
                 let message = state.make_message(m.role, m.text.clone(), m.status);
                 message.chips.set_value(m.context.clone());
+                message.id.set(Some(m.id.clone()));
+                message.send.set(m.send);
                 if m.role == Role::Assistant {
                     // On the server this is the rendered reply; in the browser it is absent
                     // and the server-rendered HTML already in the page stays as it is.
@@ -125,6 +131,8 @@ impl ChatState {
             streaming: RwSignal::new(false),
             notice: RwSignal::new(false),
             chips: StoredValue::new(Vec::new()),
+            id: RwSignal::new(None),
+            send: RwSignal::new(None),
         })
     }
 
@@ -184,6 +192,27 @@ impl ChatState {
         let key = self.next_key.get_value();
         self.next_key.set_value(key + 1);
         key
+    }
+
+    /// Pins (`Always`), excludes (`Never`) or clears the mark of a stored message; the
+    /// transcript shows the mark once the server has stored it.
+    pub fn mark(self, message: UiMessage, send: Option<SendMark>) {
+        let (Some(session), Some(id)) =
+            (self.session_id.get_untracked(), message.id.get_untracked())
+        else {
+            return;
+        };
+        let url = format!(
+            "/api/chat/{}/sessions/{}/messages/{}",
+            encode(&self.agent_id.get_value()),
+            encode(&session),
+            encode(&id)
+        );
+        let state = self;
+        stream::spawn_mark(url, send, move |stored| match stored {
+            Ok(send) => message.send.set(send),
+            Err(reason) => state.error.set(Some(reason)),
+        });
     }
 
     /// Asks for a new reply to the last user message (Retry after an error, Regenerate).
@@ -348,6 +377,13 @@ impl TurnView {
         state.model.set(meta.model.clone());
         state.provider.set(meta.provider.clone());
         self.stored_after.set_value(meta.history.messages_stored);
+        if let (Some(key), Some(id)) = (self.user_key, meta.message_id.clone()) {
+            state.messages.with_untracked(|list| {
+                if let Some(user) = list.iter().find(|m| m.key == key) {
+                    user.id.set(Some(id));
+                }
+            });
+        }
         if let Some(summary) = &meta.history.summary {
             state.summarized.set(summary.covers);
         }
@@ -375,6 +411,9 @@ impl TurnView {
     /// The reply is complete: the model's token count, the whole reply's HTML.
     fn done(self, done: DoneEvent) {
         self.finished.set_value(true);
+        if done.message_id.is_some() {
+            self.reply.id.set(done.message_id.clone());
+        }
         self.state.debug.update(|d| {
             if let Some(turn) = d.as_mut().and_then(|d| d.last_turn.as_mut()) {
                 *turn = turn.clone().with_usage(done.usage.as_ref());

@@ -71,6 +71,27 @@ pub fn spawn_chat(
 ) {
 }
 
+/// Sets (or clears) a message's mark with `PUT url` in the background; `on_done` gets the
+/// mark now stored, or the server's reason for refusing.
+#[cfg(feature = "hydrate")]
+pub fn spawn_mark(
+    url: String,
+    send: Option<parlor_domain::SendMark>,
+    on_done: impl FnOnce(Result<Option<parlor_domain::SendMark>, String>) + 'static,
+) {
+    leptos::task::spawn_local(async move {
+        on_done(browser::put_mark(&url, send).await);
+    });
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn spawn_mark(
+    _url: String,
+    _send: Option<parlor_domain::SendMark>,
+    _on_done: impl FnOnce(Result<Option<parlor_domain::SendMark>, String>) + 'static,
+) {
+}
+
 /// Replaces the page URL's `key` parameter (removing it when `value` is `None`) without a
 /// navigation, so a reload opens the same conversation.
 pub fn set_url_param(key: &str, value: Option<&str>) {
@@ -153,6 +174,29 @@ mod browser {
                     on_event(event);
                 }
             }
+        }
+    }
+
+    pub async fn put_mark(
+        url: &str,
+        send: Option<parlor_domain::SendMark>,
+    ) -> Result<Option<parlor_domain::SendMark>, String> {
+        let body = parlor_domain::MarkRequest { send };
+        let response = gloo_net::http::Request::put(url)
+            .json(&body)
+            .map_err(|e| e.to_string())?
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let text = response.text().await.unwrap_or_default();
+        if response.ok() {
+            serde_json::from_str::<parlor_domain::MarkReply>(&text)
+                .map(|reply| reply.send)
+                .map_err(|e| e.to_string())
+        } else {
+            Err(serde_json::from_str::<parlor_domain::ApiError>(&text)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| format!("Parlor answered HTTP {}", response.status())))
         }
     }
 

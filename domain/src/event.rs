@@ -218,6 +218,9 @@ pub struct MetaEvent {
     pub model: String,
     pub provider: String,
     pub history: HistoryReport,
+    /// The id of the user message stored on this turn (none for commands and regenerations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// The history settings of a model call: each value, where it came from, and why higher
@@ -405,6 +408,9 @@ pub struct DoneEvent {
     /// The whole reply as sanitized HTML.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+    /// The stored reply's id (to pin or exclude it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 #[cfg(test)]
@@ -514,6 +520,7 @@ mod tests {
                     summary: None,
                     marks: None,
                 },
+                message_id: None,
             }),
             ChatEvent::Delta {
                 text: "hi \"there\"".into(),
@@ -534,6 +541,7 @@ mod tests {
                     total_tokens: 3,
                 }),
                 html: None,
+                message_id: Some("h0123456789abcdef".into()),
             }),
             ChatEvent::Error {
                 message: "upstream said no".into(),

@@ -124,6 +124,8 @@ impl Backend for PageBackend {
             messages: messages
                 .into_iter()
                 .map(|m| StoredMessage {
+                    id: m.id().into_owned(),
+                    send: m.send,
                     status: m.status(),
                     html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
                     context: parlor_domain::context::Chip::of_stored(&m.context),

@@ -3,7 +3,7 @@
 use crate::state::{ChatState, UiMessage};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
-use parlor_domain::{ReplyStatus, Role};
+use parlor_domain::{ReplyStatus, Role, SendMark};
 
 #[component]
 pub fn MessageList(
@@ -149,9 +149,36 @@ fn MessageItem(
         .into_any(),
         _ => view! { <div class="bubble plain">{move || message.text.get()}</div> }.into_any(),
     };
+    let stored = move || {
+        message.id.with(Option::is_some) && !message.streaming.get() && !message.notice.get()
+    };
+    let pinned = move || message.send.get() == Some(SendMark::Always);
+    let excluded = move || message.send.get() == Some(SendMark::Never);
+    let marks = move || {
+        view! {
+            <button
+                class="pin"
+                aria-pressed=move || pinned().to_string()
+                title="Always send this message, even when the history policy would leave it out"
+                on:click=move |_| state.mark(message, (!pinned()).then_some(SendMark::Always))
+            >
+                {move || if pinned() { "Unpin" } else { "Always send" }}
+            </button>
+            <button
+                class="exclude"
+                aria-pressed=move || excluded().to_string()
+                title="Never send this message to the model (it stays in the conversation)"
+                on:click=move |_| state.mark(message, (!excluded()).then_some(SendMark::Never))
+            >
+                {move || if excluded() { "Send again" } else { "Don't send" }}
+            </button>
+        }
+    };
     view! {
         <article
             class=format!("message {}", role.as_str())
+            class:pinned=pinned
+            class:excluded=excluded
             class:not-sent=not_sent
             class:streaming=move || message.streaming.get()
             class:command-notice=move || role == Role::Assistant && message.notice.get()
@@ -160,6 +187,14 @@ fn MessageItem(
             <Show when=not_sent>
                 <span class="tag not-sent-tag" title="Not sent to the model on the last turn">
                     "not sent"
+                </span>
+            </Show>
+            <Show when=pinned>
+                <span class="tag pinned-tag" title="Always sent to the model">"pinned"</span>
+            </Show>
+            <Show when=excluded>
+                <span class="tag excluded-tag" title="You chose not to send this message to the model">
+                    "not sent: excluded"
                 </span>
             </Show>
             {body}
@@ -190,7 +225,11 @@ fn MessageItem(
                             "Regenerate"
                         </button>
                     </Show>
+                    <Show when=stored>{marks}</Show>
                 </div>
+            </Show>
+            <Show when=move || role == Role::User && stored()>
+                <div class="actions">{marks}</div>
             </Show>
         </article>
         <Show when=summary_ends_here>

@@ -48,6 +48,7 @@ pub(crate) async fn answer(
         finish_reason: "command".into(),
         usage: None,
         html: None,
+        message_id: None,
     }));
     Ok(Turn { meta, events: rx })
 }

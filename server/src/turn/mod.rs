@@ -446,6 +446,7 @@ impl TurnContext<'_> {
             model: name,
             provider: self.services.models.provider_label(model).to_owned(),
             history: plan.report.clone(),
+            message_id: None,
         }
     }
 
@@ -475,6 +476,7 @@ impl TurnContext<'_> {
         let sent_summary = summary
             .as_ref()
             .map(|s| parlor_domain::summary::for_model(&s.summary));
+        let message_id = tail.last().map(|m| m.id().into_owned());
         let mut plan = self.plan(
             model.as_ref(),
             tail,
@@ -492,7 +494,8 @@ impl TurnContext<'_> {
             )));
         }
         self.log_decision(&plan);
-        let meta = self.meta(&mut info, model.as_ref(), &plan);
+        let mut meta = self.meta(&mut info, model.as_ref(), &plan);
+        meta.message_id = message_id;
         let request = match (model, plan.error) {
             (_, Some(e)) => Err(e.to_string()),
             (None, None) => Err(LlmError::NoModel {

@@ -92,12 +92,16 @@ impl Reply {
         crate::metrics::reply(started.elapsed().as_secs_f64());
         crate::metrics::turn(outcome.label());
         self.record_usage(&outcome).await;
-        let stored = text.is_empty() || self.store(text, model, outcome.status()).await;
+        let stored = if text.is_empty() {
+            Some(None)
+        } else {
+            self.store(text, model, outcome.status()).await.map(Some)
+        };
         if let Some(busy) = self.busy.take() {
             busy.release().await;
         }
-        if stored {
-            self.finish(outcome).await;
+        if let Some(reply_id) = stored {
+            self.finish(outcome, reply_id).await;
             if let Some(then) = self.then.take() {
                 then();
             }
@@ -122,13 +126,13 @@ impl Reply {
         }
     }
 
-    /// Stores the reply; on failure tells the browser and returns `false`.
+    /// Stores the reply and returns its id; on failure tells the browser and returns `None`.
     async fn store(
         &self,
         text: String,
         model: Option<String>,
         status: Option<ReplyStatus>,
-    ) -> bool {
+    ) -> Option<String> {
         let id = &self.info.session_id;
         let mut reply = Message {
             meta: Some(MessageMeta {
@@ -139,8 +143,13 @@ impl Reply {
             ..Message::assistant(text, now_ms())
         };
         reply.ensure_id();
-        match self.history.store.append(id, &[reply]).await {
-            Ok(()) => true,
+        match self
+            .history
+            .store
+            .append(id, std::slice::from_ref(&reply))
+            .await
+        {
+            Ok(()) => reply.id,
             Err(e) => {
                 tracing::error!("could not store the reply in {id}: {e}");
                 let _ = self
@@ -149,15 +158,17 @@ impl Reply {
                         message: format!("The reply could not be saved: {e}"),
                     })
                     .await;
-                false
+                None
             }
         }
     }
 
-    /// The last event: `done` or `error` (nothing when nobody listens).
-    async fn finish(&self, outcome: Outcome) {
+    /// The last event: `done` (with the stored reply's id) or `error` (nothing when nobody
+    /// listens).
+    async fn finish(&self, outcome: Outcome, reply_id: Option<String>) {
         match outcome {
-            Outcome::Finished(done) => {
+            Outcome::Finished(mut done) => {
+                done.message_id = reply_id;
                 let _ = self.tx.send(ChatEvent::Done(done)).await;
             }
             Outcome::Failed(message) => {
@@ -203,6 +214,7 @@ async fn relay(
                     finish_reason: reason,
                     usage,
                     html: Some(markdown.finish()),
+                    message_id: None,
                 })
             }
             Some(Err(e)) => return failed(e),
