@@ -37,6 +37,17 @@ describe('pin and exclude', () => {
     await replyFinished(page);
     assert.deepEqual(await sentUserTexts(suite.fake), ['the project is called Atlas', 'four']);
 
+    // The debug panel (same browser: the conversation is this browser's) lists the marks
+    // step and what the marks did.
+    const debug = await context.newPage();
+    await debug.goto(`${page.url()}&debug=true`);
+    await debug.waitForSelector('body[data-hydrated]');
+    const marks = await debug.locator('[data-fact="marks"]').innerText();
+    assert.match(marks, /1 pinned message sent/);
+    assert.match(marks, /1 excluded message left out/);
+    assert.match(await debug.locator('[data-step="marks"]').innerText(), /marks \+1 −2 → /);
+    await debug.close();
+
     // The marks are stored: a reload shows them.
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');

@@ -80,9 +80,13 @@ fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
                             <ol class="chain">
                                 {h.chain.iter().map(|step| {
                                     let removed = step.removed;
+                                    let added = step.added;
                                     view! {
                                         <li data-step=step.name.clone()>
                                             {step.name.clone()}
+                                            {(added > 0).then(|| view! {
+                                                <span class="added">{format!(" +{added}")}</span>
+                                            })}
                                             {(removed > 0).then(|| view! {
                                                 <span class="removed">{format!(" −{removed}")}</span>
                                             })}
@@ -94,6 +98,17 @@ fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
                         </dd>
                         <dt>"Tokens sent"</dt>
                         <dd data-fact="tokens">{tokens}</dd>
+                        {h.marks.map(|m| view! {
+                            <dt>"Marks"</dt>
+                            <dd data-fact="marks">
+                                {count_of(m.pinned_sent, "pinned message")}" sent"
+                                {(m.pinned_dropped > 0).then(|| format!(
+                                    ", {} dropped by the token budget",
+                                    m.pinned_dropped
+                                ))}
+                                ", "{count_of(m.excluded, "excluded message")}" left out"
+                            </dd>
+                        })}
                         {h.context.map(|c| view! { <ContextFacts report=*c/> })}
                         {h.summary.map(|s| view! { <SummaryFacts report=*s/> })}
                     }
