@@ -195,8 +195,13 @@ impl ChatState {
     }
 
     /// Pins (`Always`), excludes (`Never`) or clears the mark of a stored message; the
-    /// transcript shows the mark once the server has stored it.
-    pub fn mark(self, message: UiMessage, send: Option<SendMark>) {
+    /// transcript shows the mark once the server has stored it, or in `failed` why not.
+    pub fn mark(
+        self,
+        message: UiMessage,
+        send: Option<SendMark>,
+        failed: RwSignal<Option<String>>,
+    ) {
         let (Some(session), Some(id)) =
             (self.session_id.get_untracked(), message.id.get_untracked())
         else {
@@ -208,10 +213,10 @@ impl ChatState {
             encode(&session),
             encode(&id)
         );
-        let state = self;
+        failed.set(None);
         stream::spawn_mark(url, send, move |stored| match stored {
             Ok(send) => message.send.set(send),
-            Err(reason) => state.error.set(Some(reason)),
+            Err(reason) => failed.set(Some(reason)),
         });
     }
 

@@ -63,6 +63,17 @@ describe('pin and exclude', () => {
     await send(page, 'five');
     await replyFinished(page);
     assert.deepEqual(await sentUserTexts(suite.fake), ['four', 'five']);
+
+    // A stale tab: the conversation was reset elsewhere; marking says why it cannot.
+    const other = await context.newPage();
+    await other.goto(page.url());
+    await other.waitForSelector('body[data-hydrated]');
+    await send(other, '!reset');
+    await other.waitForSelector('.command-notice');
+    await other.close();
+    await userMessage(page, 'five').locator('button.pin').click();
+    assert.match(await userMessage(page, 'five').locator('.mark-error').innerText(), /no message with id/);
+    assert.equal(await userMessage(page, 'five').locator('.pinned-tag').count(), 0);
     assert.deepEqual(errors, []);
     await context.close();
   });

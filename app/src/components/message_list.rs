@@ -153,22 +153,30 @@ fn MessageItem(
         message.id.with(Option::is_some) && !message.streaming.get() && !message.notice.get()
     };
     let pinned = move || message.send.get() == Some(SendMark::Always);
+    // Why the last change of a mark was refused (e.g. while a reply is being written).
+    let mark_failed = RwSignal::new(None::<String>);
     let excluded = move || message.send.get() == Some(SendMark::Never);
     let marks = move || {
         view! {
             <button
                 class="pin"
                 aria-pressed=move || pinned().to_string()
+                disabled=move || state.streaming.get()
                 title="Always send this message, even when the history policy would leave it out"
-                on:click=move |_| state.mark(message, (!pinned()).then_some(SendMark::Always))
+                on:click=move |_| {
+                    state.mark(message, (!pinned()).then_some(SendMark::Always), mark_failed)
+                }
             >
                 {move || if pinned() { "Unpin" } else { "Always send" }}
             </button>
             <button
                 class="exclude"
                 aria-pressed=move || excluded().to_string()
+                disabled=move || state.streaming.get()
                 title="Never send this message to the model (it stays in the conversation)"
-                on:click=move |_| state.mark(message, (!excluded()).then_some(SendMark::Never))
+                on:click=move |_| {
+                    state.mark(message, (!excluded()).then_some(SendMark::Never), mark_failed)
+                }
             >
                 {move || if excluded() { "Send again" } else { "Don't send" }}
             </button>
@@ -197,6 +205,9 @@ fn MessageItem(
                     "not sent: excluded"
                 </span>
             </Show>
+            {move || mark_failed.get().map(|reason| view! {
+                <span class="tag mark-error" role="alert">{reason}</span>
+            })}
             {body}
             {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
             {move || match message.status.get() {
