@@ -158,28 +158,8 @@ fn MessageItem(
     let excluded = move || message.send.get() == Some(SendMark::Never);
     let marks = move || {
         view! {
-            <button
-                class="pin"
-                aria-pressed=move || pinned().to_string()
-                disabled=move || state.streaming.get()
-                title="Always send this message, even when the history policy would leave it out"
-                on:click=move |_| {
-                    state.mark(message, (!pinned()).then_some(SendMark::Always), mark_failed)
-                }
-            >
-                {move || if pinned() { "Unpin" } else { "Always send" }}
-            </button>
-            <button
-                class="exclude"
-                aria-pressed=move || excluded().to_string()
-                disabled=move || state.streaming.get()
-                title="Never send this message to the model (it stays in the conversation)"
-                on:click=move |_| {
-                    state.mark(message, (!excluded()).then_some(SendMark::Never), mark_failed)
-                }
-            >
-                {move || if excluded() { "Send again" } else { "Don't send" }}
-            </button>
+            <MarkButton state message mark=SendMark::Always failed=mark_failed/>
+            <MarkButton state message mark=SendMark::Never failed=mark_failed/>
         }
     };
     view! {
@@ -246,6 +226,42 @@ fn MessageItem(
         <Show when=summary_ends_here>
             <div class="summarized-marker" role="note">"Messages above are summarized"</div>
         </Show>
+    }
+}
+
+/// Sets or clears one mark of a message: "Always send" / "Unpin", "Don't send" / "Send again".
+#[component]
+fn MarkButton(
+    state: ChatState,
+    message: UiMessage,
+    mark: SendMark,
+    failed: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let (class, set_label, unset_label, title) = match mark {
+        SendMark::Always => (
+            "pin",
+            "Always send",
+            "Unpin",
+            "Always send this message, even when the history policy would leave it out",
+        ),
+        SendMark::Never => (
+            "exclude",
+            "Don't send",
+            "Send again",
+            "Never send this message to the model (it stays in the conversation)",
+        ),
+    };
+    let set = move || message.send.get() == Some(mark);
+    view! {
+        <button
+            class=class
+            aria-pressed=move || set().to_string()
+            disabled=move || state.streaming.get()
+            title=title
+            on:click=move |_| state.mark(message, (!set()).then_some(mark), failed)
+        >
+            {move || if set() { unset_label } else { set_label }}
+        </button>
     }
 }
 
