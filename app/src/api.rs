@@ -2,7 +2,7 @@
 //! their pages, in `pages/`).
 
 use parlor_domain::context::Chip;
-use parlor_domain::{DebugInfo, ReplyStatus, Role};
+use parlor_domain::{ReplyStatus, Role};
 use serde::{Deserialize, Serialize};
 
 /// An agent on the home page.
@@ -80,7 +80,7 @@ pub struct ChatData {
     pub messages: Vec<StoredMessage>,
     pub conversations: Vec<ConversationItem>,
     /// Present when the debug panel was asked for (`?debug=true`) and the operator allows it.
-    pub debug: Option<DebugInfo>,
+    pub debug: Option<DebugView>,
     /// The largest chat request with images (`PARLOR_MAX_CONTEXT_BYTES`): the composer
     /// refuses larger attachments before uploading them.
     pub max_context_bytes: usize,
@@ -93,4 +93,14 @@ pub enum ChatPageData {
     Ready(Box<ChatData>),
     UnknownAgent(String),
     UnknownConversation,
+}
+
+/// The debug panel, as the server rendered it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DebugView {
+    /// The panel's inner HTML.
+    pub html: String,
+    /// The first stored message the last model call received (earlier ones are marked "not
+    /// sent" in the transcript).
+    pub first_sent: Option<usize>,
 }

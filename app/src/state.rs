@@ -4,14 +4,13 @@
 //! message and nothing else on the page. Replies arrive as text plus sanitized HTML that the
 //! server renders block by block; the browser never parses Markdown itself.
 
-use crate::api::{ChatData, ChatQuery, ConversationItem};
+use crate::api::{ChatData, ChatQuery, ConversationItem, DebugView};
 use crate::attach::Attachment;
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
 use parlor_domain::{
-    ChatEvent, ChatRequest, DebugInfo, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role, SendMark,
-    TurnReport,
+    ChatEvent, ChatRequest, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role, SendMark,
 };
 
 #[derive(Clone, Copy)]
@@ -53,9 +52,11 @@ pub struct ChatState {
     /// How many of the first stored messages the rolling summary covers.
     pub summarized: RwSignal<usize>,
     pub conversations: RwSignal<Vec<ConversationItem>>,
-    /// The debug panel's facts; `None` unless the page was opened with `?debug=true` (and
-    /// the operator allows it). Updated live by every turn.
-    pub debug: RwSignal<Option<DebugInfo>>,
+    /// The debug panel as the server rendered it; `None` unless the page was opened with
+    /// `?debug=true` (and the operator allows it). Rendered again after every turn.
+    pub debug: RwSignal<Option<DebugView>>,
+    /// The panel is being fetched again.
+    pub debug_loading: RwSignal<bool>,
     /// The conversation's model and provider, as the last turn reported them.
     pub model: RwSignal<String>,
     pub provider: RwSignal<String>,
@@ -83,6 +84,7 @@ impl ChatState {
             summarized: RwSignal::new(data.summarized),
             conversations: RwSignal::new(data.conversations.clone()),
             debug: RwSignal::new(data.debug.clone()),
+            debug_loading: RwSignal::new(false),
             model: RwSignal::new(data.model.clone()),
             provider: RwSignal::new(data.provider.clone()),
             next_key: StoredValue::new(0),
@@ -214,9 +216,14 @@ impl ChatState {
             encode(&id)
         );
         failed.set(None);
-        stream::spawn_mark(url, send, move |stored| match stored {
-            Ok(send) => message.send.set(send),
-            Err(reason) => failed.set(Some(reason)),
+        let body = serde_json::to_string(&parlor_domain::MarkRequest { send }).ok();
+        stream::spawn_request("PUT", url, body, move |reply| {
+            match reply.and_then(|text| {
+                serde_json::from_str::<parlor_domain::MarkReply>(&text).map_err(|e| e.to_string())
+            }) {
+                Ok(reply) => message.send.set(reply.send),
+                Err(reason) => failed.set(Some(reason)),
+            }
         });
     }
 
@@ -246,11 +253,46 @@ impl ChatState {
         self.error.set(None);
         self.debug.update(|d| {
             if let Some(d) = d {
-                d.session_id = None;
-                d.last_turn = None;
+                d.first_sent = None;
             }
         });
         stream::set_url_param("session", None);
+        self.refresh_debug();
+    }
+
+    /// Fetches the debug panel again (when it is open): the server renders it from what it
+    /// stored about the conversation.
+    fn refresh_debug(self) {
+        if self.debug.with_untracked(Option::is_none) {
+            return;
+        }
+        let query = self.query.get_value();
+        let mut url = format!(
+            "/api/chat/{}/debug?format=html",
+            encode(&self.agent_id.get_value())
+        );
+        if let Some(session) = self.session_id.get_untracked() {
+            url.push_str(&format!("&session_id={}", encode(&session)));
+        }
+        for (key, value) in [
+            ("historyPolicy", &query.history_policy),
+            ("historyLength", &query.history_length),
+        ] {
+            if let Some(value) = value {
+                url.push_str(&format!("&{key}={}", encode(value)));
+            }
+        }
+        self.debug_loading.set(true);
+        stream::spawn_request("GET", url, None, move |html| {
+            if let Ok(html) = html {
+                self.debug.update(|d| {
+                    if let Some(d) = d {
+                        d.html = html;
+                    }
+                });
+            }
+            self.debug_loading.set(false);
+        });
     }
 
     fn api_url(&self) -> String {
@@ -394,11 +436,7 @@ impl TurnView {
         }
         state.debug.update(|d| {
             if let Some(d) = d {
-                d.session_id = Some(meta.session_id.clone());
-                d.model = meta.model.clone();
-                d.provider = meta.provider.clone();
-                d.settings = meta.history.settings.clone();
-                d.last_turn = Some(TurnReport::new(meta.history, meta.model));
+                d.first_sent = Some(meta.history.first_sent_index);
             }
         });
     }
@@ -419,11 +457,6 @@ impl TurnView {
         if done.message_id.is_some() {
             self.reply.id.set(done.message_id.clone());
         }
-        self.state.debug.update(|d| {
-            if let Some(turn) = d.as_mut().and_then(|d| d.last_turn.as_mut()) {
-                *turn = turn.clone().with_usage(done.usage.as_ref());
-            }
-        });
         if let Some(html) = done.html {
             let reply = self.reply;
             reply.html.set(html);
@@ -462,6 +495,7 @@ impl TurnView {
 
     /// The stream ended: how, and what the transcript keeps of the turn.
     fn end(self, end: StreamEnd) {
+        self.state.refresh_debug();
         self.reply.streaming.set(false);
         self.state.streaming.set(false);
         match end {

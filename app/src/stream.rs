@@ -71,24 +71,27 @@ pub fn spawn_chat(
 ) {
 }
 
-/// Sets (or clears) a message's mark with `PUT url` in the background; `on_done` gets the
-/// mark now stored, or the server's reason for refusing.
+/// Sends a request to Parlor's API in the background (`body`: JSON); `on_done` gets the
+/// response's text, or the server's reason for refusing (its `{"error"}`), or why Parlor
+/// could not be reached.
 #[cfg(feature = "hydrate")]
-pub fn spawn_mark(
+pub fn spawn_request(
+    method: &'static str,
     url: String,
-    send: Option<parlor_domain::SendMark>,
-    on_done: impl FnOnce(Result<Option<parlor_domain::SendMark>, String>) + 'static,
+    body: Option<String>,
+    on_done: impl FnOnce(Result<String, String>) + 'static,
 ) {
     leptos::task::spawn_local(async move {
-        on_done(browser::put_mark(&url, send).await);
+        on_done(browser::request(method, &url, body).await);
     });
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub fn spawn_mark(
+pub fn spawn_request(
+    _method: &'static str,
     _url: String,
-    _send: Option<parlor_domain::SendMark>,
-    _on_done: impl FnOnce(Result<Option<parlor_domain::SendMark>, String>) + 'static,
+    _body: Option<String>,
+    _on_done: impl FnOnce(Result<String, String>) + 'static,
 ) {
 }
 
@@ -177,22 +180,28 @@ mod browser {
         }
     }
 
-    pub async fn put_mark(
-        url: &str,
-        send: Option<parlor_domain::SendMark>,
-    ) -> Result<Option<parlor_domain::SendMark>, String> {
-        let body = parlor_domain::MarkRequest { send };
-        let response = gloo_net::http::Request::put(url)
-            .json(&body)
+    pub async fn request(method: &str, url: &str, body: Option<String>) -> Result<String, String> {
+        let builder = gloo_net::http::RequestBuilder::new(url).method(match method {
+            "POST" => gloo_net::http::Method::POST,
+            "PUT" => gloo_net::http::Method::PUT,
+            "PATCH" => gloo_net::http::Method::PATCH,
+            "DELETE" => gloo_net::http::Method::DELETE,
+            _ => gloo_net::http::Method::GET,
+        });
+        let request = match body {
+            Some(body) => builder
+                .header("content-type", "application/json")
+                .body(body),
+            None => builder.build(),
+        };
+        let response = request
             .map_err(|e| e.to_string())?
             .send()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("Could not reach Parlor: {e}"))?;
         let text = response.text().await.unwrap_or_default();
         if response.ok() {
-            serde_json::from_str::<parlor_domain::MarkReply>(&text)
-                .map(|reply| reply.send)
-                .map_err(|e| e.to_string())
+            Ok(text)
         } else {
             Err(serde_json::from_str::<parlor_domain::ApiError>(&text)
                 .map(|e| e.error)

@@ -119,8 +119,10 @@ export async function replyFinished(page) {
   await page.waitForFunction(() => {
     const messages = document.querySelectorAll('.transcript > article.message');
     const last = messages[messages.length - 1];
+    // The debug panel, when open, is fetched again after the reply: wait for it too.
     return last && last.dataset.role === 'assistant' && !last.classList.contains('streaming')
-      && last.querySelector('.actions') !== null;
+      && last.querySelector('.actions') !== null
+      && document.querySelector('.debug-panel[aria-busy="true"]') === null;
   }, null, { timeout: 30000 });
 }
 

@@ -2,7 +2,7 @@
 
 use crate::state::Services;
 use parlor_app::api::{
-    AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, HomeData,
+    AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, DebugView, HomeData,
     StoredMessage,
 };
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
@@ -96,6 +96,7 @@ impl Backend for PageBackend {
                 .collect(),
             None => Vec::new(),
         };
+        let stored = messages.len();
         let (model, provider) = services.models.label(
             &agent,
             conversation.as_ref().and_then(|c| c.model.as_deref()),
@@ -135,12 +136,16 @@ impl Backend for PageBackend {
                 .collect(),
             conversations,
             debug: (query.debug && services.config.debug_panel).then(|| {
-                services.debug_info(
+                let info = services.debug_info(
                     &agent,
                     conversation.as_ref(),
                     query.history_policy.as_deref(),
                     query.history_length.as_deref(),
-                )
+                );
+                DebugView {
+                    first_sent: info.last_turn.as_ref().map(|t| t.history.first_sent_index),
+                    html: parlor_app::components::debug_panel::render(info, stored),
+                }
             }),
             max_context_bytes: services.config.max_context_bytes,
             summarized,

@@ -1,33 +1,35 @@
 //! The `?debug=true` panel: which history settings apply and where they came from, and what
-//! the last model call was sent. Updated live by every turn.
+//! the last model call was sent.
+//!
+//! Rendered on the server only, like Markdown: the chat island shows the HTML it is given
+//! (in the page, then fetched again after every turn), so none of this is in the browser's
+//! WASM.
 
-use crate::state::ChatState;
 use leptos::prelude::*;
+use leptos::tachys::view::RenderHtml;
 use parlor_domain::context::{BlockReport, ContextReport};
 use parlor_domain::summary::SummaryReport;
 use parlor_domain::{DebugInfo, SettingsReport};
 
-#[component]
-pub fn DebugPanel(state: ChatState) -> impl IntoView {
-    let info = move || state.debug.get();
-    view! {
-        <aside class="debug-panel" aria-label="History debug">
+/// The panel's inner HTML for `info`, where the conversation now holds `messages` messages.
+pub fn render(info: DebugInfo, messages: usize) -> String {
+    let owner = Owner::new();
+    owner.with(|| {
+        view! {
             <h2>"History debug"</h2>
-            {move || info().map(|info| view! { <DebugFacts info state/> })}
-        </aside>
-    }
+            <DebugFacts info messages/>
+        }
+        .to_html()
+    })
 }
 
 #[component]
-fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
-    // The conversation as the user sees it now (replies included), not as it was when the
-    // last turn was planned.
-    let messages = move || {
-        let count = state
-            .messages
-            .with(|list| list.iter().filter(|m| !m.notice.get()).count());
-        count_of(count, "message")
-    };
+fn DebugFacts(
+    info: DebugInfo,
+    /// The conversation as the user sees it now (replies included), not as it was when the
+    /// last turn was planned.
+    messages: usize,
+) -> impl IntoView {
     let settings = info.settings.clone();
     let turn = info.last_turn.clone();
     let session = info
@@ -52,7 +54,7 @@ fn DebugFacts(info: DebugInfo, state: ChatState) -> impl IntoView {
             </dd>
             <Notes notes=settings.length_notes.clone()/>
             <dt>"Messages"</dt>
-            <dd data-fact="messages">{messages}</dd>
+            <dd data-fact="messages">{count_of(messages, "message")}</dd>
             {match turn {
                 Some(turn) => {
                     let h = turn.history.clone();

@@ -103,11 +103,7 @@ fn MessageItem(
     };
     // With the debug panel open: messages the last model call did not receive.
     let not_sent = move || {
-        let first_sent = state.debug.with(|d| {
-            d.as_ref()
-                .and_then(|d| d.last_turn.as_ref())
-                .map(|t| t.history.first_sent_index)
-        });
+        let first_sent = state.debug.with(|d| d.as_ref().and_then(|d| d.first_sent));
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
     // User turns sent after this message: its context chips expire by them.

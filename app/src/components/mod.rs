@@ -1,11 +1,11 @@
 //! The chat page's parts.
 
 mod composer;
-mod debug_panel;
+#[cfg(feature = "ssr")]
+pub mod debug_panel;
 mod message_list;
 mod sidebar;
 
 pub use composer::Composer;
-pub use debug_panel::DebugPanel;
 pub use message_list::MessageList;
 pub use sidebar::Sidebar;

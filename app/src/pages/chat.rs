@@ -4,7 +4,7 @@
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
 use crate::api::{ChatData, ChatPageData, ChatQuery};
-use crate::components::{Composer, DebugPanel, MessageList, Sidebar};
+use crate::components::{Composer, MessageList, Sidebar};
 use crate::state::ChatState;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -145,7 +145,14 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                 <Composer state agent_name=agent.name.clone()/>
             </main>
             <Show when=move || state.debug.with(Option::is_some)>
-                <DebugPanel state/>
+                // Rendered by the server (`components::debug_panel`); busy while it is
+                // fetched again after a turn.
+                <aside
+                    class="debug-panel"
+                    aria-label="History debug"
+                    aria-busy=move || state.debug_loading.get().to_string()
+                    inner_html=move || state.debug.with(|d| d.as_ref().map(|d| d.html.clone()).unwrap_or_default())
+                ></aside>
             </Show>
         </div>
     }

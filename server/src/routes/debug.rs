@@ -1,8 +1,8 @@
 //! `GET /api/chat/{agent_id}/debug`: the debug panel's facts as JSON.
 //!
 //! Query: `session_id` (optional), and the page's `historyPolicy` / `historyLength`, resolved
-//! exactly as the chat stream resolves them. Off when the operator sets
-//! `PARLOR_DEBUG_PANEL=false`.
+//! exactly as the chat stream resolves them; `format=html` answers with the panel as the chat
+//! page shows it. Off when the operator sets `PARLOR_DEBUG_PANEL=false`.
 
 use super::error::ApiError;
 use super::first_value;
@@ -10,6 +10,7 @@ use crate::browser;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
 use parlor_domain::{DebugInfo, SessionId};
@@ -22,9 +23,10 @@ use parlor_domain::{DebugInfo, SessionId};
         ("session_id" = Option<String>, Query, description = "A conversation this browser may see"),
         ("historyPolicy" = Option<String>, Query, description = "As on the page URL: `lastN`, `all` or `none`"),
         ("historyLength" = Option<String>, Query, description = "As on the page URL: an integer"),
+        ("format" = Option<String>, Query, description = "`html`: the panel's HTML as the chat page shows it, instead of JSON"),
     ),
     responses(
-        (status = 200, description = "The settings as they resolve for this query, and the conversation's last model call", body = DebugInfo),
+        (status = 200, description = "The settings as they resolve for this query, and the conversation's last model call (with `format=html`: as HTML)", body = DebugInfo),
         (status = 400, description = "A malformed session id, or another agent's conversation", body = parlor_domain::ApiError),
         (status = 404, description = "Unknown agent or conversation, or the panel is off", body = parlor_domain::ApiError),
         (status = 503, description = "The history store cannot be read", body = parlor_domain::ApiError),
@@ -35,7 +37,7 @@ pub async fn get_debug(
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
-) -> Result<Json<DebugInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let services = &app.services;
     if !services.config.debug_panel {
         return Err(ApiError::not_found(
@@ -46,25 +48,41 @@ pub async fn get_debug(
         .agents
         .get(&agent_id)
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
+    let store = &services.histories.for_agent(&agent).store;
+    let unavailable =
+        |e: crate::store::StoreError| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     let conversation = match first_value(&query, "session_id").filter(|s| !s.is_empty()) {
         None => None,
         Some(raw) => {
             let id = SessionId::parse(raw)?;
-            let store = &services.histories.for_agent(&agent).store;
             let info = store
                 .info(&id)
                 .await
-                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
+                .map_err(unavailable)?
                 .ok_or_else(|| ApiError::not_found("conversation not found"))?;
             let owner = browser::from_jar(&jar).map(|b| browser::owner(&b));
             info.visible_to(owner.as_deref(), &agent.id)?;
             Some(info)
         }
     };
-    Ok(Json(services.debug_info(
+    let info = services.debug_info(
         &agent,
         conversation.as_ref(),
         first_value(&query, "historyPolicy"),
         first_value(&query, "historyLength"),
-    )))
+    );
+    if first_value(&query, "format") != Some("html") {
+        return Ok(Json(info).into_response());
+    }
+    let messages = match &conversation {
+        Some(c) => {
+            store
+                .stats(&c.session_id)
+                .await
+                .map_err(unavailable)?
+                .messages
+        }
+        None => 0,
+    };
+    Ok(Html(parlor_app::components::debug_panel::render(info, messages)).into_response())
 }
