@@ -20,6 +20,7 @@ pub mod plan;
 pub mod session;
 pub mod settings;
 pub mod summary;
+pub mod transfer;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{

@@ -1,0 +1,469 @@
+//! Conversations in and out of Parlor: the JSON export (Parlor's stored form), a readable
+//! Markdown export, the imports Parlor accepts (its own export, or an OpenAI-style
+//! `[{"role", "content"}]` array), and the line a search result shows.
+//!
+//! An import is checked whole before anything is written: [`parse_import`] either returns
+//! every message or says which one is wrong.
+
+use crate::context::{Chip, Part};
+use crate::message::{title_of, Message, Role, SendMark};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The `format` of Parlor's JSON export.
+pub const EXPORT_FORMAT: &str = "parlor.conversation";
+/// The version of the export's layout this Parlor writes and reads.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// A conversation as Parlor exports it: its details and its messages exactly as stored
+/// (ids, marks, context blocks and reply status included).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Export {
+    pub format: String,
+    pub version: u32,
+    pub agent_id: String,
+    pub title: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub messages: Vec<Message>,
+}
+
+impl Export {
+    pub fn new(
+        agent_id: &str,
+        title: &str,
+        created_ms: i64,
+        updated_ms: i64,
+        messages: Vec<Message>,
+    ) -> Self {
+        Self {
+            format: EXPORT_FORMAT.into(),
+            version: EXPORT_VERSION,
+            agent_id: agent_id.into(),
+            title: title.into(),
+            created_ms,
+            updated_ms,
+            messages,
+        }
+    }
+
+    /// The conversation as readable Markdown: a heading per message with its role and time
+    /// (UTC), its text, its attachments by name, and its mark.
+    pub fn to_markdown(&self) -> String {
+        let mut out = format!("# {}\n\n", one_line(&self.title, "Conversation"));
+        out.push_str(&format!(
+            "Agent `{}` · {} · exported from Parlor\n",
+            self.agent_id,
+            plural(self.messages.len(), "message")
+        ));
+        for message in &self.messages {
+            let role = match message.role {
+                Role::System => "System",
+                Role::User => "User",
+                Role::Assistant => "Assistant",
+                Role::Tool => "Tool",
+            };
+            out.push_str(&format!("\n## {role} · {}", utc_time(message.ts)));
+            match message.send {
+                Some(SendMark::Always) => out.push_str(" · always sent"),
+                Some(SendMark::Never) => out.push_str(" · not sent"),
+                None => {}
+            }
+            out.push_str("\n\n");
+            out.push_str(message.text.trim_end());
+            out.push('\n');
+            let attached: Vec<String> = Chip::of_stored(&message.context)
+                .into_iter()
+                .map(|chip| format!("{} ({})", chip.source, chip.kind))
+                .collect();
+            if !attached.is_empty() {
+                out.push_str(&format!("\nAttached: {}\n", attached.join(", ")));
+            }
+        }
+        out
+    }
+}
+
+/// What an import brings: a title when the file had one, and the messages to store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imported {
+    pub title: String,
+    pub messages: Vec<Message>,
+}
+
+/// Why a file cannot be imported; nothing of it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error(
+        "not a conversation: expected a Parlor export (an object with \"format\": \
+         \"parlor.conversation\") or an OpenAI-style array of {{\"role\", \"content\"}} messages"
+    )]
+    UnknownShape,
+    #[error("this Parlor reads exports of version {EXPORT_VERSION}; the file is version {0}")]
+    Version(u32),
+    #[error("the export is not valid: {0}")]
+    BadExport(String),
+    #[error("message {index}: {reason}")]
+    BadMessage { index: usize, reason: String },
+    #[error("the conversation has no messages")]
+    Empty,
+}
+
+/// Reads an import: Parlor's JSON export, or an OpenAI-style message array (text content,
+/// as a string or as `text` parts). Messages without a time are stamped from `now_ms`, one
+/// millisecond apart, in their order; every message gets its id.
+pub fn parse_import(text: &str, now_ms: i64) -> Result<Imported, ImportError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| ImportError::NotJson(e.to_string()))?;
+    let mut imported = match value {
+        Value::Object(ref object) if object.contains_key("format") => parse_export(value)?,
+        Value::Array(items) => parse_openai(items, now_ms)?,
+        _ => return Err(ImportError::UnknownShape),
+    };
+    if imported.messages.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    for message in &mut imported.messages {
+        message.ensure_id();
+    }
+    if imported.title.trim().is_empty() {
+        imported.title = imported
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| title_of(&m.text))
+            .unwrap_or_else(|| "Imported conversation".into());
+    }
+    Ok(imported)
+}
+
+fn parse_export(value: Value) -> Result<Imported, ImportError> {
+    if value.get("format").and_then(Value::as_str) != Some(EXPORT_FORMAT) {
+        return Err(ImportError::UnknownShape);
+    }
+    let version = value.get("version").and_then(Value::as_u64).unwrap_or(0);
+    if version != u64::from(EXPORT_VERSION) {
+        return Err(ImportError::Version(version.try_into().unwrap_or(u32::MAX)));
+    }
+    // Each message on its own first, so an error names the message.
+    if let Some(messages) = value.get("messages").and_then(Value::as_array) {
+        for (index, message) in messages.iter().enumerate() {
+            serde_json::from_value::<Message>(message.clone()).map_err(|e| {
+                ImportError::BadMessage {
+                    index: index + 1,
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+    }
+    let export: Export =
+        serde_json::from_value(value).map_err(|e| ImportError::BadExport(e.to_string()))?;
+    Ok(Imported {
+        title: export.title,
+        messages: export.messages,
+    })
+}
+
+fn parse_openai(items: Vec<Value>, now_ms: i64) -> Result<Imported, ImportError> {
+    let mut messages = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let bad = |reason: String| ImportError::BadMessage {
+            index: index + 1,
+            reason,
+        };
+        let Value::Object(object) = item else {
+            return Err(bad("not an object with \"role\" and \"content\"".into()));
+        };
+        let role = match object.get("role").and_then(Value::as_str) {
+            Some("system" | "developer") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some(other) => {
+                return Err(bad(format!(
+                    "role {other:?} cannot be imported (only system, developer, user and \
+                     assistant)"
+                )))
+            }
+            None => return Err(bad("no \"role\"".into())),
+        };
+        let text = match object.get("content") {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Array(parts)) => {
+                let mut texts = Vec::new();
+                for (n, part) in parts.iter().enumerate() {
+                    match (
+                        part.get("type").and_then(Value::as_str),
+                        part.get("text").and_then(Value::as_str),
+                    ) {
+                        (Some("text"), Some(text)) => texts.push(text),
+                        _ => {
+                            return Err(bad(format!(
+                                "content part {}: only text parts can be imported",
+                                n + 1
+                            )))
+                        }
+                    }
+                }
+                texts.join("\n\n")
+            }
+            _ => return Err(bad("no text \"content\"".into())),
+        };
+        if text.trim().is_empty() {
+            return Err(bad("empty content".into()));
+        }
+        let ts = now_ms.saturating_add(index.try_into().unwrap_or(i64::MAX));
+        messages.push(Message::new(role, text, ts));
+    }
+    Ok(Imported {
+        title: String::new(),
+        messages,
+    })
+}
+
+/// The first line of `text` containing `query` (compared case-insensitively), trimmed and
+/// cut to about `max_chars` characters around the match.
+pub fn matching_line(text: &str, query: &str, max_chars: usize) -> Option<String> {
+    let query = query.trim().to_lowercase();
+    if query.is_empty() {
+        return None;
+    }
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| line.to_lowercase().contains(&query))?;
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= max_chars {
+        return Some(line.to_owned());
+    }
+    // Where the match starts, in characters (lowercasing keeps the count for nearly all text;
+    // the cut is clamped either way).
+    let lower = line.to_lowercase();
+    let at = lower
+        .find(&query)
+        .map(|byte| lower[..byte].chars().count())
+        .unwrap_or(0)
+        .min(chars.len());
+    let start = at.saturating_sub(max_chars / 3);
+    let end = (start + max_chars).min(chars.len());
+    let start = end.saturating_sub(max_chars);
+    let mut snippet: String = chars[start..end].iter().collect();
+    if start > 0 {
+        snippet.insert(0, '…');
+    }
+    if end < chars.len() {
+        snippet.push('…');
+    }
+    Some(snippet)
+}
+
+/// Whether a message holds `query` in its text or in its attachments' text.
+pub fn message_line(message: &Message, query: &str, max_chars: usize) -> Option<String> {
+    matching_line(&message.text, query, max_chars).or_else(|| {
+        message.context.iter().find_map(|block| match &block.part {
+            Part::Text { text } => matching_line(text, query, max_chars),
+            _ => None,
+        })
+    })
+}
+
+fn one_line(text: &str, fallback: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        fallback.into()
+    } else {
+        line
+    }
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `2026-11-24 17:46:03 UTC` for epoch milliseconds.
+pub fn utc_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{ContextBlock, Part};
+
+    fn conversation() -> Vec<Message> {
+        let mut question = Message::user("What is in the notes?\nSecond line", 1_700_000_000_000);
+        question.context = vec![
+            ContextBlock {
+                part: Part::Header {
+                    source: "notes.md".into(),
+                },
+                retention: None,
+            },
+            ContextBlock {
+                part: Part::Text {
+                    text: "the launch code is blue".into(),
+                },
+                retention: None,
+            },
+        ];
+        question.send = Some(SendMark::Always);
+        let mut answer = Message::assistant("A colour.", 1_700_000_001_000);
+        answer.ensure_id();
+        vec![
+            Message::system("Be brief.", 1_699_999_999_000),
+            question,
+            answer,
+        ]
+    }
+
+    #[test]
+    fn an_export_reads_back_as_the_same_messages() {
+        let export = Export::new("general", "Notes", 1, 2, conversation());
+        let json = serde_json::to_string(&export).unwrap();
+        let imported = parse_import(&json, 0).unwrap();
+        assert_eq!(imported.title, "Notes");
+        let mut expected = conversation();
+        for m in &mut expected {
+            m.ensure_id();
+        }
+        assert_eq!(imported.messages, expected);
+    }
+
+    #[test]
+    fn markdown_names_roles_times_attachments_and_marks() {
+        let md = Export::new("general", "Notes", 1, 2, conversation()).to_markdown();
+        assert!(md.starts_with("# Notes\n"), "{md}");
+        assert!(md.contains("Agent `general` · 3 messages"), "{md}");
+        assert!(
+            md.contains("## User · 2023-11-14 22:13:20 UTC · always sent\n\nWhat is in the notes?\nSecond line\n"),
+            "{md}"
+        );
+        assert!(md.contains("Attached: notes.md (text)"), "{md}");
+        assert!(
+            md.contains("## Assistant · 2023-11-14 22:13:21 UTC\n\nA colour.\n"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn utc_times_are_right_around_leap_years_and_before_1970() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_time(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_time(1_709_251_199_000), "2024-02-29 23:59:59 UTC");
+        assert_eq!(utc_time(-1000), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn an_openai_array_imports_in_order_with_text_parts_joined() {
+        let json = r#"[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]},
+            {"role": "assistant", "content": "Hi!"}
+        ]"#;
+        let imported = parse_import(json, 5_000).unwrap();
+        let got: Vec<_> = imported
+            .messages
+            .iter()
+            .map(|m| (m.role, m.text.as_str(), m.ts, m.id.is_some()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Role::System, "Be brief.", 5_000, true),
+                (Role::User, "Hello\n\nthere", 5_001, true),
+                (Role::Assistant, "Hi!", 5_002, true),
+            ]
+        );
+        assert_eq!(imported.title, "Hello there");
+    }
+
+    #[test]
+    fn a_bad_import_names_what_is_wrong() {
+        let err = |json: &str| parse_import(json, 0).unwrap_err().to_string();
+        assert!(err("{").starts_with("not JSON"));
+        assert!(err(r#"{"hello": 1}"#).starts_with("not a conversation"));
+        assert!(err("[]").contains("no messages"));
+        assert_eq!(
+            err(r#"[{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]"#),
+            "message 2: role \"tool\" cannot be imported (only system, developer, user and assistant)"
+        );
+        assert_eq!(
+            err(
+                r#"[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]"#
+            ),
+            "message 1: content part 1: only text parts can be imported"
+        );
+        assert_eq!(
+            err(r#"[{"role": "user"}]"#),
+            "message 1: no text \"content\""
+        );
+        assert_eq!(
+            err(r#"[{"role": "user", "content": "  "}]"#),
+            "message 1: empty content"
+        );
+        assert!(err(r#"{"format": "parlor.conversation", "version": 9}"#).contains("version 9"));
+        let bad_message = r#"{"format": "parlor.conversation", "version": 1, "agent_id": "a",
+            "title": "t", "created_ms": 0, "updated_ms": 0,
+            "messages": [{"role": "user", "text": "ok", "ts": 1}, {"role": "robot", "text": "x", "ts": 2}]}"#;
+        assert!(
+            err(bad_message).starts_with("message 2: unknown variant `robot`"),
+            "{}",
+            err(bad_message)
+        );
+    }
+
+    #[test]
+    fn the_matching_line_is_found_case_insensitively_and_cut_around_the_match() {
+        assert_eq!(
+            matching_line("first\n  The Launch code  \nlast", "launch", 80).as_deref(),
+            Some("The Launch code")
+        );
+        assert_eq!(matching_line("nothing here", "launch", 80), None);
+        assert_eq!(matching_line("anything", "  ", 80), None);
+        let long = format!("{} needle {}", "a".repeat(300), "b".repeat(300));
+        let cut = matching_line(&long, "NEEDLE", 60).unwrap();
+        assert!(cut.contains("needle"), "{cut}");
+        assert!(cut.starts_with('…') && cut.ends_with('…'), "{cut}");
+        assert!(cut.chars().count() <= 62, "{cut}");
+    }
+
+    #[test]
+    fn attachments_are_searched_after_the_text() {
+        let messages = conversation();
+        assert_eq!(
+            message_line(&messages[1], "blue", 80).as_deref(),
+            Some("the launch code is blue")
+        );
+        assert_eq!(
+            message_line(&messages[1], "second", 80).as_deref(),
+            Some("Second line")
+        );
+    }
+}
