@@ -328,6 +328,7 @@ impl ChatState {
                 .as_ref()
                 .map(|u| u.attachments.iter().map(Attachment::entry).collect())
                 .unwrap_or_default(),
+            edit: None,
         };
         let body = serde_json::to_string(&request).unwrap_or_default();
         let turn = self.owned(|| TurnView {

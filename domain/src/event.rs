@@ -53,6 +53,10 @@ pub struct ChatRequest {
     /// and how long the history keeps it (see [`crate::context`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<ContextEntry>,
+    /// The id of the conversation's last user message, to replace it with `message`: that
+    /// message and what follows it are removed before the new one is stored (Edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<String>,
 }
 
 /// A chat request that passed every check: what [`ChatRequest::validate`] returns.
@@ -66,6 +70,8 @@ pub struct ValidChatRequest {
     pub new_conversation: bool,
     /// The message's context entries, each checked.
     pub context: Vec<ContextEntry>,
+    /// The last user message `message` replaces.
+    pub edit: Option<String>,
 }
 
 /// Why a chat request was refused (HTTP 400).
@@ -89,6 +95,8 @@ pub enum ChatRequestError {
     ContextWithCommand,
     #[error("{0}")]
     Context(#[from] ContextError),
+    #[error("edit needs a session_id and a new message that is not a ! command")]
+    BadEdit,
 }
 
 impl ChatRequest {
@@ -132,11 +140,18 @@ impl ChatRequest {
                 entry.validate(i)?;
             }
         }
+        if self.edit.is_some()
+            && (session_id.is_none()
+                || !matches!(message.as_deref().map(parse_command), Some(Parsed::Message)))
+        {
+            return Err(ChatRequestError::BadEdit);
+        }
         Ok(ValidChatRequest {
             session_id,
             message,
             new_conversation: self.new_conversation,
             context: self.context,
+            edit: self.edit,
         })
     }
 }

@@ -7,6 +7,7 @@ use crate::context::{ContextBlock, Part};
 use serde::{Deserialize, Serialize};
 
 /// Who a message is from.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

@@ -293,6 +293,35 @@ pub enum StoreCommand {
         /// The backup's id, as `parlor store backups` lists it.
         backup: String,
     },
+    /// Print a conversation as JSON (what `parlor store import` and the page's import read)
+    /// or as readable Markdown.
+    Export {
+        #[command(flatten)]
+        target: Target,
+        /// json or md.
+        #[arg(long, default_value = "json")]
+        format: String,
+    },
+    /// Import a conversation from a file: a Parlor JSON export, or an OpenAI-style array of
+    /// {"role", "content"} messages. Nothing is stored unless all of it can be.
+    Import {
+        /// The file to read.
+        file: std::path::PathBuf,
+        /// The agent it belongs to (default: the export's; needed for an OpenAI array).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The history to store it in.
+        #[arg(long, default_value = DEFAULT_HISTORY)]
+        history: String,
+    },
+    /// Find conversations whose title or messages contain a text (case-insensitive), in
+    /// every history or one; prints each with its first matching line.
+    Search {
+        text: String,
+        /// Only this history.
+        #[arg(long)]
+        history: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -424,6 +453,120 @@ pub async fn run_store(
             store.restore_backup(&id, &backup).await?;
             let _ = writeln!(out, "restored {id} from {backup}");
         }
+        StoreCommand::Export { target, format } => {
+            let (store, id) = parse(&target)?;
+            let markdown = match format.as_str() {
+                "json" => false,
+                "md" | "markdown" => true,
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "--format {other:?}: use json or md"
+                    )))
+                }
+            };
+            let Some(info) = info_or_bare(store.as_ref(), &id).await? else {
+                return Err(CliError::Usage(format!(
+                    "no conversation {id} in history {:?}",
+                    target.history
+                )));
+            };
+            let export = crate::conversations::export(store.as_ref(), &info).await?;
+            out = if markdown {
+                export.to_markdown()
+            } else {
+                serde_json::to_string_pretty(&export)? + "\n"
+            };
+        }
+        StoreCommand::Import {
+            file,
+            agent,
+            history,
+        } => {
+            let store = store_of(&history)?;
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?;
+            let agent = match agent {
+                Some(agent) => agent,
+                None => serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("agent_id")?.as_str().map(str::to_owned))
+                    .filter(|agent| !agent.is_empty())
+                    .ok_or_else(|| {
+                        CliError::Usage(
+                            "say which agent the conversation is for with --agent (the file \
+                             does not name one)"
+                                .into(),
+                        )
+                    })?,
+            };
+            let (info, messages) =
+                crate::conversations::import(store.as_ref(), &agent, None, &text)
+                    .await
+                    .map_err(|e| match e {
+                        crate::conversations::ConversationError::Store(e) => CliError::Store(e),
+                        other => CliError::Usage(format!("{}: {other}", file.display())),
+                    })?;
+            let _ = writeln!(
+                out,
+                "imported {messages} message(s) as {} (agent {agent}, history {history}): {}",
+                info.session_id, info.title
+            );
+        }
+        StoreCommand::Search { text, history } => {
+            let ids: Vec<String> = match history {
+                Some(id) => {
+                    store_of(&id)?;
+                    vec![id]
+                }
+                None => histories.ids().into_iter().map(str::to_owned).collect(),
+            };
+            let mut conversations = Vec::new();
+            let mut history_of = std::collections::HashMap::new();
+            for history in ids {
+                let store = store_of(&history)?;
+                for id in store.list().await? {
+                    if let Some(info) = info_or_bare(store.as_ref(), &id).await? {
+                        history_of.insert(id.to_string(), history.clone());
+                        conversations.push((store.clone(), info));
+                    }
+                }
+            }
+            conversations.sort_by_key(|(_, info)| std::cmp::Reverse(info.updated_ms));
+            let hits = crate::conversations::search(conversations, &text).await?;
+            if hits.is_empty() {
+                let _ = writeln!(out, "no conversation contains {text:?}");
+            }
+            for hit in &hits {
+                let _ = writeln!(
+                    out,
+                    "{}  {}  {}\n    {}",
+                    history_of.get(&hit.session_id).map_or("", String::as_str),
+                    hit.session_id,
+                    if hit.title.is_empty() {
+                        "(untitled)"
+                    } else {
+                        &hit.title
+                    },
+                    hit.line
+                );
+            }
+            if hits.len() == crate::conversations::MAX_RESULTS {
+                let _ = writeln!(out, "(the first {} only)", hits.len());
+            }
+        }
     }
     Ok(out)
+}
+
+/// A conversation's details; for one written without them (by `parlor mcp`), bare ones
+/// when it has messages; `None` when there is no such conversation.
+async fn info_or_bare(
+    store: &dyn ConversationStore,
+    id: &SessionId,
+) -> Result<Option<crate::store::ConversationInfo>, CliError> {
+    if let Some(info) = store.info(id).await? {
+        return Ok(Some(info));
+    }
+    let stats = store.stats(id).await?;
+    Ok((stats.messages > 0).then(|| crate::store::ConversationInfo::bare(id, stats.last_ts)))
 }

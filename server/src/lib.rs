@@ -7,6 +7,7 @@ pub mod browser;
 pub mod cli;
 pub mod config;
 pub mod config_file;
+pub mod conversations;
 pub mod histories;
 pub mod live;
 pub mod llm;

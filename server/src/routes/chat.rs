@@ -1,7 +1,9 @@
 //! `POST /api/chat/{agent_id}`: one chat turn, streamed as server-sent events.
 //!
 //! Body: `{"session_id": "<optional>", "message": "<text>"}`, or
-//! `{"session_id": "<id>", "regenerate": true}` to reply again to the last user message.
+//! `{"session_id": "<id>", "regenerate": true}` to reply again to the last user message, or
+//! `{"session_id": "<id>", "message": "<text>", "edit": "<message id>"}` to replace the last
+//! user message (and what follows it) with a new text.
 //! The query may carry `historyPolicy` / `historyLength`; the server decides whether they
 //! apply. Events: `meta`, then `delta`s, then `done` or `error`.
 
@@ -76,6 +78,7 @@ pub async fn post_chat(
             .get("x-parlor-admin-token")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        edit: request.edit,
     };
     let turn = turn::start(&services, input)
         .await

@@ -99,7 +99,10 @@ impl IntoResponse for TurnError {
                 return Sse::<_>::new(events).into_response();
             }
             TurnError::Busy => StatusCode::CONFLICT,
-            TurnError::NothingToRegenerate => StatusCode::BAD_REQUEST,
+            TurnError::NothingToRegenerate | TurnError::NotLastUserMessage => {
+                StatusCode::BAD_REQUEST
+            }
+            TurnError::NoMessage(_) => StatusCode::NOT_FOUND,
             TurnError::LimitReached(_) => StatusCode::SERVICE_UNAVAILABLE,
             TurnError::NotAllowed => StatusCode::FORBIDDEN,
         };

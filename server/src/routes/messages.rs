@@ -2,14 +2,13 @@
 //! or clears the mark of one message (see [`crate::marks`]).
 
 use super::error::{ApiError, JsonBody};
-use crate::browser;
 use crate::marks::{set_mark, MarkError};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
-use parlor_domain::{MarkReply, MarkRequest, SessionId};
+use parlor_domain::{MarkReply, MarkRequest};
 
 #[utoipa::path(
     put,
@@ -34,29 +33,16 @@ pub async fn put_mark(
     jar: CookieJar,
     JsonBody(request, _): JsonBody<MarkRequest>,
 ) -> Result<Json<MarkReply>, ApiError> {
-    let services = &app.services;
-    let agent = services
-        .agents
-        .get(&agent_id)
-        .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
-    let id = SessionId::parse(&session_id)?;
-    let history = services.histories.for_agent(&agent);
-    let unavailable = |e: crate::store::StoreError| {
-        tracing::error!("history store failed: {e}");
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the history store failed: {e}"),
-        )
-    };
-    let info = history
-        .store
-        .info(&id)
-        .await
-        .map_err(unavailable)?
-        .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-    let owner = browser::from_jar(&jar).map(|b| browser::owner(&b));
-    info.visible_to(owner.as_deref(), &agent.id)?;
-    match set_mark(services, history, &info, &message_id, request.send).await {
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    match set_mark(
+        &app.services,
+        &found.history,
+        &found.info,
+        &message_id,
+        request.send,
+    )
+    .await
+    {
         Ok(reply) => Ok(Json(reply)),
         Err(e) => Err(match e {
             MarkError::Busy | MarkError::Changed => {
@@ -64,7 +50,7 @@ pub async fn put_mark(
             }
             MarkError::NoMessage(_) => ApiError::not_found(e.to_string()),
             MarkError::SystemMessage => ApiError::bad_request(e.to_string()),
-            MarkError::Store(e) => unavailable(e),
+            MarkError::Store(e) => super::conversations::unavailable(e),
         }),
     }
 }

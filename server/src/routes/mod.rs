@@ -1,6 +1,7 @@
 //! Plain axum routes (everything that is not a Leptos page or server function).
 
 mod chat;
+mod conversations;
 mod debug;
 pub mod error;
 mod messages;
@@ -9,7 +10,7 @@ pub mod openapi;
 mod ready;
 
 use crate::state::AppState;
-use axum::routing::{get, post, put};
+use axum::routing::{get, patch, post, put};
 use axum::Router;
 
 /// The most a request body without images may hold (those with images:
@@ -25,6 +26,23 @@ pub fn api() -> Router<AppState> {
             "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}",
             put(messages::put_mark),
         )
+        .route(
+            "/api/chat/{agent_id}/sessions/import",
+            post(conversations::post_import),
+        )
+        .route(
+            "/api/chat/{agent_id}/sessions/{session_id}",
+            patch(conversations::patch_conversation).delete(conversations::delete_conversation),
+        )
+        .route(
+            "/api/chat/{agent_id}/sessions/{session_id}/fork",
+            post(conversations::post_fork),
+        )
+        .route(
+            "/api/chat/{agent_id}/sessions/{session_id}/export",
+            get(conversations::get_export),
+        )
+        .route("/api/conversations/search", get(conversations::get_search))
 }
 
 /// `/healthz` (the process is up) and `/readyz` (it can serve chats): never limited, never

@@ -7,7 +7,7 @@ use parlor_domain::chain::StepReport;
 use parlor_domain::settings::SettingSource;
 use parlor_domain::{
     ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MarkReply, MarkRequest,
-    MarksReport, MetaEvent, Rendered, SendMark, SettingsReport, TurnReport, Usage,
+    MarksReport, MetaEvent, Rendered, Role, SendMark, SettingsReport, TurnReport, Usage,
 };
 use utoipa::OpenApi;
 
@@ -22,6 +22,12 @@ use utoipa::OpenApi;
         super::chat::post_chat,
         super::debug::get_debug,
         super::messages::put_mark,
+        super::conversations::post_fork,
+        super::conversations::patch_conversation,
+        super::conversations::delete_conversation,
+        super::conversations::get_export,
+        super::conversations::post_import,
+        super::conversations::get_search,
         super::healthz,
         super::ready::get_ready,
         super::metrics::get_metrics,
@@ -31,7 +37,10 @@ use utoipa::OpenApi;
     components(schemas(
         ChatRequest, ChatEvent, MetaEvent, HistoryReport, SettingsReport, SettingSource,
         StepReport, Rendered, DoneEvent, Usage, ApiError, DebugInfo, TurnReport, Readiness,
-        MarkRequest, MarkReply, MarksReport, SendMark,
+        MarkRequest, MarkReply, MarksReport, SendMark, Role,
+        super::conversations::ForkRequest, super::conversations::RenameRequest,
+        super::conversations::Deleted, super::conversations::SearchResults,
+        crate::conversations::Summary, crate::conversations::Hit,
     ))
 )]
 pub struct ApiDoc;

@@ -603,6 +603,29 @@ impl ConversationStore for FileStore {
         .await
     }
 
+    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        let backup = self
+            .locked(id, |d| {
+                let files = [d.messages_path(), d.dir.join(SUMMARY), d.dir.join(INFO)];
+                if !files.iter().any(|f| f.exists()) {
+                    return Ok(None);
+                }
+                // The folder stays with its backups: `parlor store restore` brings it back.
+                let backup = d.back_up()?;
+                for file in files {
+                    match std::fs::remove_file(&file) {
+                        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                        _ => {}
+                    }
+                }
+                sync_dir(&d.dir)?;
+                Ok(backup)
+            })
+            .await?;
+        self.remember(None, id);
+        Ok(backup)
+    }
+
     async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || {
@@ -822,6 +845,7 @@ mod tests {
                     model: None,
                     context_turns: 0,
                     pinned: 0,
+                    forked_from: None,
                 })
                 .await
                 .unwrap();

@@ -89,6 +89,9 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.timed("clear", self.inner.clear(id)).await
     }
+    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        self.timed("delete", self.inner.delete(id)).await
+    }
     async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
         self.timed("list", self.inner.list()).await
     }

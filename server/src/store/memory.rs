@@ -113,6 +113,15 @@ impl ConversationStore for MemoryStore {
         Ok(None)
     }
 
+    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        self.with(|i| {
+            i.messages.remove(id);
+            i.summaries.remove(id);
+            i.infos.remove(id);
+        });
+        Ok(None)
+    }
+
     async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
         Ok(self.with(|i| i.messages.keys().cloned().collect()))
     }

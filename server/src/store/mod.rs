@@ -49,6 +49,18 @@ pub struct ConversationInfo {
     /// messages from before its tail only when there are some (0: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pinned: u32,
+    /// The conversation and message this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a fork came from: its conversation and the last message it copied (`None` when it
+/// copied none, e.g. an edit of the first message).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    pub session_id: SessionId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -108,6 +120,25 @@ pub enum AccessDenied {
 }
 
 impl ConversationInfo {
+    /// The details of a conversation written without them (by `parlor mcp` or by hand): no
+    /// agent, no owner, no title.
+    pub fn bare(id: &SessionId, last_ts: Option<i64>) -> Self {
+        let ts = last_ts.unwrap_or_default();
+        Self {
+            session_id: id.clone(),
+            agent_id: String::new(),
+            owner: None,
+            title: String::new(),
+            created_ms: ts,
+            updated_ms: ts,
+            last_turn: None,
+            model: None,
+            context_turns: 0,
+            pinned: 0,
+            forked_from: None,
+        }
+    }
+
     /// The access rule, for every path that reads or continues a conversation: one started
     /// in a browser is visible only to that browser (`owner`, the requester's
     /// [`owner_key`]); one started by an API client is reachable by its id alone; and it is
@@ -261,6 +292,9 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Removes all messages and the summary, first backing them up where the backend keeps
     /// backups. The conversation's details stay.
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
+    /// Removes the conversation: its messages, summary and details (backed up first where
+    /// the backend keeps backups).
+    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
     /// The conversations with stored messages, in no particular order.
     async fn list(&self) -> Result<Vec<SessionId>, StoreError>;
     async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError>;
@@ -359,6 +393,7 @@ pub(crate) mod contract {
             model: None,
             context_turns: 0,
             pinned: 0,
+            forked_from: None,
         }
     }
 
@@ -548,6 +583,26 @@ pub(crate) mod contract {
         assert!(store.load(&s).await.unwrap().is_empty());
         assert_eq!(store.info(&s).await.unwrap().unwrap().title, "renamed");
         assert_eq!(texts(store, &id("s2")).await, ["x"], "others untouched");
+
+        // Deleting removes messages, summary and details: gone from every list.
+        store
+            .put_summary(&id("s2"), &serde_json::json!({"facts": ["f"]}))
+            .await
+            .unwrap();
+        store.delete(&id("s2")).await.unwrap();
+        assert!(store.load(&id("s2")).await.unwrap().is_empty());
+        assert_eq!(store.summary(&id("s2")).await.unwrap(), None);
+        assert!(store.info(&id("s2")).await.unwrap().is_none());
+        let mine: Vec<SessionId> = store
+            .list_owned("b1")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.session_id)
+            .collect();
+        assert_eq!(mine, std::slice::from_ref(&s));
+        assert!(!store.list().await.unwrap().contains(&id("s2")));
+        store.delete(&id("s2")).await.unwrap();
 
         prune(store).await;
         summary(store).await;

@@ -518,6 +518,29 @@ impl ConversationStore for RedisStore {
         Ok(None)
     }
 
+    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        let owner = self.info(id).await?.and_then(|info| info.owner);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("DEL")
+            .arg(self.messages_key(id))
+            .arg(self.summary_key(id))
+            .arg(self.info_key(id))
+            .ignore();
+        if let Some(owner) = owner {
+            pipe.cmd("ZREM")
+                .arg(self.owner_key(&owner))
+                .arg(id.as_str())
+                .ignore();
+        }
+        let pipe = &pipe;
+        retrying(&self.connection, |mut c| async move {
+            pipe.query_async::<()>(&mut c).await
+        })
+        .await?;
+        Ok(None)
+    }
+
     async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
         let base = self.base();
         let pattern = format!("{}*", glob_escape(&base));

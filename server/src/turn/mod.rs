@@ -44,6 +44,8 @@ pub struct TurnInput {
     pub url_length: Option<String>,
     /// The `X-Parlor-Admin-Token` header, for admin commands.
     pub admin_token: Option<String>,
+    /// The id of the last user message `message` replaces (Edit).
+    pub edit: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +56,13 @@ pub enum TurnError {
     Busy,
     #[error("there is no user message to reply to")]
     NothingToRegenerate,
+    #[error("no message with id {0:?} in this conversation")]
+    NoMessage(String),
+    #[error(
+        "only the last user message can be edited in place; to edit an earlier one, fork the \
+         conversation before it"
+    )]
+    NotLastUserMessage,
     #[error("history store unavailable, your message was not saved ({0})")]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -122,6 +131,9 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
             let (provided, failed) = services.providers.run(&input.agent).await;
             let mut entries = input.context.clone();
             entries.extend(provided);
+            if let Some(edited) = &input.edit {
+                turn.rewind(&session_id, edited).await?;
+            }
             let mut prepared = turn.store_message(&mut info, text, &entries).await?;
             if !failed.is_empty() {
                 prepared.context.get_or_insert_default().failed = failed;
@@ -178,10 +190,10 @@ async fn resolve_conversation(
             // browser is simply not continued.
             match visible(&info) {
                 Ok(()) => Ok((id.clone(), info)),
-                Err(_) => Ok((new_session_id(), None)),
+                Err(_) => Ok((crate::conversations::new_session_id(), None)),
             }
         }
-        _ => Ok((new_session_id(), None)),
+        _ => Ok((crate::conversations::new_session_id(), None)),
     }
 }
 
@@ -250,12 +262,9 @@ fn conversation_info(
             model: None,
             context_turns: 0,
             pinned: 0,
+            forked_from: None,
         },
     }
-}
-
-fn new_session_id() -> SessionId {
-    SessionId::from_random(uuid::Uuid::new_v4().as_u128())
 }
 
 impl TurnContext<'_> {
@@ -295,8 +304,9 @@ impl TurnContext<'_> {
             Vec::new()
         };
         let pruning = self.prune(id, offset, history).await?;
-        let context_turns = longest_retention(&pruning.messages)
-            .max(longest_retention(std::slice::from_ref(&built.persisted)));
+        let context_turns = crate::conversations::longest_retention(&pruning.messages).max(
+            crate::conversations::longest_retention(std::slice::from_ref(&built.persisted)),
+        );
         if context_turns > info.context_turns {
             // Durable before the message: a later turn must read back far enough to prune it.
             info.context_turns = context_turns;
@@ -316,6 +326,25 @@ impl TurnContext<'_> {
             total,
             context,
         })
+    }
+
+    /// For Edit: removes the last user message `message_id` and what follows it, so the
+    /// edited text takes its place.
+    async fn rewind(&self, id: &SessionId, message_id: &str) -> Result<(), TurnError> {
+        let store = &self.history.store;
+        let mut stored = store.load(id).await?;
+        let index = stored
+            .iter()
+            .position(|m| m.id() == message_id)
+            .ok_or_else(|| TurnError::NoMessage(message_id.to_owned()))?;
+        if stored[index].role != Role::User
+            || stored[index + 1..].iter().any(|m| m.role == Role::User)
+        {
+            return Err(TurnError::NotLastUserMessage);
+        }
+        stored.truncate(index);
+        store.replace(id, &stored).await?;
+        Ok(())
     }
 
     /// For Retry and Regenerate: drops what follows the last user message (the reply to
@@ -631,17 +660,6 @@ async fn load_window(
     let all = store.load(id).await?;
     let total = all.len();
     Ok((all, total))
-}
-
-/// The longest retention, in turns, of the context blocks in `messages` (0: none).
-fn longest_retention(messages: &[Message]) -> u32 {
-    messages
-        .iter()
-        .flat_map(|m| &m.context)
-        .filter_map(|b| b.retention)
-        .map(|n| n.get())
-        .max()
-        .unwrap_or(0)
 }
 
 /// How many messages a pruning pass removed.

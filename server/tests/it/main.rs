@@ -7,6 +7,7 @@ mod support;
 mod chat_api;
 mod commands;
 mod context;
+mod conversations;
 mod history;
 mod marks;
 mod mcp;

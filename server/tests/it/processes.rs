@@ -383,6 +383,99 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
 }
 
 #[test]
+fn operators_export_import_and_search_conversations_from_the_command_line() {
+    let data = tempfile::tempdir().unwrap();
+    let dialog = data.path().join(".chat-history/talk");
+    std::fs::create_dir_all(&dialog).unwrap();
+    std::fs::write(
+        dialog.join("messages.json"),
+        r#"[{"role":"user","text":"Where is the key?\nUnder the Doormat, maybe","ts":5},{"role":"assistant","text":"ok","ts":6}]"#,
+    )
+    .unwrap();
+
+    let (ok, markdown, err) = parlor_cli(
+        &[],
+        &["store", "export", "talk", "--format", "md"],
+        data.path(),
+    );
+    assert!(ok, "{err}");
+    assert!(
+        markdown.contains("## User · 1970-01-01 00:00:00 UTC\n\nWhere is the key?"),
+        "{markdown}"
+    );
+    let (ok, json, err) = parlor_cli(&[], &["store", "export", "talk"], data.path());
+    assert!(ok, "{err}");
+    let export: parlor_domain::transfer::Export = serde_json::from_str(&json).unwrap();
+    assert_eq!(export.messages.len(), 2);
+
+    // The export imports as a new conversation (an agent must be named: this one was
+    // written without one), message for message.
+    let file = data.path().join("talk.json");
+    std::fs::write(&file, &json).unwrap();
+    let file_arg = file.display().to_string();
+    let (ok, _, err) = parlor_cli(&[], &["store", "import", &file_arg], data.path());
+    assert!(!ok && err.contains("--agent"), "{err}");
+    let (ok, out, err) = parlor_cli(
+        &[],
+        &["store", "import", &file_arg, "--agent", "general"],
+        data.path(),
+    );
+    assert!(ok, "{err}");
+    assert!(out.starts_with("imported 2 message(s) as "), "{out}");
+    let imported = out.split_whitespace().nth(4).unwrap().to_owned();
+    let stored = std::fs::read_to_string(
+        data.path()
+            .join(".chat-history")
+            .join(&imported)
+            .join("messages.json"),
+    )
+    .unwrap();
+    let stored: Vec<parlor_domain::Message> = serde_json::from_str(&stored).unwrap();
+    let mut expected = export.messages.clone();
+    for m in &mut expected {
+        m.ensure_id();
+    }
+    assert_eq!(stored, expected);
+
+    // Search finds both, with the matching line; a bad file stores nothing.
+    let (ok, out, err) = parlor_cli(&[], &["store", "search", "doormat"], data.path());
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("default  talk  (untitled)\n    Under the Doormat, maybe"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "default  {imported}  Where is the key? Under the Doormat, maybe\n"
+        )),
+        "{out}"
+    );
+    let (ok, out, _) = parlor_cli(&[], &["store", "search", "crowbar"], data.path());
+    assert!(
+        ok && out.contains("no conversation contains \"crowbar\""),
+        "{out}"
+    );
+    std::fs::write(
+        &file,
+        r#"[{"role": "user", "content": "hi"}, {"role": "robot"}]"#,
+    )
+    .unwrap();
+    let (ok, _, err) = parlor_cli(
+        &[],
+        &["store", "import", &file_arg, "--agent", "general"],
+        data.path(),
+    );
+    assert!(
+        !ok && err.contains("message 2: role \"robot\" cannot be imported"),
+        "{err}"
+    );
+    let (ok, out, _) = parlor_cli(&[], &["store", "list"], data.path());
+    assert!(ok && out.contains("2 conversation(s)"), "{out}");
+    let (ok, _, err) = parlor_cli(&[], &["store", "export", "nothing-here"], data.path());
+    assert!(!ok && err.contains("no conversation nothing-here"), "{err}");
+}
+
+#[test]
 fn the_admin_command_line_edits_the_configuration_file_and_refuses_bad_changes() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
