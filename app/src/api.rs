@@ -104,3 +104,26 @@ pub struct DebugView {
     /// sent" in the transcript).
     pub first_sent: Option<usize>,
 }
+
+/// A conversation the server just made (a fork, an import) or renamed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationRef {
+    pub session_id: String,
+    pub agent_id: String,
+    pub title: String,
+}
+
+/// A search result as the sidebar shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    pub session_id: String,
+    pub agent_id: String,
+    pub title: String,
+    /// The first matching line.
+    pub line: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchResults {
+    pub results: Vec<SearchHit>,
+}

@@ -4,7 +4,7 @@
 //! message and nothing else on the page. Replies arrive as text plus sanitized HTML that the
 //! server renders block by block; the browser never parses Markdown itself.
 
-use crate::api::{ChatData, ChatQuery, ConversationItem, DebugView};
+use crate::api::{ChatData, ChatQuery, ConversationItem, ConversationRef, DebugView};
 use crate::attach::Attachment;
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
@@ -167,6 +167,10 @@ impl ChatState {
     }
 
     fn send_with(self, text: String, attachments: Vec<Attachment>) {
+        self.send_turn(text, attachments, None);
+    }
+
+    fn send_turn(self, text: String, attachments: Vec<Attachment>, edit: Option<String>) {
         if self.streaming.get_untracked() {
             return;
         }
@@ -178,7 +182,160 @@ impl ChatState {
             message: user,
             text,
             attachments,
+            edit,
         }));
+    }
+
+    /// Sends `text` in place of the user message `message`: in this conversation when it is
+    /// the last question (it and its reply are replaced), else in a fork made before it, so
+    /// nothing is lost.
+    pub fn edit(self, message: UiMessage, text: String, failed: RwSignal<Option<String>>) {
+        if text.trim().is_empty() || self.streaming.get_untracked() {
+            return;
+        }
+        let is_last = self.messages.with_untracked(|list| {
+            !list
+                .iter()
+                .skip_while(|m| m.key != message.key)
+                .skip(1)
+                .any(|m| m.role == Role::User && !m.notice.get_untracked())
+        });
+        if is_last {
+            self.keep_until(message.key, false);
+            self.send_turn(text, Vec::new(), message.id.get_untracked());
+        } else {
+            self.fork(message, Some(text), failed);
+        }
+    }
+
+    /// Forks the conversation at `message`: through it ("Fork from here"), or before it to
+    /// send `edited` in its place. The page then shows the fork (the messages it copied).
+    pub fn fork(
+        self,
+        message: UiMessage,
+        edited: Option<String>,
+        failed: RwSignal<Option<String>>,
+    ) {
+        let (Some(session), Some(id)) =
+            (self.session_id.get_untracked(), message.id.get_untracked())
+        else {
+            return;
+        };
+        let url = format!("{}/sessions/{}/fork", self.agent_url(), encode(&session));
+        let at = if edited.is_some() {
+            "before"
+        } else {
+            "through"
+        };
+        let body = format!("{{\"{at}\":{}}}", json_string(&id));
+        failed.set(None);
+        stream::spawn_request("POST", url, Some(body), move |reply| {
+            match reply.and_then(|text| {
+                serde_json::from_str::<ConversationRef>(&text).map_err(|e| e.to_string())
+            }) {
+                Ok(fork) => {
+                    self.keep_until(message.key, edited.is_none());
+                    self.switch_to(fork);
+                    match edited {
+                        Some(text) => self.send(text),
+                        None => self.refresh_debug(),
+                    }
+                }
+                Err(reason) => failed.set(Some(reason)),
+            }
+        });
+    }
+
+    /// Drops the transcript's messages after the one with `key` (and it too unless `keep`).
+    fn keep_until(&self, key: u64, keep: bool) {
+        self.messages.update(|list| {
+            if let Some(at) = list.iter().position(|m| m.key == key) {
+                list.truncate(at + usize::from(keep));
+            }
+        });
+    }
+
+    /// Shows `conversation` (just made from this one) as the current conversation.
+    fn switch_to(&self, conversation: ConversationRef) {
+        self.session_id.set(Some(conversation.session_id.clone()));
+        stream::set_url_param("session", Some(&conversation.session_id));
+        self.summarized.set(0);
+        self.error.set(None);
+        self.debug.update(|d| {
+            if let Some(d) = d {
+                d.first_sent = None;
+            }
+        });
+        self.conversations.update(|list| {
+            list.insert(
+                0,
+                ConversationItem {
+                    session_id: conversation.session_id,
+                    agent_id: conversation.agent_id,
+                    title: conversation.title,
+                    updated_ms: 0,
+                },
+            )
+        });
+    }
+
+    /// Imports a conversation (a Parlor export or an OpenAI-style array) for this agent and
+    /// opens it.
+    pub fn import(self, text: String, failed: RwSignal<Option<String>>) {
+        let url = format!("{}/sessions/import", self.agent_url());
+        stream::spawn_request("POST", url, Some(text), move |reply| {
+            match reply.and_then(|text| {
+                serde_json::from_str::<ConversationRef>(&text).map_err(|e| e.to_string())
+            }) {
+                Ok(imported) => stream::open(&format!(
+                    "/chat?agent={}&session={}",
+                    encode(&imported.agent_id),
+                    encode(&imported.session_id)
+                )),
+                Err(reason) => failed.set(Some(reason)),
+            }
+        });
+    }
+
+    /// Renames a conversation of the sidebar.
+    pub fn rename(self, item: ConversationItem, title: String, failed: RwSignal<Option<String>>) {
+        let url = format!(
+            "/api/chat/{}/sessions/{}",
+            encode(&item.agent_id),
+            encode(&item.session_id)
+        );
+        let body = format!("{{\"title\":{}}}", json_string(&title));
+        stream::spawn_request("PATCH", url, Some(body), move |reply| {
+            match reply.and_then(|text| {
+                serde_json::from_str::<ConversationRef>(&text).map_err(|e| e.to_string())
+            }) {
+                Ok(renamed) => self.conversations.update(|list| {
+                    if let Some(c) = list.iter_mut().find(|c| c.session_id == renamed.session_id) {
+                        c.title = renamed.title;
+                    }
+                }),
+                Err(reason) => failed.set(Some(reason)),
+            }
+        });
+    }
+
+    /// Deletes a conversation of the sidebar; the page starts a new one if it was shown.
+    pub fn delete(self, item: ConversationItem, failed: RwSignal<Option<String>>) {
+        let url = format!(
+            "/api/chat/{}/sessions/{}",
+            encode(&item.agent_id),
+            encode(&item.session_id)
+        );
+        stream::spawn_request("DELETE", url, None, move |reply| match reply {
+            Ok(_) => {
+                self.conversations
+                    .update(|list| list.retain(|c| c.session_id != item.session_id));
+                if self.session_id.get_untracked().as_deref() == Some(item.session_id.as_str()) {
+                    self.new_chat();
+                }
+            }
+            Err(reason) => failed.set(Some(reason)),
+        });
     }
 
     /// Adds a file the user picked or dropped, once read; refuses it with a reason.
@@ -210,8 +367,8 @@ impl ChatState {
             return;
         };
         let url = format!(
-            "/api/chat/{}/sessions/{}/messages/{}",
-            encode(&self.agent_id.get_value()),
+            "{}/sessions/{}/messages/{}",
+            self.agent_url(),
             encode(&session),
             encode(&id)
         );
@@ -267,10 +424,7 @@ impl ChatState {
             return;
         }
         let query = self.query.get_value();
-        let mut url = format!(
-            "/api/chat/{}/debug?format=html",
-            encode(&self.agent_id.get_value())
-        );
+        let mut url = format!("{}/debug?format=html", self.agent_url());
         if let Some(session) = self.session_id.get_untracked() {
             url.push_str(&format!("&session_id={}", encode(&session)));
         }
@@ -295,9 +449,14 @@ impl ChatState {
         });
     }
 
+    /// `/api/chat/{agent}`.
+    pub fn agent_url(&self) -> String {
+        format!("/api/chat/{}", encode(&self.agent_id.get_value()))
+    }
+
     fn api_url(&self) -> String {
         let query = self.query.get_value();
-        let mut url = format!("/api/chat/{}", encode(&self.agent_id.get_value()));
+        let mut url = self.agent_url();
         let mut params = Vec::new();
         if let Some(p) = &query.history_policy {
             params.push(format!("historyPolicy={}", encode(p)));
@@ -328,7 +487,7 @@ impl ChatState {
                 .as_ref()
                 .map(|u| u.attachments.iter().map(Attachment::entry).collect())
                 .unwrap_or_default(),
-            edit: None,
+            edit: user.as_ref().and_then(|u| u.edit.clone()),
         };
         let body = serde_json::to_string(&request).unwrap_or_default();
         let turn = self.owned(|| TurnView {
@@ -388,6 +547,8 @@ struct UserTurn {
     message: UiMessage,
     text: String,
     attachments: Vec<Attachment>,
+    /// The stored user message this one replaces (Edit).
+    edit: Option<String>,
 }
 
 /// One turn on screen: the reply being written, and what the turn's events update.
@@ -538,6 +699,11 @@ impl TurnView {
         state.attachments.set(self.attachments.get_value());
         state.error.set(Some(message));
     }
+}
+
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
 }
 
 /// Percent-encodes a URL query value or path segment.

@@ -104,6 +104,16 @@ pub fn set_url_param(key: &str, value: Option<&str>) {
     let _ = (key, value);
 }
 
+/// Opens a page of Parlor.
+pub fn open(href: &str) {
+    #[cfg(feature = "hydrate")]
+    if let Some(window) = web_sys::window() {
+        let _ = window.location().assign(href);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = href;
+}
+
 /// Copies text to the clipboard.
 pub fn copy_to_clipboard(text: &str) {
     #[cfg(feature = "hydrate")]

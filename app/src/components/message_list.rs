@@ -152,11 +152,25 @@ fn MessageItem(
     // Why the last change of a mark was refused (e.g. while a reply is being written).
     let mark_failed = RwSignal::new(None::<String>);
     let excluded = move || message.send.get() == Some(SendMark::Never);
+    // The text being edited (user messages), while the editor is open.
+    let editing = RwSignal::new(None::<String>);
     let marks = move || {
         view! {
             <MarkButton state message mark=SendMark::Always failed=mark_failed/>
             <MarkButton state message mark=SendMark::Never failed=mark_failed/>
+            <button
+                class="fork"
+                disabled=move || state.streaming.get()
+                title="A new conversation with the messages up to this one"
+                on:click=move |_| state.fork(message, None, mark_failed)
+            >
+                "Fork"
+            </button>
         }
+    };
+    let body = move || match editing.get() {
+        Some(_) => view! { <EditForm state message editing failed=mark_failed/> }.into_any(),
+        None => body().into_any(),
     };
     view! {
         <article
@@ -215,13 +229,60 @@ fn MessageItem(
                     <Show when=stored>{marks}</Show>
                 </div>
             </Show>
-            <Show when=move || role == Role::User && stored()>
-                <div class="actions">{marks}</div>
+            <Show when=move || role == Role::User && stored() && editing.with(Option::is_none)>
+                <div class="actions">
+                    {marks}
+                    <button
+                        class="edit"
+                        disabled=move || state.streaming.get()
+                        title="Edit this message and send it again"
+                        on:click=move |_| editing.set(Some(message.text.get_untracked()))
+                    >
+                        "Edit"
+                    </button>
+                </div>
             </Show>
         </article>
         <Show when=summary_ends_here>
             <div class="summarized-marker" role="note">"Messages above are summarized"</div>
         </Show>
+    }
+}
+
+/// Edits a user message: Send replaces it (see [`ChatState::edit`]), Cancel keeps it.
+#[component]
+fn EditForm(
+    state: ChatState,
+    message: UiMessage,
+    editing: RwSignal<Option<String>>,
+    failed: RwSignal<Option<String>>,
+) -> impl IntoView {
+    view! {
+        <form
+            class="edit-form"
+            on:submit=move |ev| {
+                ev.prevent_default();
+                if let Some(text) = editing.get_untracked() {
+                    editing.set(None);
+                    state.edit(message, text, failed);
+                }
+            }
+        >
+            <textarea
+                aria-label="Edit the message"
+                rows="3"
+                prop:value=move || editing.get().unwrap_or_default()
+                on:input=move |ev| editing.set(Some(event_target_value(&ev)))
+            ></textarea>
+            <div class="actions">
+                <button type="submit" class="send-edit" disabled=move || state.streaming.get()>
+                    "Send"
+                </button>
+                <button type="button" class="cancel-edit" on:click=move |_| editing.set(None)>
+                    "Cancel"
+                </button>
+            </div>
+        </form>
     }
 }
 

@@ -1,10 +1,57 @@
-//! This browser's conversations, newest first.
+//! This browser's conversations, newest first: open, rename, delete, and search them (the
+//! server searches titles and messages).
 
+use crate::api::{ConversationItem, SearchHit, SearchResults};
 use crate::state::{encode, ChatState};
 use leptos::prelude::*;
 
+/// How long typing pauses before the search is sent.
+const SEARCH_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
+fn chat_href(agent_id: &str, session_id: &str) -> String {
+    format!(
+        "/chat?agent={}&session={}",
+        encode(agent_id),
+        encode(session_id)
+    )
+}
+
 #[component]
 pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
+    let query = RwSignal::new(String::new());
+    // `None` while no search is shown; the latest answer otherwise.
+    let results = RwSignal::new(None::<Result<Vec<SearchHit>, String>>);
+    // Which search is the latest: an older answer arriving late is dropped.
+    let generation = StoredValue::new(0u64);
+    let on_input = move |ev| {
+        let text = event_target_value(&ev);
+        query.set(text.clone());
+        generation.update_value(|g| *g += 1);
+        if text.trim().is_empty() {
+            results.set(None);
+            return;
+        }
+        let mine = generation.get_value();
+        set_timeout(
+            move || {
+                if generation.get_value() != mine {
+                    return;
+                }
+                let url = format!("/api/conversations/search?q={}", encode(&text));
+                crate::stream::spawn_request("GET", url, None, move |reply| {
+                    if generation.get_value() == mine {
+                        results.set(Some(reply.and_then(|text| {
+                            serde_json::from_str::<SearchResults>(&text)
+                                .map(|r| r.results)
+                                .map_err(|e| e.to_string())
+                        })));
+                    }
+                });
+            },
+            SEARCH_PAUSE,
+        );
+    };
+    let failed = RwSignal::new(None::<String>);
     view! {
         <nav class="sidebar" class:open=move || open.get() aria-label="Conversations">
             <div class="sidebar-head">
@@ -19,35 +66,131 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                     "New chat"
                 </button>
             </div>
-            <ul class="conversations">
-                <For
-                    each=move || state.conversations.get()
-                    key=|c| c.session_id.clone()
-                    let:conversation
-                >
-                    {
-                        let id = conversation.session_id.clone();
-                        let href = format!(
-                            "/chat?agent={}&session={}",
-                            encode(&conversation.agent_id),
-                            encode(&conversation.session_id),
-                        );
-                        view! {
-                            <li>
-                                <a
-                                    href=href
-                                    rel="external"
-                                    class:active=move || {
-                                        state.session_id.with(|s| s.as_deref() == Some(id.as_str()))
-                                    }
-                                >
-                                    {conversation.title.clone()}
-                                </a>
-                            </li>
-                        }
-                    }
-                </For>
-            </ul>
+            <input
+                class="search"
+                type="search"
+                placeholder="Search conversations"
+                aria-label="Search conversations"
+                prop:value=move || query.get()
+                on:input=on_input
+            />
+            {move || failed.get().map(|reason| view! { <p class="sidebar-error" role="alert">{reason}</p> })}
+            {move || match results.get() {
+                Some(Ok(hits)) if hits.is_empty() => {
+                    view! { <p class="search-empty">"No conversation contains that."</p> }.into_any()
+                }
+                Some(Ok(hits)) => view! {
+                    <ul class="search-results" aria-label="Search results">
+                        {hits
+                            .into_iter()
+                            .map(|hit| view! {
+                                <li>
+                                    <a href=chat_href(&hit.agent_id, &hit.session_id) rel="external">
+                                        <span class="hit-title">{hit.title}</span>
+                                        <span class="hit-line">{hit.line}</span>
+                                    </a>
+                                </li>
+                            })
+                            .collect_view()}
+                    </ul>
+                }
+                    .into_any(),
+                Some(Err(reason)) => view! { <p class="sidebar-error" role="alert">{reason}</p> }.into_any(),
+                None => view! { <Conversations state failed/> }.into_any(),
+            }}
         </nav>
+    }
+}
+
+#[component]
+fn Conversations(state: ChatState, failed: RwSignal<Option<String>>) -> impl IntoView {
+    view! {
+        <ul class="conversations">
+            <For
+                each=move || state.conversations.get()
+                key=|c| (c.session_id.clone(), c.title.clone())
+                let:conversation
+            >
+                {
+                    let id = conversation.session_id.clone();
+                    let href = chat_href(&conversation.agent_id, &conversation.session_id);
+                    let (renamed, deleted) = (conversation.clone(), conversation.clone());
+                    view! {
+                        <li>
+                            <a
+                                href=href
+                                rel="external"
+                                class:active=move || {
+                                    state.session_id.with(|s| s.as_deref() == Some(id.as_str()))
+                                }
+                            >
+                                {conversation.title.clone()}
+                            </a>
+                            <button
+                                class="rename"
+                                title="Rename"
+                                aria-label=format!("Rename “{}”", conversation.title)
+                                on:click=move |_| {
+                                    if let Some(title) = ask_title(&renamed.title) {
+                                        failed.set(None);
+                                        state.rename(renamed.clone(), title, failed);
+                                    }
+                                }
+                            >
+                                "✎"
+                            </button>
+                            <button
+                                class="delete"
+                                title="Delete"
+                                aria-label=format!("Delete “{}”", conversation.title)
+                                on:click=move |_| {
+                                    if confirm_delete(&deleted) {
+                                        failed.set(None);
+                                        state.delete(deleted.clone(), failed);
+                                    }
+                                }
+                            >
+                                "×"
+                            </button>
+                        </li>
+                    }
+                }
+            </For>
+        </ul>
+    }
+}
+
+/// The browser's own prompt for a new title (`None`: cancelled or unchanged).
+fn ask_title(current: &str) -> Option<String> {
+    #[cfg(feature = "hydrate")]
+    {
+        let title = window()
+            .prompt_with_message_and_default("Rename the conversation", current)
+            .ok()
+            .flatten()?;
+        (title.trim() != current).then_some(title)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = current;
+        None
+    }
+}
+
+/// The browser's own confirmation before a deletion.
+fn confirm_delete(item: &ConversationItem) -> bool {
+    #[cfg(feature = "hydrate")]
+    {
+        window()
+            .confirm_with_message(&format!(
+                "Delete “{}”? It disappears from your conversations.",
+                item.title
+            ))
+            .unwrap_or(false)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = item;
+        false
     }
 }

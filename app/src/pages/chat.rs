@@ -129,6 +129,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                             {move || state.provider.get()}
                         </span>
                     </div>
+                    <ConversationMenu state/>
                     <button class="new-chat" on:click=move |_| state.new_chat()>"New chat"</button>
                 </header>
                 <Show when=move || data.mirror>
@@ -156,6 +157,70 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
             </Show>
         </div>
     }
+}
+
+/// Export the conversation (Markdown, JSON) or import one: a native disclosure, so it opens
+/// before the page is interactive too.
+#[component]
+fn ConversationMenu(state: ChatState) -> impl IntoView {
+    let failed = RwSignal::new(None::<String>);
+    let export = move |format: &str| {
+        state.session_id.get().map(|session| {
+            format!(
+                "{}/sessions/{}/export?format={format}",
+                state.agent_url(),
+                crate::state::encode(&session)
+            )
+        })
+    };
+    view! {
+        <details class="conversation-menu">
+            <summary aria-label="Export or import">"⋯"</summary>
+            <div class="menu-items">
+                {move || export("md").map(|href| view! {
+                    <a href=href download>"Export as Markdown"</a>
+                    <a href=export("json").unwrap_or_default() download>"Export as JSON"</a>
+                })}
+                <label class="import">
+                    "Import a conversation…"
+                    <input
+                        type="file"
+                        name="import"
+                        accept=".json,application/json"
+                        on:change=move |ev| {
+                            failed.set(None);
+                            read_import(state, ev, failed);
+                        }
+                    />
+                </label>
+                {move || failed.get().map(|reason| view! { <p class="menu-error" role="alert">{reason}</p> })}
+            </div>
+        </details>
+    }
+}
+
+/// Reads the file picked for import and sends it.
+fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<String>>) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let file = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+            .and_then(|input| input.files())
+            .and_then(|files| files.get(0));
+        if let Some(file) = file {
+            leptos::task::spawn_local(async move {
+                let file = gloo_file::File::from(file);
+                match gloo_file::futures::read_as_text(&file).await {
+                    Ok(text) => state.import(text, failed),
+                    Err(e) => failed.set(Some(format!("{} could not be read: {e}", file.name()))),
+                }
+            });
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (state, ev, failed);
 }
 
 /// The chat page's data for its URL, as this browser may see it.
