@@ -122,8 +122,3 @@ pub struct SearchHit {
     /// The first matching line.
     pub line: String,
 }
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchResults {
-    pub results: Vec<SearchHit>,
-}

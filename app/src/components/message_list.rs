@@ -168,16 +168,14 @@ fn MessageItem(
             </button>
         }
     };
-    let body = move || match editing.get() {
-        Some(_) => view! { <EditForm state message editing failed=mark_failed/> }.into_any(),
-        None => body().into_any(),
-    };
+
     view! {
         <article
             class=format!("message {}", role.as_str())
             class:pinned=pinned
             class:excluded=excluded
             class:not-sent=not_sent
+            class:editing=move || editing.with(Option::is_some)
             class:streaming=move || message.streaming.get()
             class:command-notice=move || role == Role::Assistant && message.notice.get()
             data-role=role.as_str()
@@ -199,6 +197,9 @@ fn MessageItem(
                 <span class="tag mark-error" role="alert">{reason}</span>
             })}
             {body}
+            <Show when=move || editing.with(Option::is_some)>
+                <EditForm state message editing failed=mark_failed/>
+            </Show>
             {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
             {move || match message.status.get() {
                 Some(ReplyStatus::Stopped) => Some(view! { <span class="tag stopped-tag">"stopped"</span> }),

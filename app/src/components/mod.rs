@@ -4,6 +4,8 @@ mod composer;
 #[cfg(feature = "ssr")]
 pub mod debug_panel;
 mod message_list;
+#[cfg(feature = "ssr")]
+pub mod search_results;
 mod sidebar;
 
 pub use composer::Composer;

@@ -1,7 +1,8 @@
 //! This browser's conversations, newest first: open, rename, delete, and search them (the
-//! server searches titles and messages).
+//! server searches titles and messages, and renders the results: see
+//! `components::search_results`).
 
-use crate::api::{ConversationItem, SearchHit, SearchResults};
+use crate::api::ConversationItem;
 use crate::state::{encode, ChatState};
 use leptos::prelude::*;
 
@@ -19,8 +20,8 @@ fn chat_href(agent_id: &str, session_id: &str) -> String {
 #[component]
 pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
     let query = RwSignal::new(String::new());
-    // `None` while no search is shown; the latest answer otherwise.
-    let results = RwSignal::new(None::<Result<Vec<SearchHit>, String>>);
+    // `None` while no search is shown; the latest answer's HTML (or why it failed) otherwise.
+    let results = RwSignal::new(None::<Result<String, String>>);
     // Which search is the latest: an older answer arriving late is dropped.
     let generation = StoredValue::new(0u64);
     let on_input = move |ev| {
@@ -37,14 +38,10 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                 if generation.get_value() != mine {
                     return;
                 }
-                let url = format!("/api/conversations/search?q={}", encode(&text));
+                let url = format!("/api/conversations/search?format=html&q={}", encode(&text));
                 crate::stream::spawn_request("GET", url, None, move |reply| {
                     if generation.get_value() == mine {
-                        results.set(Some(reply.and_then(|text| {
-                            serde_json::from_str::<SearchResults>(&text)
-                                .map(|r| r.results)
-                                .map_err(|e| e.to_string())
-                        })));
+                        results.set(Some(reply));
                     }
                 });
             },
@@ -75,29 +72,20 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                 on:input=on_input
             />
             {move || failed.get().map(|reason| view! { <p class="sidebar-error" role="alert">{reason}</p> })}
-            {move || match results.get() {
-                Some(Ok(hits)) if hits.is_empty() => {
-                    view! { <p class="search-empty">"No conversation contains that."</p> }.into_any()
+            <div
+                class="search-answer"
+                hidden=move || results.with(Option::is_none)
+                inner_html=move || match results.get() {
+                    Some(Ok(html)) => html,
+                    _ => String::new(),
                 }
-                Some(Ok(hits)) => view! {
-                    <ul class="search-results" aria-label="Search results">
-                        {hits
-                            .into_iter()
-                            .map(|hit| view! {
-                                <li>
-                                    <a href=chat_href(&hit.agent_id, &hit.session_id) rel="external">
-                                        <span class="hit-title">{hit.title}</span>
-                                        <span class="hit-line">{hit.line}</span>
-                                    </a>
-                                </li>
-                            })
-                            .collect_view()}
-                    </ul>
-                }
-                    .into_any(),
-                Some(Err(reason)) => view! { <p class="sidebar-error" role="alert">{reason}</p> }.into_any(),
-                None => view! { <Conversations state failed/> }.into_any(),
-            }}
+            ></div>
+            {move || results.get().and_then(Result::err).map(|reason| view! {
+                <p class="sidebar-error" role="alert">{reason}</p>
+            })}
+            <Show when=move || results.with(Option::is_none)>
+                <Conversations state failed/>
+            </Show>
         </nav>
     }
 }

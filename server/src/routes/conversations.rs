@@ -12,7 +12,7 @@ use crate::store::{ConversationInfo, StoreError};
 use axum::extract::rejection::StringRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
 use parlor_domain::{Agent, SessionId};
@@ -308,7 +308,10 @@ pub struct SearchResults {
 #[utoipa::path(
     get,
     path = "/api/conversations/search",
-    params(("q" = String, Query, description = "The text to find (case-insensitive) in titles and messages")),
+    params(
+        ("q" = String, Query, description = "The text to find (case-insensitive) in titles and messages"),
+        ("format" = Option<String>, Query, description = "`html`: the results as the chat page's sidebar shows them, instead of JSON"),
+    ),
     responses(
         (status = 200, description = "This browser's conversations that contain the text, newest first, each with the first matching line (at most 50)", body = SearchResults),
         (status = 503, description = "The history store failed", body = parlor_domain::ApiError),
@@ -318,7 +321,7 @@ pub async fn get_search(
     State(app): State<AppState>,
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
-) -> Result<Json<SearchResults>, ApiError> {
+) -> Result<Response, ApiError> {
     let text = first_value(&query, "q").unwrap_or_default().to_owned();
     // Only a browser's own conversations: API clients' conversations are listed nowhere.
     let results = match browser::from_jar(&jar) {
@@ -327,8 +330,21 @@ pub async fn get_search(
             .map_err(unavailable)?,
         None => Vec::new(),
     };
+    if first_value(&query, "format") == Some("html") {
+        let hits = results
+            .into_iter()
+            .map(|hit| parlor_app::api::SearchHit {
+                session_id: hit.session_id,
+                agent_id: hit.agent_id,
+                title: hit.title,
+                line: hit.line,
+            })
+            .collect();
+        return Ok(Html(parlor_app::components::search_results::render(hits)).into_response());
+    }
     Ok(Json(SearchResults {
         query: text,
         results,
-    }))
+    })
+    .into_response())
 }
