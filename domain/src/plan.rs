@@ -233,7 +233,7 @@ fn policy_step(
         .iter()
         .zip(&trimmed.messages)
         .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
-    let by_policy = without_orphaned_replies(prompts.chain(selected));
+    let by_policy = without_orphaned_replies(prompts.chain(selected), 0);
     let stored_by_policy = by_policy.iter().filter(|m| m.stored_at.is_some()).count();
     let messages = tail.messages();
     let marked = older_pins
@@ -279,7 +279,7 @@ fn policy_step(
             excluded += usize::from(out);
             !out
         });
-    let messages = without_orphaned_replies(marked_out);
+    let messages = without_orphaned_replies(marked_out, run_start);
     Selected {
         removed_by_marks: (policy_count + joined.len()).saturating_sub(messages.len()),
         joined: joined.len(),
@@ -313,13 +313,18 @@ fn withhold_images(messages: &mut [Outgoing]) -> bool {
 
 /// Leaves out the replies (assistant and tool messages) that come before the first user
 /// message: their question is not in the request. System messages stay where they are.
-fn without_orphaned_replies(messages: impl Iterator<Item = Outgoing>) -> Vec<Outgoing> {
+/// Messages stored before `run_start` were joined for their pin alone: a pinned question
+/// among them does not open the sent part (a reply whose own question was left out stays
+/// out even after one), while one the policy selected does.
+fn without_orphaned_replies(
+    messages: impl Iterator<Item = Outgoing>,
+    run_start: usize,
+) -> Vec<Outgoing> {
     let mut seen_user = false;
     messages
         .filter(|m| {
-            // A pinned question does not open the conversation's sent part: a reply whose
-            // own question was left out stays out even after one.
-            seen_user |= m.role() == Role::User && !m.pinned();
+            let joined = m.pinned() && m.stored_at.is_some_and(|at| at < run_start);
+            seen_user |= m.role() == Role::User && !joined;
             seen_user || m.role() == Role::System || m.pinned()
         })
         .collect()
@@ -569,6 +574,22 @@ mod tests {
             "the question and its reply"
         );
         assert_eq!(plan.report.marks.unwrap().excluded, 1);
+    }
+
+    #[test]
+    fn a_pinned_question_the_policy_selected_keeps_its_reply() {
+        // `all` sends everything: pinning the first question must not drop its reply.
+        let mut case = marked("uauaua", &[0], &[]);
+        case.settings = settings(HistoryPolicy::All, 2);
+        let plan = case.run();
+        assert_eq!(
+            texts(&plan.messages),
+            ["prompt", "0", "1", "2", "3", "4", "5"]
+        );
+        // lastN 1 keeps 4..5; the pinned question 0 joins, its reply 1 stays out.
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        let plan = case.run();
+        assert_eq!(texts(&plan.messages), ["prompt", "0", "4", "5"]);
     }
 
     #[test]
