@@ -57,6 +57,9 @@ pub struct StoredMessage {
     /// A user message's saved context, one chip per source.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<Chip>,
+    /// Its tokens, counted for the conversation's model (with the debug panel only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 /// A conversation in the sidebar.
@@ -86,6 +89,8 @@ pub struct ChatData {
     pub max_context_bytes: usize,
     /// How many of the first stored messages the rolling summary covers (0: none).
     pub summarized: usize,
+    /// The context meter of the conversation's last model call.
+    pub meter: Option<parlor_domain::meter::Meter>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

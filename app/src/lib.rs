@@ -4,6 +4,7 @@
 pub mod api;
 pub mod attach;
 pub mod components;
+pub mod events;
 pub mod pages;
 #[cfg(feature = "ssr")]
 pub mod ssr;

@@ -6,12 +6,12 @@
 
 use crate::api::{ChatData, ChatQuery, ConversationItem, ConversationRef, DebugView};
 use crate::attach::Attachment;
+use crate::events::{PageEvent, PageMeta};
 use crate::stream::{self, AbortHandle, StreamEnd};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
-use parlor_domain::{
-    ChatEvent, ChatRequest, DoneEvent, MetaEvent, Rendered, ReplyStatus, Role, SendMark,
-};
+use parlor_domain::meter::Meter;
+use parlor_domain::{ChatRequest, DoneEvent, Rendered, ReplyStatus, Role, SendMark};
 
 #[derive(Clone, Copy)]
 pub struct UiMessage {
@@ -32,6 +32,8 @@ pub struct UiMessage {
     pub id: RwSignal<Option<String>>,
     /// Pinned or excluded.
     pub send: RwSignal<Option<SendMark>>,
+    /// Its tokens (shown with the debug panel).
+    pub tokens: RwSignal<Option<u64>>,
 }
 
 #[derive(Clone, Copy)]
@@ -60,6 +62,8 @@ pub struct ChatState {
     /// The conversation's model and provider, as the last turn reported them.
     pub model: RwSignal<String>,
     pub provider: RwSignal<String>,
+    /// How full the model's window was on the last call (the header's meter).
+    pub meter: RwSignal<Option<Meter>>,
     next_key: StoredValue<u64>,
     abort: StoredValue<AbortHandle>,
     /// The chat view's reactive owner. Signals made during a turn belong to it, not to the
@@ -87,6 +91,7 @@ impl ChatState {
             debug_loading: RwSignal::new(false),
             model: RwSignal::new(data.model.clone()),
             provider: RwSignal::new(data.provider.clone()),
+            meter: RwSignal::new(data.meter.clone()),
             next_key: StoredValue::new(0),
             abort: StoredValue::new(AbortHandle::default()),
             owner: StoredValue::new(Owner::current()),
@@ -99,6 +104,7 @@ impl ChatState {
                 message.chips.set_value(m.context.clone());
                 message.id.set(Some(m.id.clone()));
                 message.send.set(m.send);
+                message.tokens.set(m.tokens);
                 if m.role == Role::Assistant {
                     // On the server this is the rendered reply; in the browser it is absent
                     // and the server-rendered HTML already in the page stays as it is.
@@ -135,6 +141,7 @@ impl ChatState {
             chips: StoredValue::new(Vec::new()),
             id: RwSignal::new(None),
             send: RwSignal::new(None),
+            tokens: RwSignal::new(None),
         })
     }
 
@@ -260,6 +267,7 @@ impl ChatState {
         self.session_id.set(Some(conversation.session_id.clone()));
         stream::set_url_param("session", Some(&conversation.session_id));
         self.summarized.set(0);
+        self.meter.set(None);
         self.error.set(None);
         self.debug.update(|d| {
             if let Some(d) = d {
@@ -406,6 +414,7 @@ impl ChatState {
         self.stop();
         self.messages.set(Vec::new());
         self.summarized.set(0);
+        self.meter.set(None);
         self.session_id.set(None);
         self.error.set(None);
         self.debug.update(|d| {
@@ -568,18 +577,18 @@ struct TurnView {
 }
 
 impl TurnView {
-    fn event(self, event: ChatEvent) {
+    fn event(self, event: PageEvent) {
         match event {
-            ChatEvent::Meta(meta) => self.meta(meta),
-            ChatEvent::Delta { text, rendered } => self.delta(&text, rendered),
-            ChatEvent::Done(done) => self.done(done),
-            ChatEvent::Notice { text } => self.notice(text),
-            ChatEvent::Error { message } => self.error(message),
+            PageEvent::Meta(meta) => self.meta(meta),
+            PageEvent::Delta { text, rendered } => self.delta(&text, rendered),
+            PageEvent::Done(done) => self.done(done),
+            PageEvent::Notice { text } => self.notice(text),
+            PageEvent::Error { message } => self.error(message),
         }
     }
 
-    /// The turn's conversation, model and history report.
-    fn meta(self, meta: MetaEvent) {
+    /// The turn's conversation, model, history report and meter.
+    fn meta(self, meta: PageMeta) {
         let state = self.state;
         let first_text = self.user_text.get_value();
         state.adopt_session(&meta.session_id, first_text.as_deref());
@@ -590,11 +599,15 @@ impl TurnView {
             state.messages.with_untracked(|list| {
                 if let Some(user) = list.iter().find(|m| m.key == key) {
                     user.id.set(Some(id));
+                    user.tokens.set(meta.message_tokens);
                 }
             });
         }
-        if let Some(summary) = &meta.history.summary {
-            state.summarized.set(summary.covers);
+        if let Some(covers) = meta.history.summary {
+            state.summarized.set(covers);
+        }
+        if meta.meter.is_some() {
+            state.meter.set(meta.meter);
         }
         state.debug.update(|d| {
             if let Some(d) = d {
@@ -618,6 +631,11 @@ impl TurnView {
         self.finished.set_value(true);
         if done.message_id.is_some() {
             self.reply.id.set(done.message_id.clone());
+        }
+        self.reply.tokens.set(done.message_tokens);
+        if done.meter.is_some() {
+            // The provider's count and the cost replace the estimate.
+            self.state.meter.set(done.meter);
         }
         if let Some(html) = done.html {
             let reply = self.reply;

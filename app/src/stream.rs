@@ -4,7 +4,7 @@
 //! On the server these functions are never called (event handlers only run in the
 //! browser); they compile to no-ops there so components stay the same on both sides.
 
-use parlor_domain::ChatEvent;
+use crate::events::PageEvent;
 
 /// How a stream ended, when it did not end with the server's own `done` or `error`.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +42,7 @@ pub fn spawn_chat(
     url: String,
     body: String,
     abort: &mut AbortHandle,
-    mut on_event: impl FnMut(ChatEvent) + 'static,
+    mut on_event: impl FnMut(PageEvent) + 'static,
     on_end: impl FnOnce(StreamEnd) + 'static,
 ) {
     let controller = match web_sys::AbortController::new() {
@@ -66,7 +66,7 @@ pub fn spawn_chat(
     _url: String,
     _body: String,
     _abort: &mut AbortHandle,
-    _on_event: impl FnMut(ChatEvent) + 'static,
+    _on_event: impl FnMut(PageEvent) + 'static,
     _on_end: impl FnOnce(StreamEnd) + 'static,
 ) {
 }
@@ -127,8 +127,8 @@ pub fn copy_to_clipboard(text: &str) {
 #[cfg(feature = "hydrate")]
 mod browser {
     use super::StreamEnd;
+    use crate::events::PageEvent;
     use parlor_domain::event::SseDecoder;
-    use parlor_domain::ChatEvent;
     use wasm_bindgen::{JsCast, JsValue};
     use wasm_bindgen_futures::JsFuture;
 
@@ -136,7 +136,7 @@ mod browser {
         url: &str,
         body: &str,
         signal: &web_sys::AbortSignal,
-        on_event: &mut dyn FnMut(ChatEvent),
+        on_event: &mut dyn FnMut(PageEvent),
     ) -> StreamEnd {
         match read(url, body, signal, on_event).await {
             Ok(end) => end,
@@ -149,7 +149,7 @@ mod browser {
         url: &str,
         body: &str,
         signal: &web_sys::AbortSignal,
-        on_event: &mut dyn FnMut(ChatEvent),
+        on_event: &mut dyn FnMut(PageEvent),
     ) -> Result<StreamEnd, JsValue> {
         let response = gloo_net::http::Request::post(url)
             .header("content-type", "application/json")
@@ -183,7 +183,7 @@ mod browser {
             let value = js_sys::Reflect::get(&chunk, &"value".into())?;
             let bytes = js_sys::Uint8Array::new(&value).to_vec();
             for data in decoder.push(&bytes) {
-                if let Ok(event) = ChatEvent::from_json(&data) {
+                if let Ok(event) = PageEvent::from_json(&data) {
                     on_event(event);
                 }
             }

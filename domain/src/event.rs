@@ -236,6 +236,13 @@ pub struct MetaEvent {
     /// The id of the user message stored on this turn (none for commands and regenerations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// How full the model's window is with this call, part by part (Parlor's count; `done`
+    /// brings the provider's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<crate::meter::Meter>,
+    /// The tokens of the message sent on this turn (its text and context blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_tokens: Option<u64>,
 }
 
 /// The history settings of a model call: each value, where it came from, and why higher
@@ -382,6 +389,9 @@ pub struct TurnReport {
     pub tokens_sent: u64,
     /// True when `tokens_sent` is the model's own count.
     pub tokens_exact: bool,
+    /// The context meter of the call, with the provider's usage and the cost once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<crate::meter::Meter>,
 }
 
 impl TurnReport {
@@ -392,6 +402,7 @@ impl TurnReport {
             model,
             tokens_sent,
             tokens_exact: false,
+            meter: None,
         }
     }
 
@@ -411,6 +422,9 @@ pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Prompt tokens the provider served from its cache, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -426,6 +440,14 @@ pub struct DoneEvent {
     /// The stored reply's id (to pin or exclude it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// The context meter with the provider's usage and the cost, when the provider reported
+    /// usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<crate::meter::Meter>,
+    /// The reply's tokens as Parlor counts every message of the transcript (the provider's
+    /// count of the reply is the meter's `completion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_tokens: Option<u64>,
 }
 
 #[cfg(test)]
@@ -536,6 +558,12 @@ mod tests {
                     marks: None,
                 },
                 message_id: None,
+                meter: Some(crate::meter::Meter {
+                    window: Some(128_000),
+                    sent: 40,
+                    ..Default::default()
+                }),
+                message_tokens: Some(7),
             }),
             ChatEvent::Delta {
                 text: "hi \"there\"".into(),
@@ -554,9 +582,12 @@ mod tests {
                     prompt_tokens: 1,
                     completion_tokens: 2,
                     total_tokens: 3,
+                    cached_tokens: None,
                 }),
                 html: None,
                 message_id: Some("h0123456789abcdef".into()),
+                meter: None,
+                message_tokens: Some(2),
             }),
             ChatEvent::Error {
                 message: "upstream said no".into(),

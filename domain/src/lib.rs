@@ -15,6 +15,7 @@ pub mod live_sessions;
 #[cfg(feature = "markdown")]
 pub mod markdown;
 pub mod message;
+pub mod meter;
 pub mod mirror;
 pub mod plan;
 pub mod session;

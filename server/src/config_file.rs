@@ -73,6 +73,12 @@ pub struct ModelEntry {
     pub token_budget: Option<i64>,
     /// Whether the model takes images (default true); `false` sends a placeholder instead.
     pub vision: Option<bool>,
+    /// The model's context window in tokens (the context meter's limit).
+    pub context_tokens: Option<i64>,
+    /// US dollars per million prompt tokens (with `price_out`: the meter shows costs).
+    pub price_in: Option<f64>,
+    /// US dollars per million completion tokens.
+    pub price_out: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

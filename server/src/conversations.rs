@@ -133,6 +133,7 @@ pub async fn fork(
             session_id: info.session_id.clone(),
             message_id: messages.last().map(|m| m.id().into_owned()),
         }),
+        spent_nano_usd: 0,
     };
     let stored = write_new(store, &fork, &messages).await?;
     Ok((fork, stored))
@@ -258,6 +259,7 @@ pub async fn import(
         context_turns: longest_retention(&imported.messages),
         pinned: count(imported.messages.iter().filter(|m| m.is_pinned())),
         forked_from: None,
+        spent_nano_usd: 0,
     };
     let stored = write_new(store, &info, &imported.messages).await?;
     Ok((info, stored))

@@ -7,6 +7,7 @@
 use crate::config_file::{ConfigFileError, ModelEntry};
 use crate::llm::{LlmClient, MirrorModel};
 use parlor_domain::chain::{ModelLimits, TokenCounter};
+use parlor_domain::meter::{known_window, Prices};
 use parlor_domain::mirror::MIRROR_MODEL;
 use parlor_domain::{Agent, Message};
 use std::collections::HashMap;
@@ -31,12 +32,17 @@ impl Provider {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ModelSpec {
     pub limits: ModelLimits,
     pub provider: Provider,
     /// The id sent upstream.
     pub upstream: String,
+    /// The context window in tokens: declared (`context_tokens`), else known for the
+    /// model's family, else unknown.
+    pub window: Option<u64>,
+    /// What its tokens cost, when the operator declared it.
+    pub prices: Option<Prices>,
 }
 
 impl ModelSpec {
@@ -49,6 +55,8 @@ impl ModelSpec {
             },
             provider,
             upstream: name.to_owned(),
+            window: known_window(name),
+            prices: None,
         }
     }
 
@@ -91,7 +99,37 @@ pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, Conf
             Some(n) if n >= 1 => Ok(Some(n as u64)),
             Some(n) => Err(fail(field, format!("must be at least 1 (got {n})"))),
         };
+        let prices = match (entry.price_in, entry.price_out) {
+            (None, None) => None,
+            (Some(input), Some(output)) => {
+                for (field, price) in [("price_in", input), ("price_out", output)] {
+                    if !price.is_finite() || price < 0.0 {
+                        return Err(fail(
+                            field,
+                            format!("must be a price in US dollars per million tokens, 0 or more (got {price})"),
+                        ));
+                    }
+                }
+                Some(Prices { input, output })
+            }
+            (Some(_), None) => {
+                return Err(fail(
+                    "price_out",
+                    "is needed with price_in (both or neither)".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(fail(
+                    "price_in",
+                    "is needed with price_out (both or neither)".into(),
+                ))
+            }
+        };
+        let upstream = entry.model.clone().unwrap_or_else(|| entry.name.clone());
+        let window = positive("context_tokens", entry.context_tokens)?;
         specs.push(ModelSpec {
+            window: window.or_else(|| known_window(&upstream)),
+            prices,
             limits: ModelLimits {
                 name: entry.name.clone(),
                 max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
@@ -99,7 +137,7 @@ pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, Conf
                 without_images: entry.vision == Some(false),
             },
             provider,
-            upstream: entry.model.clone().unwrap_or_else(|| entry.name.clone()),
+            upstream,
         });
     }
     Ok(specs)
@@ -310,11 +348,54 @@ mod tests {
             max_context,
             token_budget: None,
             vision: None,
+            context_tokens: None,
+            price_in: None,
+            price_out: None,
         };
         let path = Path::new("parlor.toml");
         let ok = specs(&[entry("small", None, Some(10))], path).unwrap();
         assert_eq!(ok[0].upstream, "small");
         assert_eq!(ok[0].limits.max_context, Some(10));
+        assert_eq!((ok[0].window, ok[0].prices), (None, None));
+        let priced = ModelEntry {
+            model: Some("gpt-4o-mini".into()),
+            price_in: Some(0.15),
+            price_out: Some(0.6),
+            ..entry("quick", None, None)
+        };
+        let declared = ModelEntry {
+            context_tokens: Some(4096),
+            ..entry("local", None, None)
+        };
+        let ok = specs(&[priced, declared], path).unwrap();
+        assert_eq!(
+            ok[0].window,
+            Some(128_000),
+            "known for the upstream id's family"
+        );
+        assert_eq!(ok[0].prices.map(|p| (p.input, p.output)), Some((0.15, 0.6)));
+        assert_eq!(ok[1].window, Some(4096), "declared");
+        let half_priced = ModelEntry {
+            price_in: Some(1.0),
+            ..entry("a", None, None)
+        };
+        let negative = ModelEntry {
+            price_in: Some(-1.0),
+            price_out: Some(1.0),
+            ..entry("a", None, None)
+        };
+        let no_window = ModelEntry {
+            context_tokens: Some(0),
+            ..entry("a", None, None)
+        };
+        for (entry, expected) in [
+            (half_priced, "price_out: is needed with price_in"),
+            (negative, "price_in: must be a price"),
+            (no_window, "context_tokens: must be at least 1"),
+        ] {
+            let error = specs(&[entry], path).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
         for (entries, expected) in [
             (
                 vec![entry("a", Some("claude"), None)],

@@ -97,10 +97,18 @@ impl Backend for PageBackend {
             None => Vec::new(),
         };
         let stored = messages.len();
-        let (model, provider) = services.models.label(
-            &agent,
-            conversation.as_ref().and_then(|c| c.model.as_deref()),
-        );
+        let chosen = conversation.as_ref().and_then(|c| c.model.as_deref());
+        let (model, provider) = services.models.label(&agent, chosen);
+        let debug = query.debug && services.config.debug_panel;
+        // With the debug panel, each message shows its tokens for the conversation's model.
+        let tokens = debug.then(|| {
+            let spec = services.models.for_conversation(&agent, chosen);
+            crate::models::token_counter(
+                spec.as_ref()
+                    .map(|m| m.upstream.as_str())
+                    .unwrap_or_default(),
+            )
+        });
         Ok(ChatPageData::Ready(Box::new(ChatData {
             agent: AgentInfo {
                 id: agent.id.clone(),
@@ -125,6 +133,7 @@ impl Backend for PageBackend {
             messages: messages
                 .into_iter()
                 .map(|m| StoredMessage {
+                    tokens: tokens.as_ref().map(|t| t.count(&m)),
                     id: m.id().into_owned(),
                     send: m.send,
                     status: m.status(),
@@ -135,7 +144,11 @@ impl Backend for PageBackend {
                 })
                 .collect(),
             conversations,
-            debug: (query.debug && services.config.debug_panel).then(|| {
+            meter: conversation
+                .as_ref()
+                .and_then(|c| c.last_turn.as_ref())
+                .and_then(|t| t.meter.clone()),
+            debug: debug.then(|| {
                 let info = services.debug_info(
                     &agent,
                     conversation.as_ref(),

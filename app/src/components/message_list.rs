@@ -201,6 +201,15 @@ fn MessageItem(
                 <EditForm state message editing failed=mark_failed/>
             </Show>
             {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
+            {move || {
+                // With the debug panel open: what the message costs in tokens.
+                let shown = state.debug.with(Option::is_some);
+                message.tokens.get().filter(|_| shown).map(|n| view! {
+                    <span class="tag tokens-tag" title="Tokens of this message for the conversation's model">
+                        {format!("{} tokens", parlor_domain::meter::group_digits(n))}
+                    </span>
+                })
+            }}
             {move || match message.status.get() {
                 Some(ReplyStatus::Stopped) => Some(view! { <span class="tag stopped-tag">"stopped"</span> }),
                 Some(ReplyStatus::Incomplete) => Some(view! { <span class="tag incomplete-tag">"incomplete"</span> }),

@@ -4,10 +4,12 @@ mod composer;
 #[cfg(feature = "ssr")]
 pub mod debug_panel;
 mod message_list;
+mod meter;
 #[cfg(feature = "ssr")]
 pub mod search_results;
 mod sidebar;
 
 pub use composer::Composer;
 pub use message_list::MessageList;
+pub use meter::ContextMeter;
 pub use sidebar::Sidebar;

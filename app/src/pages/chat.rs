@@ -4,7 +4,7 @@
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
 use crate::api::{ChatData, ChatPageData, ChatQuery};
-use crate::components::{Composer, MessageList, Sidebar};
+use crate::components::{Composer, ContextMeter, MessageList, Sidebar};
 use crate::state::ChatState;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -131,6 +131,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                     </div>
                     <ConversationMenu state/>
                     <button class="new-chat" on:click=move |_| state.new_chat()>"New chat"</button>
+                    <ContextMeter state/>
                 </header>
                 <Show when=move || data.mirror>
                     <p class="notice mirror-notice">

@@ -175,9 +175,40 @@ struct StreamChunk {
     #[serde(default)]
     choices: Vec<Choice>,
     #[serde(default)]
-    usage: Option<Usage>,
+    usage: Option<UpstreamUsage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+/// Usage as OpenAI-compatible servers report it (cached tokens under
+/// `prompt_tokens_details`).
+#[derive(Deserialize)]
+struct UpstreamUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl From<UpstreamUsage> for Usage {
+    fn from(u: UpstreamUsage) -> Usage {
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
+            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -270,8 +301,8 @@ impl Reader {
                     super::redact::redact(&message, self.scrub_key.as_ref().map(|k| k.expose()));
                 return self.end(Err(LlmError::Upstream { message }));
             }
-            if chunk.usage.is_some() {
-                self.usage = chunk.usage;
+            if let Some(usage) = chunk.usage {
+                self.usage = Some(usage.into());
             }
             let mut text = String::new();
             for choice in chunk.choices {

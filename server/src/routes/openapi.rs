@@ -4,6 +4,7 @@
 use super::ready::Readiness;
 use axum::Json;
 use parlor_domain::chain::StepReport;
+use parlor_domain::meter::{Cost, Meter, MeterParts};
 use parlor_domain::settings::SettingSource;
 use parlor_domain::{
     ApiError, ChatEvent, ChatRequest, DebugInfo, DoneEvent, HistoryReport, MarkReply, MarkRequest,
@@ -37,7 +38,7 @@ use utoipa::OpenApi;
     components(schemas(
         ChatRequest, ChatEvent, MetaEvent, HistoryReport, SettingsReport, SettingSource,
         StepReport, Rendered, DoneEvent, Usage, ApiError, DebugInfo, TurnReport, Readiness,
-        MarkRequest, MarkReply, MarksReport, SendMark, Role,
+        MarkRequest, MarkReply, MarksReport, SendMark, Role, Meter, MeterParts, Cost,
         super::conversations::ForkRequest, super::conversations::RenameRequest,
         super::conversations::Deleted, super::conversations::SearchResults,
         crate::conversations::Summary, crate::conversations::Hit,

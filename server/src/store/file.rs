@@ -846,6 +846,7 @@ mod tests {
                     context_turns: 0,
                     pinned: 0,
                     forked_from: None,
+                    spent_nano_usd: 0,
                 })
                 .await
                 .unwrap();

@@ -52,6 +52,10 @@ pub struct ConversationInfo {
     /// The conversation and message this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// What its model calls cost, in billionths of a US dollar (calls of priced models
+    /// whose provider reported usage).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub spent_nano_usd: u64,
 }
 
 /// Where a fork came from: its conversation and the last message it copied (`None` when it
@@ -61,6 +65,10 @@ pub struct ForkOrigin {
     pub session_id: SessionId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -136,6 +144,7 @@ impl ConversationInfo {
             context_turns: 0,
             pinned: 0,
             forked_from: None,
+            spent_nano_usd: 0,
         }
     }
 
@@ -394,6 +403,7 @@ pub(crate) mod contract {
             context_turns: 0,
             pinned: 0,
             forked_from: None,
+            spent_nano_usd: 0,
         }
     }
 

@@ -49,6 +49,8 @@ pub(crate) async fn answer(
         usage: None,
         html: None,
         message_id: None,
+        meter: None,
+        message_tokens: None,
     }));
     Ok(Turn { meta, events: rx })
 }

@@ -18,6 +18,7 @@ use parlor_domain::context::{self, ContextEntry, ContextReport, Pruning};
 use parlor_domain::history::{tail_hint, tail_suffices};
 use parlor_domain::live_sessions::LimitReached;
 use parlor_domain::message::title_of;
+use parlor_domain::meter::measure;
 use parlor_domain::plan::{plan, Plan, PlanInput};
 use parlor_domain::{
     Agent, ChatEvent, HistorySettings, Message, MetaEvent, Role, SessionId, TurnReport,
@@ -263,6 +264,7 @@ fn conversation_info(
             context_turns: 0,
             pinned: 0,
             forked_from: None,
+            spent_nano_usd: 0,
         },
     }
 }
@@ -460,7 +462,8 @@ impl TurnContext<'_> {
         })
     }
 
-    /// The `meta` event of a planned call, and the report kept with the conversation.
+    /// The `meta` event of a planned call, and the report kept with the conversation: what
+    /// was decided, and how full the model's window is with it.
     pub(crate) fn meta(
         &self,
         info: &mut ConversationInfo,
@@ -468,7 +471,23 @@ impl TurnContext<'_> {
         plan: &Plan,
     ) -> MetaEvent {
         let name = model.map(|m| m.name().to_owned()).unwrap_or_default();
-        info.last_turn = Some(TurnReport::new(plan.report.clone(), name.clone()));
+        let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
+        let mut meter = measure(
+            &plan.messages,
+            tokens.as_ref(),
+            model.and_then(|m| m.window),
+        );
+        if model.is_some_and(|m| m.prices.is_some()) {
+            // Priced: the conversation's cost so far shows before this call's is known.
+            meter.cost = Some(parlor_domain::meter::Cost {
+                turn_nano_usd: None,
+                conversation_nano_usd: info.spent_nano_usd,
+            });
+        }
+        info.last_turn = Some(TurnReport {
+            meter: Some(meter.clone()),
+            ..TurnReport::new(plan.report.clone(), name.clone())
+        });
         MetaEvent {
             session_id: info.session_id.to_string(),
             agent_id: self.agent.id.clone(),
@@ -476,6 +495,8 @@ impl TurnContext<'_> {
             provider: self.services.models.provider_label(model).to_owned(),
             history: plan.report.clone(),
             message_id: None,
+            meter: Some(meter),
+            message_tokens: None,
         }
     }
 
@@ -506,6 +527,13 @@ impl TurnContext<'_> {
             .as_ref()
             .map(|s| parlor_domain::summary::for_model(&s.summary));
         let message_id = tail.last().map(|m| m.id().into_owned());
+        let tokens = token_counter(
+            model
+                .as_ref()
+                .map(|m| m.upstream.as_str())
+                .unwrap_or_default(),
+        );
+        let message_tokens = tail.last().map(|m| tokens.count(m));
         let mut plan = self.plan(
             model.as_ref(),
             tail,
@@ -525,6 +553,8 @@ impl TurnContext<'_> {
         self.log_decision(&plan);
         let mut meta = self.meta(&mut info, model.as_ref(), &plan);
         meta.message_id = message_id;
+        meta.message_tokens = message_tokens;
+        let prices = model.as_ref().and_then(|m| m.prices);
         let request = match (model, plan.error) {
             (_, Some(e)) => Err(e.to_string()),
             (None, None) => Err(LlmError::NoModel {
@@ -549,6 +579,8 @@ impl TurnContext<'_> {
             tx,
             busy: Some(busy),
             then,
+            prices,
+            tokens,
         };
         // The reply logs in the request's span (its request id), also after the response.
         let span = tracing::Span::current();

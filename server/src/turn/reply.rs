@@ -8,7 +8,9 @@ use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
 use crate::state::BusyGuard;
 use crate::store::{now_ms, ConversationInfo};
 use futures::StreamExt;
+use parlor_domain::chain::TokenCounter;
 use parlor_domain::markdown::StreamingMarkdown;
+use parlor_domain::meter::Prices;
 use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -16,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How a reply ended.
 enum Outcome {
-    Finished(DoneEvent),
+    Finished(Box<DoneEvent>),
     Failed(String),
     /// The browser went away (Stop, closed tab): nobody is listening any more.
     Abandoned,
@@ -50,6 +52,10 @@ pub(super) struct Reply {
     pub busy: Option<BusyGuard>,
     /// Runs once the reply is stored (the summarizer, in the background).
     pub then: Option<Box<dyn FnOnce() + Send + Sync>>,
+    /// The model's prices, when declared: the call's cost goes into the meter.
+    pub prices: Option<Prices>,
+    /// The model's token counter (the reply's own count).
+    pub tokens: Arc<dyn TokenCounter>,
 }
 
 impl Reply {
@@ -91,7 +97,12 @@ impl Reply {
         }
         crate::metrics::reply(started.elapsed().as_secs_f64());
         crate::metrics::turn(outcome.label());
-        self.record_usage(&outcome).await;
+        let mut outcome = outcome;
+        if let Outcome::Finished(done) = &mut outcome {
+            self.record_usage(done).await;
+            // As the transcript counts every message: what it costs when sent again.
+            done.message_tokens = Some(self.tokens.count(&Message::assistant(text.as_str(), 0)));
+        }
         let stored = if text.is_empty() {
             Some(None)
         } else {
@@ -108,17 +119,26 @@ impl Reply {
         }
     }
 
-    /// The model's own token count replaces the estimate in the debug report.
-    async fn record_usage(&self, outcome: &Outcome) {
-        let Outcome::Finished(DoneEvent {
-            usage: Some(usage), ..
-        }) = outcome
-        else {
+    /// The provider's usage replaces the estimate in the debug report and the meter, which
+    /// prices the call when the model has prices; `done` carries the meter.
+    async fn record_usage(&mut self, done: &mut DoneEvent) {
+        let Some(usage) = &done.usage else {
             return;
         };
-        let mut info = self.info.clone();
-        info.last_turn = info.last_turn.map(|t| t.with_usage(Some(usage)));
-        if let Err(e) = self.history.store.put_info(&info).await {
+        let info = &mut self.info;
+        if let Some(turn) = info.last_turn.take() {
+            let mut turn = turn.with_usage(Some(usage));
+            turn.meter = turn
+                .meter
+                .map(|m| m.with_usage(usage, self.prices, info.spent_nano_usd));
+            if let Some(cost) = turn.meter.as_ref().and_then(|m| m.cost) {
+                info.spent_nano_usd = cost.conversation_nano_usd;
+            }
+            done.meter.clone_from(&turn.meter);
+            info.last_turn = Some(turn);
+        }
+        let info = &self.info;
+        if let Err(e) = self.history.store.put_info(info).await {
             tracing::error!(
                 "could not store the token count of {}: {e}",
                 info.session_id
@@ -169,7 +189,7 @@ impl Reply {
         match outcome {
             Outcome::Finished(mut done) => {
                 done.message_id = reply_id;
-                let _ = self.tx.send(ChatEvent::Done(done)).await;
+                let _ = self.tx.send(ChatEvent::Done(*done)).await;
             }
             Outcome::Failed(message) => {
                 tracing::warn!("model call for {} failed: {message}", self.info.session_id);
@@ -210,12 +230,14 @@ async fn relay(
         let piece = match item {
             Some(Ok(LlmEvent::Delta(piece))) => piece,
             Some(Ok(LlmEvent::Finished { reason, usage })) => {
-                return Outcome::Finished(DoneEvent {
+                return Outcome::Finished(Box::new(DoneEvent {
                     finish_reason: reason,
                     usage,
                     html: Some(markdown.finish()),
                     message_id: None,
-                })
+                    meter: None,
+                    message_tokens: None,
+                }))
             }
             Some(Err(e)) => return failed(e),
             None => return failed(LlmError::Dropped),

@@ -11,6 +11,7 @@ mod conversations;
 mod history;
 mod marks;
 mod mcp;
+mod meter;
 mod pages;
 mod processes;
 mod startup;

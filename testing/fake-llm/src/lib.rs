@@ -15,6 +15,7 @@
 //! | `[drop]`        | streams two chunks, then cuts the connection                     |
 //! | `[hang]`        | never answers                                                    |
 //! | `[stall]`       | streams one chunk, then goes silent                              |
+//! | `[cached]`      | as (none), reporting half the prompt's tokens as cached          |
 //!
 //! Every request body is recorded; `GET /_requests` returns them as a JSON array.
 
@@ -237,9 +238,13 @@ async fn chat_completions(
         steps.push(Step::Data(chunk(&model, None, Some("stop"))));
         if include_usage {
             let completion = pieces.len() as u64;
+            let mut usage = usage(prompt_tokens, completion);
+            if last_user.contains("[cached]") {
+                usage["prompt_tokens_details"] = json!({"cached_tokens": prompt_tokens / 2});
+            }
             steps.push(Step::Data(json!({
                 "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
-                "choices": [], "usage": usage(prompt_tokens, completion),
+                "choices": [], "usage": usage,
             })));
         }
         steps.push(Step::Raw("data: [DONE]\n\n".into()));

@@ -1,0 +1,398 @@
+//! The context meter: how much of the model's window the last call took, part by part, what
+//! goes first when it is nearly full, and what the call cost.
+//!
+//! All amounts are integers (tokens, nano-dollars), so the browser formats them without
+//! floating-point code.
+
+use crate::chain::TokenCounter;
+use crate::event::Usage;
+use crate::message::{title_of, Message, Role};
+use crate::summary::SUMMARY_LABEL;
+use serde::{Deserialize, Serialize};
+
+/// The share of the window from which the meter warns (percent).
+pub const NEAR_LIMIT_PERCENT: u64 = 80;
+
+/// What one model call sent, against the model's window.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meter {
+    /// The model's window in tokens (`[[models]] context_tokens`, or known for the model's
+    /// family); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    /// Tokens sent: the provider's count once it reported usage, else Parlor's estimate.
+    pub sent: u64,
+    /// `sent` is the provider's count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reported: bool,
+    /// Parlor's count of each part of the request.
+    pub parts: MeterParts,
+    /// `sent` is at least [`NEAR_LIMIT_PERCENT`] of the window.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub near_limit: bool,
+    /// The message the window or the token budget will leave out first (near the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drops_next: Option<String>,
+    /// The reply's tokens, as the provider reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<u64>,
+    /// Prompt tokens the provider served from its cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<u64>,
+    /// What the call and the conversation cost, when the operator declared the model's
+    /// prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// Tokens per part of a request (Parlor's count).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeterParts {
+    /// The system prompt and the history's system message.
+    pub system: u64,
+    /// The rolling summary, when it was sent.
+    pub summary: u64,
+    /// Earlier messages (their text).
+    pub history: u64,
+    /// Context blocks (attached files, providers), in any message sent.
+    pub context: u64,
+    /// The new message's text.
+    pub message: u64,
+}
+
+impl MeterParts {
+    pub fn total(&self) -> u64 {
+        self.system + self.summary + self.history + self.context + self.message
+    }
+}
+
+/// Cost in billionths of a US dollar.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cost {
+    /// This call (known once the provider reported usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_nano_usd: Option<u64>,
+    /// Every call of the conversation with reported usage, this one included once known.
+    pub conversation_nano_usd: u64,
+}
+
+/// A model's prices, in US dollars per million tokens (`price_in`, `price_out`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+}
+
+impl Prices {
+    /// The cost of a call, in nano-dollars: a dollar per million tokens is a thousandth of a
+    /// nano-dollar... per token times a thousand, i.e. `tokens × price × 1000`.
+    pub fn nano_usd(&self, prompt: u64, completion: u64) -> u64 {
+        let nanos = (prompt as f64 * self.input + completion as f64 * self.output) * 1000.0;
+        nanos.round().max(0.0) as u64
+    }
+}
+
+/// The meter of a request about to be sent: `sent` is the request (system messages first),
+/// counted with `tokens`. A user message at the end is the new message; anything else there
+/// (the plan of a `!` command) is history.
+pub fn measure(sent: &[Message], tokens: &dyn TokenCounter, window: Option<u64>) -> Meter {
+    let mut parts = MeterParts::default();
+    let last = sent.len().saturating_sub(1);
+    for (i, message) in sent.iter().enumerate() {
+        let count = tokens.count(message);
+        match message.role {
+            Role::System if message.text.starts_with(SUMMARY_LABEL) => parts.summary += count,
+            Role::System => parts.system += count,
+            _ => {
+                let context = if message.context.is_empty() {
+                    0
+                } else {
+                    let bare = Message {
+                        context: Vec::new(),
+                        ..message.clone()
+                    };
+                    count.saturating_sub(tokens.count(&bare))
+                };
+                parts.context += context;
+                if i == last && message.role == Role::User {
+                    parts.message += count - context;
+                } else {
+                    parts.history += count - context;
+                }
+            }
+        }
+    }
+    let sent_tokens = parts.total();
+    let near_limit = window.is_some_and(|w| sent_tokens * 100 >= w * NEAR_LIMIT_PERCENT);
+    // The oldest message the window or the budget may leave out: not a system message, not
+    // pinned, not the new one.
+    let drops_next = near_limit
+        .then(|| {
+            sent[..last]
+                .iter()
+                .find(|m| m.role != Role::System && !m.is_pinned())
+                .map(|m| title_of(&m.text))
+        })
+        .flatten();
+    Meter {
+        window,
+        sent: sent_tokens,
+        parts,
+        near_limit,
+        drops_next,
+        ..Meter::default()
+    }
+}
+
+impl Meter {
+    /// The provider's usage replaces the estimate; with prices, the call's cost is added to
+    /// what the conversation had cost before it (`spent_before`).
+    pub fn with_usage(mut self, usage: &Usage, prices: Option<Prices>, spent_before: u64) -> Self {
+        let (prompt, completion) = (usage.prompt_tokens, usage.completion_tokens);
+        let cached = usage.cached_tokens;
+        if prompt > 0 {
+            self.sent = prompt;
+            self.reported = true;
+            self.near_limit = self
+                .window
+                .is_some_and(|w| prompt * 100 >= w * NEAR_LIMIT_PERCENT);
+        }
+        self.completion = Some(completion);
+        self.cached = cached.filter(|&c| c > 0);
+        if let Some(prices) = prices {
+            let turn = prices.nano_usd(prompt, completion);
+            self.cost = Some(Cost {
+                turn_nano_usd: Some(turn),
+                conversation_nano_usd: spent_before.saturating_add(turn),
+            });
+        }
+        self
+    }
+}
+
+/// The window of well-known OpenAI models, by the id sent upstream (a provider prefix such
+/// as `openai/` is ignored); `None` for others.
+pub fn known_window(model: &str) -> Option<u64> {
+    let id = model.rsplit('/').next().unwrap_or(model);
+    // Longer prefixes first: the first family whose prefix fits decides.
+    const FAMILIES: [(&str, u64); 12] = [
+        ("gpt-4.1", 1_047_576),
+        ("gpt-4.5", 128_000),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("chatgpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("gpt-4-1106", 128_000),
+        ("gpt-4-0125", 128_000),
+        ("gpt-4", 8_192),
+        ("gpt-3.5-turbo", 16_385),
+        ("o1-mini", 128_000),
+        ("o", 200_000),
+    ];
+    FAMILIES.iter().find_map(|(prefix, window)| {
+        let rest = id.strip_prefix(prefix)?;
+        // `o` is only the o-series (o1, o3, o4-mini), not any model starting with an o.
+        let fits = match *prefix {
+            "o" => rest.starts_with(|c: char| c.is_ascii_digit()),
+            _ => rest.is_empty() || rest.starts_with(['-', '.']),
+        };
+        fits.then_some(*window)
+    })
+}
+
+/// Nano-dollars as people read them, without floating point (cut, not rounded): cents from
+/// a dollar up (`$2.50`), else at least four decimals and three significant digits
+/// (`$0.0500`, `$0.00123`, `$0.000195`).
+pub fn format_usd(nano_usd: u64) -> String {
+    let dollars = nano_usd / 1_000_000_000;
+    let fraction = nano_usd % 1_000_000_000;
+    let mut digits = format!("{fraction:09}");
+    let keep = match digits.find(|c| c != '0') {
+        _ if dollars > 0 => 2,
+        Some(first) => (first + 3).clamp(4, 9),
+        None => 4,
+    };
+    digits.truncate(keep);
+    format!("${dollars}.{digits}")
+}
+
+/// `12,345`: a count with thousands separators.
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `part` as a CSS width relative to `whole`: `12.5%` (tenths of a percent, at most 100%).
+pub fn css_percent(part: u64, whole: u64) -> String {
+    let per_mille = if whole == 0 {
+        0
+    } else {
+        (u128::from(part) * 1000 / u128::from(whole)).min(1000) as u64
+    };
+    format!("{}.{}%", per_mille / 10, per_mille % 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::EstimatedTokens;
+    use crate::context::{ContextBlock, Part};
+
+    fn sent() -> Vec<Message> {
+        let mut question = Message::user("what does the file say?", 3);
+        question.context = vec![
+            ContextBlock {
+                part: Part::Header {
+                    source: "notes.md".into(),
+                },
+                retention: None,
+            },
+            ContextBlock {
+                part: Part::Text {
+                    text: "x".repeat(400),
+                },
+                retention: None,
+            },
+        ];
+        vec![
+            Message::system("You are brief.", 0),
+            Message::system(format!("{SUMMARY_LABEL} they met"), 0),
+            Message::user("hello there", 1),
+            Message::assistant("hi", 2),
+            question,
+        ]
+    }
+
+    #[test]
+    fn every_part_is_counted_once() {
+        let messages = sent();
+        let meter = measure(&messages, &EstimatedTokens, Some(128_000));
+        let count = |m: &Message| EstimatedTokens.count(m);
+        let bare = Message::user("what does the file say?", 3);
+        assert_eq!(meter.parts.system, count(&messages[0]));
+        assert_eq!(meter.parts.summary, count(&messages[1]));
+        assert_eq!(
+            meter.parts.history,
+            count(&messages[2]) + count(&messages[3])
+        );
+        assert_eq!(meter.parts.message, count(&bare));
+        assert_eq!(meter.parts.context, count(&messages[4]) - count(&bare));
+        assert!(meter.parts.context >= 100);
+        assert_eq!(meter.sent, messages.iter().map(count).sum::<u64>());
+        assert!(!meter.near_limit);
+        assert_eq!(meter.drops_next, None);
+    }
+
+    #[test]
+    fn near_the_limit_it_names_the_oldest_message_that_may_go() {
+        let mut messages = sent();
+        messages[2].send = Some(crate::message::SendMark::Always);
+        let total = measure(&messages, &EstimatedTokens, None).sent;
+        let meter = measure(&messages, &EstimatedTokens, Some(total + total / 10));
+        assert!(meter.near_limit);
+        assert_eq!(
+            meter.drops_next.as_deref(),
+            Some("hi"),
+            "pinned messages stay"
+        );
+        assert!(!measure(&messages, &EstimatedTokens, Some(total * 2)).near_limit);
+        assert!(
+            !measure(&messages, &EstimatedTokens, None).near_limit,
+            "no window, no warning"
+        );
+    }
+
+    #[test]
+    fn usage_replaces_the_estimate_and_prices_the_call() {
+        let meter = measure(&sent(), &EstimatedTokens, Some(1_000));
+        let prices = Prices {
+            input: 0.15,
+            output: 0.60,
+        };
+        let usage = Usage {
+            prompt_tokens: 900,
+            completion_tokens: 100,
+            total_tokens: 1_000,
+            cached_tokens: Some(512),
+        };
+        let used = meter.with_usage(&usage, Some(prices), 5_000);
+        assert_eq!(
+            (used.sent, used.reported, used.near_limit),
+            (900, true, true)
+        );
+        assert_eq!((used.completion, used.cached), (Some(100), Some(512)));
+        // 900 × 0.15 + 100 × 0.60 = 195 micro-dollars.
+        assert_eq!(
+            used.cost,
+            Some(Cost {
+                turn_nano_usd: Some(195_000),
+                conversation_nano_usd: 200_000
+            })
+        );
+        let small = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            total_tokens: 12,
+            cached_tokens: Some(0),
+        };
+        let unpriced = measure(&sent(), &EstimatedTokens, None).with_usage(&small, None, 0);
+        assert_eq!((unpriced.cost, unpriced.cached), (None, None));
+    }
+
+    #[test]
+    fn known_openai_families_have_windows() {
+        for (model, window) in [
+            ("gpt-4o-mini", Some(128_000)),
+            ("openai/gpt-4o", Some(128_000)),
+            ("gpt-4.1-nano", Some(1_047_576)),
+            ("gpt-4", Some(8_192)),
+            ("gpt-4-0613", Some(8_192)),
+            ("gpt-4-turbo-preview", Some(128_000)),
+            ("gpt-3.5-turbo", Some(16_385)),
+            ("o3-mini", Some(200_000)),
+            ("o1-mini", Some(128_000)),
+            ("gpt-5-mini", Some(400_000)),
+            ("gpt-5.1", Some(400_000)),
+            ("gpt-4.5-preview", Some(128_000)),
+            ("llama3", None),
+            ("omni-local", None),
+            ("mirror", None),
+        ] {
+            assert_eq!(known_window(model), window, "{model}");
+        }
+    }
+
+    #[test]
+    fn counts_and_shares_are_formatted_for_people() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1_000), "1,000");
+        assert_eq!(group_digits(128_000), "128,000");
+        assert_eq!(group_digits(1_047_576), "1,047,576");
+        assert_eq!(css_percent(1, 8), "12.5%");
+        assert_eq!(css_percent(3, 0), "0.0%");
+        assert_eq!(css_percent(9, 4), "100.0%", "never wider than the bar");
+        assert_eq!(css_percent(u64::MAX, u64::MAX), "100.0%");
+    }
+
+    #[test]
+    fn dollars_are_formatted_without_floats() {
+        assert_eq!(format_usd(195_000), "$0.000195");
+        assert_eq!(format_usd(1_234_567), "$0.00123");
+        assert_eq!(format_usd(12_345_678), "$0.0123");
+        assert_eq!(format_usd(1), "$0.000000001");
+        assert_eq!(format_usd(0), "$0.0000");
+        assert_eq!(format_usd(2_500_000_000), "$2.50");
+        assert_eq!(format_usd(50_000_000), "$0.0500");
+    }
+}
