@@ -253,18 +253,9 @@ fn conversation_info(
             ..info
         },
         None => ConversationInfo {
-            session_id: session_id.clone(),
             agent_id: input.agent.id.clone(),
             owner: input.browser.as_ref().map(browser::owner),
-            title: String::new(),
-            created_ms: now,
-            updated_ms: now,
-            last_turn: None,
-            model: None,
-            context_turns: 0,
-            pinned: 0,
-            forked_from: None,
-            spent_nano_usd: 0,
+            ..ConversationInfo::bare(session_id, Some(now))
         },
     }
 }
