@@ -232,14 +232,13 @@ pub fn group_digits(n: u64) -> String {
     out
 }
 
-/// `part` as a CSS width relative to `whole`: `12.5%` (tenths of a percent, at most 100%).
-pub fn css_percent(part: u64, whole: u64) -> String {
-    let per_mille = if whole == 0 {
-        0
-    } else {
-        (u128::from(part) * 1000 / u128::from(whole)).min(1000) as u64
-    };
-    format!("{}.{}%", per_mille / 10, per_mille % 10)
+/// `part` in thousandths of `whole`, at most 1000 (the meter's bar is drawn in thousandths:
+/// SVG attributes, since the page's Content-Security-Policy allows no inline styles).
+pub fn per_mille(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        return 0;
+    }
+    (u128::from(part) * 1000 / u128::from(whole)).min(1000) as u64
 }
 
 #[cfg(test)]
@@ -379,10 +378,10 @@ mod tests {
         assert_eq!(group_digits(1_000), "1,000");
         assert_eq!(group_digits(128_000), "128,000");
         assert_eq!(group_digits(1_047_576), "1,047,576");
-        assert_eq!(css_percent(1, 8), "12.5%");
-        assert_eq!(css_percent(3, 0), "0.0%");
-        assert_eq!(css_percent(9, 4), "100.0%", "never wider than the bar");
-        assert_eq!(css_percent(u64::MAX, u64::MAX), "100.0%");
+        assert_eq!(per_mille(1, 8), 125);
+        assert_eq!(per_mille(3, 0), 0);
+        assert_eq!(per_mille(9, 4), 1000, "never wider than the bar");
+        assert_eq!(per_mille(u64::MAX, u64::MAX), 1000);
     }
 
     #[test]

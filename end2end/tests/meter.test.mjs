@@ -13,7 +13,7 @@ writeFileSync(config, `
 [[models]]
 name = "quick"
 model = "gpt-4o-mini"
-context_tokens = 16000
+context_tokens = 1000
 price_in = 0.15
 price_out = 0.60
 
@@ -56,8 +56,14 @@ describe('context meter', () => {
     const { meta, done } = second;
     const meter = done.meter;
     assert.ok(meter.reported, 'the fake upstream reports usage');
-    assert.equal(await page.locator('.meter-headline').innerText(), `${group(meter.sent)} / 16,000 tokens`);
+    assert.equal(await page.locator('.meter-headline').innerText(), `${group(meter.sent)} / 1,000 tokens`);
     assert.equal(await page.locator('.meter').getAttribute('data-sent'), String(meter.sent));
+
+    // The bar shows each part in proportion to the window.
+    const bar = await page.locator('.meter-bar').boundingBox();
+    const history = await page.locator('.meter .seg-history').boundingBox();
+    const expected = (bar.width * meter.sent * meta.meter.parts.history) / (1000 * Object.values(meta.meter.parts).reduce((a, b) => a + b, 0));
+    assert.ok(Math.abs(history.width - expected) <= 1.5, `history segment ${history.width}px, expected ${expected}px`);
 
     await page.locator('.meter summary').click();
     for (const part of ['system', 'summary', 'history', 'context', 'message']) {
@@ -65,8 +71,10 @@ describe('context meter', () => {
     }
     assert.equal(await page.locator('.meter-source').innerText(), 'reported by the provider');
     assert.equal(await page.locator('.meter-completion').innerText(), `${group(done.usage.completion_tokens)} tokens`);
-    const cost = await page.locator('.meter-cost').innerText();
-    const [turnUsd, conversationUsd] = [...cost.matchAll(/\$([0-9.]+)/g)].map((m) => Number(m[1]));
+    const usd = async (selector) => Number((await page.locator(selector).innerText()).replace(/^\$/, ''));
+    const turnUsd = await usd('.meter-cost-turn');
+    const conversationUsd = await usd('.meter-cost-conversation');
+    const cost = `${turnUsd} / ${conversationUsd}`;
     const spent = first.done.meter.cost.turn_nano_usd + meter.cost.turn_nano_usd;
     assert.equal(meter.cost.conversation_nano_usd, spent);
     // Shown with three significant digits (cut, not rounded).
@@ -105,8 +113,12 @@ describe('context meter', () => {
     assert.ok(last.meta.meter.near_limit, JSON.stringify(last.meta.meter));
     await page.waitForSelector('.meter.near');
     assert.match(await page.locator('.meter-warning').innerText(), /“the very first question” is the next to be left out/);
-    const color = await page.locator('.meter.near .seg.history').evaluate((el) => getComputedStyle(el).backgroundColor);
+    const color = await page.locator('.meter.near .seg-history').evaluate((el) => getComputedStyle(el).fill);
     assert.equal(color, 'rgb(234, 179, 8)', 'yellow');
+    // Over the window, the bar is full.
+    const full = await page.locator('.meter-bar').boundingBox();
+    const drawn = await page.locator('.meter .seg').evaluateAll((rects) => rects.reduce((sum, r) => sum + r.getBoundingClientRect().width, 0));
+    if (last.done.meter.sent >= 200) assert.ok(Math.abs(drawn - full.width) <= 1, `${drawn} of ${full.width}px drawn`);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
     assert.equal(overflow, false, 'no sideways scrolling');
     await page.locator('.meter summary').click();

@@ -3,7 +3,7 @@
 
 use crate::state::ChatState;
 use leptos::prelude::*;
-use parlor_domain::meter::{css_percent, format_usd, group_digits, Meter};
+use parlor_domain::meter::{format_usd, group_digits, per_mille, Meter};
 
 /// The parts of a request, in the order they are sent, with their names and CSS classes.
 const PARTS: [(&str, &str); 5] = [
@@ -36,17 +36,27 @@ fn MeterView(meter: Meter) -> impl IntoView {
         Some(window) => format!("{sent} / {} tokens", group_digits(window)),
         None => format!("{sent} tokens · limit unknown"),
     };
-    // The bar's parts are Parlor's count; scaled to the provider's total when it reported one.
+    // The bar's parts are Parlor's count, scaled to the provider's total when it reported
+    // one; drawn in thousandths of the window, one after the other.
     let scale = meter.parts.total().max(1);
     let bar = meter.window.map(|window| {
-        (0..PARTS.len())
+        let mut x = 0;
+        let rects = (0..PARTS.len())
             .map(|i| {
-                let width =
-                    u128::from(part(&meter, i)) * u128::from(meter.sent) / u128::from(scale);
-                let style = format!("width:{}", css_percent(width as u64, window));
-                view! { <span class=format!("seg {}", PARTS[i].0) style=style></span> }
+                let scaled = u128::from(part(&meter, i)) * u128::from(meter.sent) / u128::from(scale);
+                let width = per_mille(scaled as u64, window).min(1000 - x);
+                let rect = view! {
+                    <rect class=format!("seg seg-{}", PARTS[i].0) x=x.to_string() width=width.to_string() height="10"></rect>
+                };
+                x += width;
+                rect
             })
-            .collect_view()
+            .collect_view();
+        view! {
+            <svg class="meter-bar" viewBox="0 0 1000 10" preserveAspectRatio="none" aria-hidden="true">
+                {rects}
+            </svg>
+        }
     });
     let warning = meter.near_limit.then(|| {
         let next = match &meter.drops_next {
@@ -61,10 +71,10 @@ fn MeterView(meter: Meter) -> impl IntoView {
             .map(format_usd)
             .unwrap_or_else(|| "not reported".into());
         view! {
-            <dt>"Cost"</dt>
-            <dd class="meter-cost">
-                {turn}" this turn · "{format_usd(cost.conversation_nano_usd)}" this conversation"
-            </dd>
+            <dt>"Cost, this turn"</dt>
+            <dd class="meter-cost-turn">{turn}</dd>
+            <dt>"Cost, conversation"</dt>
+            <dd class="meter-cost-conversation">{format_usd(cost.conversation_nano_usd)}</dd>
         }
     });
     let usage = meter.completion.map(|completion| {
@@ -83,7 +93,7 @@ fn MeterView(meter: Meter) -> impl IntoView {
         <div class="meter" class:near=meter.near_limit data-sent=meter.sent>
         <details>
             <summary title="Context sent on the last turn">
-                <span class="meter-bar" aria-hidden="true">{bar}</span>
+                {bar}
                 <span class="meter-headline">{headline}</span>
             </summary>
             <div class="meter-details">
@@ -92,7 +102,7 @@ fn MeterView(meter: Meter) -> impl IntoView {
                     {(0..PARTS.len())
                         .map(|i| {
                             view! {
-                                <dt><span class=format!("key {}", PARTS[i].0)></span>{PARTS[i].1}</dt>
+                                <dt><span class=format!("key key-{}", PARTS[i].0)></span>{PARTS[i].1}</dt>
                                 <dd data-part=PARTS[i].0>{group_digits(part(&meter, i))}</dd>
                             }
                         })
