@@ -19,10 +19,10 @@ const MESSAGES: usize = 100;
 const RUNS: usize = 100;
 const WARM_UP: usize = 5;
 
-/// Message `m` of conversation `c`: about 200 characters, like a chat message. Every tenth
-/// conversation says "aurora" once, in its 90th message.
+/// Message `m` of conversation `c`: about 200 characters, like a chat message. Every
+/// hundredth conversation says "aurora" once, in its 90th message.
 fn message(c: usize, m: usize) -> Message {
-    let rare = if c % 100 == 0 && m == 90 {
+    let rare = if c.is_multiple_of(100) && m == 90 {
         " aurora"
     } else {
         ""
@@ -31,7 +31,7 @@ fn message(c: usize, m: usize) -> Message {
         "conversation {c} message {m}: {}{rare}",
         "lorem ipsum dolor sit amet consectetur ".repeat(4)
     );
-    if m % 2 == 0 {
+    if m.is_multiple_of(2) {
         Message::user(text, m as i64)
     } else {
         Message::assistant(text, m as i64)
@@ -66,7 +66,8 @@ async fn measure(backend: &str, histories: &Histories, owner: &str) {
     let cases = [
         ("no match: reads all 1,000 conversations", "zebra"),
         ("rare word: reads all, 10 hits", "aurora"),
-        ("a title: stops at 50 hits", "topic 3 chat"),
+        ("every title matches: stops at 50, reads no messages", "topic"),
+        ("27 titles match: reads the other conversations", "topic 3 chat"),
         ("everywhere: stops at the first 50 conversations", "lorem"),
     ];
     for (case, query) in cases {
