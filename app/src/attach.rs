@@ -138,12 +138,16 @@ pub fn check(name: &str, mime: &str, size: u64, max_context_bytes: usize) -> Res
     Ok(kind)
 }
 
-/// "12 KB", "3.4 MB".
+/// "12 KB", "3.4 MB" (integer arithmetic: formatting a float would bring the float
+/// formatting code into the browser's bundle).
 pub fn size_label(bytes: u64) -> String {
-    if bytes < 1024 * 1024 {
+    const MB: u64 = 1024 * 1024;
+    if bytes < MB {
         format!("{} KB", bytes.div_ceil(1024))
     } else {
-        format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
+        // Tenths of a megabyte, rounded to the nearest.
+        let tenths = (bytes * 10 + MB / 2) / MB;
+        format!("{}.{} MB", tenths / 10, tenths % 10)
     }
 }
 
@@ -213,6 +217,16 @@ mod tests {
         assert!(check("x.zip", "application/zip", 1, ten_mb)
             .unwrap_err()
             .contains("only text files"));
+    }
+
+    #[test]
+    fn sizes_read_in_kilobytes_or_tenths_of_megabytes() {
+        assert_eq!(size_label(1), "1 KB");
+        assert_eq!(size_label(600 * 1024), "600 KB");
+        assert_eq!(size_label(1024 * 1024), "1.0 MB");
+        assert_eq!(size_label(1024 * 1024 + 1024 * 1024 / 4), "1.3 MB");
+        assert_eq!(size_label(7_760_000), "7.4 MB");
+        assert_eq!(size_label(10 * 1024 * 1024 - 1), "10.0 MB");
     }
 
     #[test]

@@ -241,6 +241,110 @@ pub fn per_mille(part: u64, whole: u64) -> u64 {
     (u128::from(part) * 1000 / u128::from(whole)).min(1000) as u64
 }
 
+/// The parts of a request in the order they are sent: the CSS name and the label of each.
+pub const PARTS: [(&str, &str); 5] = [
+    ("system", "System prompt"),
+    ("summary", "Summary"),
+    ("history", "History"),
+    ("context", "Context blocks"),
+    ("message", "New message"),
+];
+
+impl MeterParts {
+    /// The parts' counts in the order of [`PARTS`].
+    pub fn counts(&self) -> [u64; 5] {
+        [
+            self.system,
+            self.summary,
+            self.history,
+            self.context,
+            self.message,
+        ]
+    }
+}
+
+impl Meter {
+    /// The meter's face, as HTML: the bar (an SVG in thousandths of the window: the page's
+    /// Content-Security-Policy allows no inline styles) and `1,234 / 128,000 tokens`, or the
+    /// tokens and "limit unknown" without a window. The page renders it on the server and
+    /// again in the browser after each turn, so the browser's bundle carries no view of it.
+    pub fn face_html(&self) -> String {
+        let sent = group_digits(self.sent);
+        let Some(window) = self.window else {
+            return format!("<span class=\"meter-headline\">{sent} tokens · limit unknown</span>");
+        };
+        // The parts are Parlor's count, scaled to the provider's total when it reported one.
+        let scale = self.parts.total().max(1);
+        let mut bar = String::from(
+            "<svg class=\"meter-bar\" viewBox=\"0 0 1000 10\" preserveAspectRatio=\"none\" aria-hidden=\"true\">",
+        );
+        let mut x = 0;
+        for ((name, _), count) in PARTS.iter().zip(self.parts.counts()) {
+            let scaled = u128::from(count) * u128::from(self.sent) / u128::from(scale);
+            let width = per_mille(scaled as u64, window).min(1000 - x);
+            bar.push_str(&format!(
+                "<rect class=\"seg seg-{name}\" x=\"{x}\" width=\"{width}\" height=\"10\"></rect>"
+            ));
+            x += width;
+        }
+        bar.push_str("</svg>");
+        format!(
+            "{bar}<span class=\"meter-headline\">{sent} / {} tokens</span>",
+            group_digits(window)
+        )
+    }
+
+    /// The numbers behind the bar, as HTML: whose count it is, each part, the reply's and
+    /// the cached tokens, and the costs.
+    pub fn details_html(&self) -> String {
+        let source = if self.reported {
+            "reported by the provider"
+        } else {
+            "estimated by Parlor"
+        };
+        let mut html = format!("<p class=\"meter-source\">{source}</p><dl>");
+        for ((name, label), count) in PARTS.iter().zip(self.parts.counts()) {
+            html.push_str(&format!(
+                "<dt><span class=\"key key-{name}\"></span>{label}</dt><dd data-part=\"{name}\">{}</dd>",
+                group_digits(count)
+            ));
+        }
+        let mut row = |label: &str, class: &str, value: String| {
+            html.push_str(&format!(
+                "<dt>{label}</dt><dd class=\"{class}\">{value}</dd>"
+            ));
+        };
+        if let Some(completion) = self.completion {
+            let tokens = format!("{} tokens", group_digits(completion));
+            row("Reply", "meter-completion", tokens);
+        }
+        if let Some(cached) = self.cached {
+            let tokens = format!("{} prompt tokens", group_digits(cached));
+            row("Cached", "meter-cached", tokens);
+        }
+        if let Some(cost) = self.cost {
+            let turn = cost
+                .turn_nano_usd
+                .map(format_usd)
+                .unwrap_or_else(|| "not reported".into());
+            row("Cost, this turn", "meter-cost-turn", turn);
+            let spent = format_usd(cost.conversation_nano_usd);
+            row("Cost, conversation", "meter-cost-conversation", spent);
+        }
+        html.push_str("</dl>");
+        html
+    }
+
+    /// Near the limit: what the window or the token budget leaves out first. Plain text
+    /// (it quotes the conversation): show it as text, never as HTML.
+    pub fn warning(&self) -> Option<String> {
+        self.near_limit.then(|| match &self.drops_next {
+            Some(title) => format!("Near the limit: “{title}” is the next to be left out."),
+            None => "Near the limit: older messages will be left out.".to_owned(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,6 +486,103 @@ mod tests {
         assert_eq!(per_mille(3, 0), 0);
         assert_eq!(per_mille(9, 4), 1000, "never wider than the bar");
         assert_eq!(per_mille(u64::MAX, u64::MAX), 1000);
+    }
+
+    #[test]
+    fn the_face_draws_each_part_in_thousandths_of_the_window() {
+        let meter = Meter {
+            window: Some(1_000),
+            sent: 500,
+            parts: MeterParts {
+                system: 100,
+                summary: 0,
+                history: 300,
+                context: 0,
+                message: 100,
+            },
+            ..Meter::default()
+        };
+        let face = meter.face_html();
+        assert!(
+            face.contains(r#"class="seg seg-system" x="0" width="100""#),
+            "{face}"
+        );
+        assert!(
+            face.contains(r#"class="seg seg-history" x="100" width="300""#),
+            "{face}"
+        );
+        assert!(
+            face.contains(r#"class="seg seg-message" x="400" width="100""#),
+            "{face}"
+        );
+        assert!(face.ends_with(r#"<span class="meter-headline">500 / 1,000 tokens</span>"#));
+        // The provider counted more than Parlor: the parts are scaled to its total, and the
+        // bar never runs past the window.
+        let reported = Meter {
+            sent: 2_000,
+            reported: true,
+            ..meter.clone()
+        };
+        let face = reported.face_html();
+        assert!(face.contains(r#"seg-system" x="0" width="400""#), "{face}");
+        assert!(
+            face.contains(r#"seg-history" x="400" width="600""#),
+            "{face}"
+        );
+        assert!(
+            face.contains(r#"seg-message" x="1000" width="0""#),
+            "{face}"
+        );
+        let unknown = Meter {
+            window: None,
+            ..meter
+        };
+        assert_eq!(
+            unknown.face_html(),
+            r#"<span class="meter-headline">500 tokens · limit unknown</span>"#
+        );
+    }
+
+    #[test]
+    fn the_details_list_each_part_and_what_the_provider_said() {
+        let usage = Usage {
+            prompt_tokens: 900,
+            completion_tokens: 100,
+            total_tokens: 1_000,
+            cached_tokens: Some(512),
+        };
+        let prices = Prices {
+            input: 0.15,
+            output: 0.60,
+        };
+        let meter = measure(&sent(), &EstimatedTokens, Some(1_000));
+        let estimate = meter.details_html();
+        assert!(estimate.starts_with(r#"<p class="meter-source">estimated by Parlor</p>"#));
+        assert!(!estimate.contains("meter-cost"), "no prices, no cost");
+        let details = meter.with_usage(&usage, Some(prices), 0).details_html();
+        assert!(details.contains("reported by the provider"));
+        for (name, label) in PARTS {
+            assert!(details.contains(&format!("{label}</dt><dd data-part=\"{name}\">")));
+        }
+        assert!(details.contains(r#"<dd class="meter-completion">100 tokens</dd>"#));
+        assert!(details.contains(r#"<dd class="meter-cached">512 prompt tokens</dd>"#));
+        assert!(details.contains(r#"<dd class="meter-cost-turn">$0.000195</dd>"#));
+        assert!(details.contains(r#"<dd class="meter-cost-conversation">$0.000195</dd>"#));
+    }
+
+    #[test]
+    fn the_warning_names_the_next_message_as_text() {
+        let mut meter = Meter {
+            near_limit: true,
+            drops_next: Some("<b>hi</b>".into()),
+            ..Meter::default()
+        };
+        assert_eq!(
+            meter.warning().as_deref(),
+            Some("Near the limit: “<b>hi</b>” is the next to be left out.")
+        );
+        meter.near_limit = false;
+        assert_eq!(meter.warning(), None);
     }
 
     #[test]

@@ -50,7 +50,7 @@ describe('context meter', () => {
 
   test('the header shows the numbers of the turn, part by part, with the cost', async () => {
     const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=concise`);
-    assert.equal(await page.locator('.meter').count(), 0, 'no call yet, no meter');
+    assert.equal(await page.locator('.meter').isVisible(), false, 'no call yet, no meter');
     const first = await turn(page, 'hello meter');
     const second = await turn(page, 'and once more');
     const { meta, done } = second;

@@ -66,8 +66,14 @@ async fn measure(backend: &str, histories: &Histories, owner: &str) {
     let cases = [
         ("no match: reads all 1,000 conversations", "zebra"),
         ("rare word: reads all, 10 hits", "aurora"),
-        ("every title matches: stops at 50, reads no messages", "topic"),
-        ("27 titles match: reads the other conversations", "topic 3 chat"),
+        (
+            "every title matches: stops at 50, reads no messages",
+            "topic",
+        ),
+        (
+            "27 titles match: reads the other conversations",
+            "topic 3 chat",
+        ),
         ("everywhere: stops at the first 50 conversations", "lorem"),
     ];
     for (case, query) in cases {

@@ -132,18 +132,18 @@ fn MessageItem(
                 .map(str::to_owned)
         })
     };
-    let body = move || match role {
-        Role::Assistant if message.notice.get() => {
-            view! { <div class="bubble notice-text">{move || message.text.get()}</div> }.into_any()
-        }
-        Role::Assistant => view! {
-            <div class="bubble markdown">
-                <div class="rendered" inner_html=move || message.html.get()></div>
-                {move || tail().map(|rest| view! { <p class="raw-tail">{rest}</p> })}
-            </div>
-        }
-        .into_any(),
-        _ => view! { <div class="bubble plain">{move || message.text.get()}</div> }.into_any(),
+    // One shape for every message (a view swapped by kind would cost the bundle several
+    // KB): a reply's rendered HTML, then its text not rendered yet; a question or a notice
+    // has no HTML, so all of its text is that plain tail.
+    let body = view! {
+        <div
+            class="bubble"
+            class:markdown=move || role == Role::Assistant && !message.notice.get()
+            class:plain=move || role != Role::Assistant || message.notice.get()
+        >
+            <div class="rendered" inner_html=move || message.html.get()></div>
+            {move || tail().map(|rest| view! { <p class="raw-tail">{rest}</p> })}
+        </div>
     };
     let stored = move || {
         message.id.with(Option::is_some) && !message.streaming.get() && !message.notice.get()

@@ -72,7 +72,13 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
     });
     let sidebar_open = RwSignal::new(false);
     let agent = data.agent;
-    let models = data.models.clone();
+    let single = data.models.len() < 2;
+    // The models to switch to; without any, the one the conversation shows.
+    let choices = if data.models.is_empty() {
+        vec![data.model.clone()]
+    } else {
+        data.models.clone()
+    };
     view! {
         <div class="layout">
             <Sidebar state open=sidebar_open/>
@@ -88,43 +94,33 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                     <div class="title">
                         <h1>{agent.name.clone()}</h1>
                         <span class="model" title="Model and provider">
-                            {move || {
-                                if models.len() > 1 {
-                                    // Choosing a model sends the `!model` command, so the
-                                    // notice and the new window show as for a typed one.
-                                    view! {
-                                        <select
-                                            class="model-picker"
-                                            aria-label="Model"
-                                            prop:value=move || state.model.get()
-                                            prop:disabled=move || state.streaming.get()
-                                            on:change=move |ev| {
-                                                let name = event_target_value(&ev);
-                                                if name != state.model.get_untracked() {
-                                                    state.send(format!("!model {name}"));
-                                                }
-                                            }
-                                        >
-                                            {models
-                                                .iter()
-                                                .map(|m| {
-                                                    // Server-rendered pages show the current
-                                                    // model before the island hydrates.
-                                                    let current = *m == state.model.get_untracked();
-                                                    view! {
-                                                        <option value=m.clone() selected=current>
-                                                            {m.clone()}
-                                                        </option>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </select>
+                            // One picker for every case (a second view for a single model
+                            // would cost the bundle KBs): with one model it is disabled and
+                            // looks like text. Choosing a model sends the `!model` command,
+                            // so the notice and the new window show as for a typed one.
+                            <select
+                                class="model-picker"
+                                aria-label="Model"
+                                prop:value=move || state.model.get()
+                                disabled=move || single || state.streaming.get()
+                                on:change=move |ev| {
+                                    let name = event_target_value(&ev);
+                                    if name != state.model.get_untracked() {
+                                        state.send(format!("!model {name}"));
                                     }
-                                        .into_any()
-                                } else {
-                                    view! { <span>{move || state.model.get()}</span> }.into_any()
                                 }
-                            }}
+                            >
+                                {choices
+                                    .into_iter()
+                                    .map(|m| {
+                                        // Server-rendered pages show the current model before
+                                        // the island hydrates.
+                                        let current = m == state.model.get_untracked();
+                                        let label = m.clone();
+                                        view! { <option value=m selected=current>{label}</option> }
+                                    })
+                                    .collect_view()}
+                            </select>
                             " · "
                             {move || state.provider.get()}
                         </span>
