@@ -3,8 +3,10 @@
 
 Reports (see docs/performance.md for the targets):
   1. the chat page's total transfer (HTML + JS + WASM + CSS, compressed as served),
-  2. server time to first byte for a chat page holding a 50-message conversation,
-  3. the time Parlor adds to time-to-first-token versus calling the upstream directly,
+  2. server time to first byte for a chat page holding a 50-message conversation, and its
+     ratio to `/healthz`'s in the same run; the host's atomic write (with its two fsyncs),
+  3. the time Parlor adds to time-to-first-token versus calling the upstream directly, for a
+     new conversation and for a continued one,
   4. time to first token on a 1,000-message conversation with and without the `summary`
      processor (agents `recall` and `forget` of SUMMARY_URL, see scripts/bench.sh).
 
@@ -70,16 +72,52 @@ for i in range(25):
 page = f"/chat?agent=general&session={session}"
 r, body = get(PARLOR, page, {"cookie": cookie})
 assert r.status == 200 and body.count(b'data-role="user"') == 25, "conversation not rendered"
-ttfb = []
+ttfb, healthz = [], []
 c, _ = conn(PARLOR)
+h, _ = conn(PARLOR)
+
+
+def first_byte(connection, path, headers):
+    start = time.perf_counter()
+    connection.request("GET", path, headers=headers)
+    r = connection.getresponse()
+    r.read(1)
+    elapsed = (time.perf_counter() - start) * 1000
+    r.read()
+    return elapsed
+
+
+# The page and `/healthz` (the server's floor: routing, middleware, a tiny body) alternate,
+# each on its own keep-alive connection, so both see the same moment of the machine.
+for _ in range(RUNS):
+    ttfb.append(first_byte(c, page, {"cookie": cookie, "accept-encoding": "br, gzip"}))
+    healthz.append(first_byte(h, "/healthz", {}))
+c.close()
+h.close()
+
+
+# The host's durable write: what Parlor's atomic writes cost here (write a temporary file,
+# fsync it, rename it over the old one, fsync the folder), next to the numbers it explains.
+def atomic_write(folder, data):
+    tmp = os.path.join(folder, "file.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(folder, "file"))
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+fsync_dir = os.environ.get("PARLOR_BENCH_DIR") or "."
+fsyncs = []
 for _ in range(RUNS):
     start = time.perf_counter()
-    c.request("GET", page, headers={"cookie": cookie, "accept-encoding": "br, gzip"})
-    r = c.getresponse()
-    r.read(1)
-    ttfb.append((time.perf_counter() - start) * 1000)
-    r.read()
-c.close()
+    atomic_write(fsync_dir, b"x" * 2048)
+    fsyncs.append((time.perf_counter() - start) * 1000)
 
 
 # 3. Time to first token: directly from the upstream, and through Parlor.
@@ -128,6 +166,17 @@ direct, through = [], []
 for _ in range(RUNS // 2):
     direct.append(first_token_direct())
     through.append(first_token_parlor())
+
+# The same for a continued conversation (its owner is stored already; only the message is
+# written before the model call), alternating with direct calls too.
+r, _ = get(PARLOR_UPSTREAM, "/chat?agent=concise")
+continued_cookie = r.getheader("set-cookie").split(";")[0]
+_, first_meta = first_token_parlor(session="", cookie=continued_cookie)
+continued_session = first_meta["session_id"]
+direct_again, continued = [], []
+for _ in range(RUNS // 2):
+    direct_again.append(first_token_direct())
+    continued.append(first_token_parlor(session=continued_session, cookie=continued_cookie)[0])
 
 # A turn with a 1 MB image attached, side by side with a plain turn: what reading,
 # checking, storing and forwarding the image adds before the first token.
@@ -185,9 +234,14 @@ result = {
     "transfer_total_kb": round(total / 1000, 1),
     "ttfb_ms_median": round(median(ttfb), 3),
     "ttfb_ms_p90": round(statistics.quantiles(ttfb, n=10)[-1], 3),
+    "ttfb_healthz_ms_median": round(median(healthz), 3),
+    "ttfb_page_over_healthz": round(median(ttfb) / median(healthz), 2),
+    "fsync_atomic_write_ms_median": round(median(fsyncs), 3),
+    "fsync_atomic_write_ms_p90": round(statistics.quantiles(fsyncs, n=10)[-1], 3),
     "ttft_direct_ms_median": round(median(direct), 3),
     "ttft_parlor_ms_median": round(median(through), 3),
     "ttft_added_ms_median": round(median(through) - median(direct), 3),
+    "ttft_added_continued_ms_median": round(median(continued) - median(direct_again), 3),
     "ttft_plain_turn_ms_median": round(median(plain), 3),
     "ttft_1mb_image_turn_ms_median": round(median(with_image), 3),
     "ttft_1mb_image_added_ms_median": round(median(with_image) - median(plain), 3),
