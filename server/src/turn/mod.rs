@@ -118,16 +118,17 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     };
     let is_new = existing.is_none();
     let mut info = conversation_info(existing, &session_id, &input);
-    if is_new {
-        // The owner is durable before anything of the conversation is stored or
-        // acknowledged: a crash can never leave a browser's conversation without its owner.
-        history.store.put_info(&info).await?;
-    }
-    if let Some(command) = command {
-        return commands::answer(&turn, command, info, busy).await;
-    }
-    let prepared = match &input.message {
-        Some(text) => {
+    let (prepared, durable) = match (command, &input.message) {
+        (Some(command), _) => {
+            if is_new {
+                // The owner is durable before anything of the conversation is stored or
+                // acknowledged: a crash can never leave a browser's conversation without
+                // its owner.
+                history.store.put_info(&info).await?;
+            }
+            return commands::answer(&turn, command, info, busy).await;
+        }
+        (None, Some(text)) => {
             // The client's context first, then the operator's providers.
             let (provided, failed) = services.providers.run(&input.agent).await;
             let mut entries = input.context.clone();
@@ -135,16 +136,34 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
             if let Some(edited) = &input.edit {
                 turn.rewind(&session_id, edited).await?;
             }
-            let mut prepared = turn.store_message(&mut info, text, &entries).await?;
+            let (mut prepared, durable) = turn
+                .prepare_message(&mut info, text, &entries, is_new)
+                .await?;
             if !failed.is_empty() {
                 prepared.context.get_or_insert_default().failed = failed;
             }
-            prepared
+            (prepared, Some(durable))
         }
-        None => turn.drop_last_reply(&session_id).await?,
+        (None, None) => {
+            if is_new {
+                history.store.put_info(&info).await?;
+            }
+            (turn.drop_last_reply(&session_id).await?, None)
+        }
     };
-    let summary = turn.summary(&session_id).await?;
-    turn.reply(info, prepared, summary, busy)
+    let summary = turn
+        .summary(&session_id, durable.as_ref().map(|d| &d.message))
+        .await?;
+    turn.reply(info, prepared, durable, summary, busy).await
+}
+
+/// What a turn must make durable before it acknowledges anything: the conversation's
+/// details when they are new or changed (its owner first of all), then the user's message.
+/// Written while the model call starts (see [`TurnContext::reply`]).
+struct Durable {
+    /// Write the details first: a new conversation (its owner), or a longer retention.
+    info: bool,
+    message: Message,
 }
 
 /// A conversation's rolling summary and its maintenance signal.
@@ -261,15 +280,17 @@ fn conversation_info(
 }
 
 impl TurnContext<'_> {
-    /// Prunes the context blocks whose time is up, then stores the user's message (its
-    /// persisted variant). Returns what the plan needs: the pruned stored messages, then
-    /// the message as sent now (its displayed variant).
-    async fn store_message(
+    /// Prunes the context blocks whose time is up and builds the user's message. Returns
+    /// what the plan needs (the pruned stored messages, then the message as sent now: its
+    /// displayed variant) and what must be made durable before the turn is acknowledged
+    /// (the persisted variant, and the details when they are new or changed).
+    async fn prepare_message(
         &self,
         info: &mut ConversationInfo,
         text: &str,
         entries: &[ContextEntry],
-    ) -> Result<Prepared, TurnError> {
+        is_new: bool,
+    ) -> Result<(Prepared, Durable), TurnError> {
         let id = &info.session_id;
         let mut built = context::build(text, entries, now_ms());
         // Stored with its id (the one it would derive: both variants share it).
@@ -300,25 +321,42 @@ impl TurnContext<'_> {
         let context_turns = crate::conversations::longest_retention(&pruning.messages).max(
             crate::conversations::longest_retention(std::slice::from_ref(&built.persisted)),
         );
-        if context_turns > info.context_turns {
-            // Durable before the message: a later turn must read back far enough to prune it.
-            info.context_turns = context_turns;
-            store.put_info(info).await?;
-        }
+        // A longer retention is durable before the message: a later turn must read back far
+        // enough to prune it.
+        let info_changed = is_new || context_turns > info.context_turns;
         info.context_turns = context_turns;
-        store
-            .append(id, std::slice::from_ref(&built.persisted))
-            .await?;
         let context = Some(ContextReport::new(entries, &pruning)).filter(|r| !r.is_empty());
         let total = total - removed(&pruning) + 1;
         let mut tail = pruning.messages;
         tail.push(built.display);
-        Ok(Prepared {
+        let prepared = Prepared {
             tail,
             older_pins,
             total,
             context,
-        })
+        };
+        let durable = Durable {
+            info: info_changed,
+            message: built.persisted,
+        };
+        Ok((prepared, durable))
+    }
+
+    /// Writes what a turn must make durable before it is acknowledged, in order: the
+    /// details (a new conversation's owner is never missing from a stored message), then
+    /// the message.
+    async fn make_durable(
+        &self,
+        info: &ConversationInfo,
+        durable: &Durable,
+    ) -> Result<(), StoreError> {
+        let store = &self.history.store;
+        if durable.info {
+            store.put_info(info).await?;
+        }
+        store
+            .append(&info.session_id, std::slice::from_ref(&durable.message))
+            .await
     }
 
     /// For Edit: removes the last user message `message_id` and what follows it, so the
@@ -395,8 +433,13 @@ impl TurnContext<'_> {
     }
 
     /// The rolling summary, when the agent's chain has the `summary` processor and the
-    /// conversation has a summary.
-    async fn summary(&self, id: &SessionId) -> Result<Option<StoredSummary>, TurnError> {
+    /// conversation has a summary; its maintenance signal counts `pending`, the message
+    /// being stored with this turn.
+    async fn summary(
+        &self,
+        id: &SessionId,
+        pending: Option<&Message>,
+    ) -> Result<Option<StoredSummary>, TurnError> {
         let chain = self.services.chain_for(self.agent);
         if !chain.names().contains(&"summary") {
             return Ok(None);
@@ -406,9 +449,12 @@ impl TurnContext<'_> {
             return Ok(None);
         };
         let stats = store.stats(id).await?;
-        let bytes = stats.approx_bytes as usize + summary.to_string().len();
+        let pending_bytes = pending.map_or(0, |m| {
+            serde_json::to_string(m).map_or(m.text.len(), |json| json.len() + 2)
+        });
+        let bytes = stats.approx_bytes as usize + pending_bytes + summary.to_string().len();
         let maintenance = parlor_domain::summary::Maintenance::check(
-            stats.messages,
+            stats.messages + usize::from(pending.is_some()),
             bytes,
             self.services.config.maintenance,
             self.services.config.backup_retention,
@@ -491,11 +537,16 @@ impl TurnContext<'_> {
         }
     }
 
-    /// Plans the call, then spawns the task that streams the reply and stores it.
-    fn reply(
+    /// Plans the call, spawns the task that streams the reply and stores it, and meanwhile
+    /// makes the turn's message durable: the model call starts while the write is synced,
+    /// and the turn is acknowledged (its `meta`, then the reply's events) only once the
+    /// write is durable. If the write fails, nothing is acknowledged: the model call is
+    /// dropped and nothing of the reply is stored.
+    async fn reply(
         &self,
         mut info: ConversationInfo,
         prepared: Prepared,
+        durable: Option<Durable>,
         summary: Option<StoredSummary>,
         busy: BusyGuard,
     ) -> Result<Turn, TurnError> {
@@ -564,6 +615,8 @@ impl TurnContext<'_> {
         };
         let (tx, rx) = mpsc::channel(64);
         let then = self.summarize_after(&info, plan.report.first_sent_index);
+        let (durable_tx, durable_rx) = tokio::sync::oneshot::channel();
+        let details = info.clone();
         let reply = reply::Reply {
             history: self.history.clone(),
             info,
@@ -572,12 +625,18 @@ impl TurnContext<'_> {
             then,
             prices,
             tokens,
+            durable: durable_rx,
         };
         // The reply logs in the request's span (its request id), also after the response.
         let span = tracing::Span::current();
         self.services
             .replies
             .spawn(move |stop| reply.write(request, stop).instrument(span));
+        if let Some(durable) = &durable {
+            // On failure `durable_tx` is dropped: the reply task gives up without storing.
+            self.make_durable(&details, durable).await?;
+        }
+        let _ = durable_tx.send(());
         Ok(Turn { meta, events: rx })
     }
 

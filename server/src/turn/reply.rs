@@ -56,6 +56,9 @@ pub(super) struct Reply {
     pub prices: Option<Prices>,
     /// The model's token counter (the reply's own count).
     pub tokens: Arc<dyn TokenCounter>,
+    /// Fires once the turn's message is durable; dropped if it could not be stored (then
+    /// the turn was never acknowledged, and nothing of the reply is stored).
+    pub durable: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl Reply {
@@ -85,10 +88,20 @@ impl Reply {
                 Err(e) => Outcome::Failed(e),
             }
         };
-        // The user's message is already stored; the conversation's title and time are
-        // written while the model starts answering, so that write adds nothing to the first
-        // token.
-        let (saved_info, outcome) = tokio::join!(self.history.store.put_info(&self.info), reply);
+        // The model call starts at once; the user's message is made durable meanwhile (see
+        // `TurnContext::reply`). Once it is, the conversation's title and time are written
+        // while the model answers, so that write adds nothing to the first token.
+        let durable = std::mem::replace(&mut self.durable, tokio::sync::oneshot::channel().1);
+        let details = async {
+            durable.await.ok()?;
+            Some(self.history.store.put_info(&self.info).await)
+        };
+        let (saved_info, outcome) = tokio::join!(details, reply);
+        let Some(saved_info) = saved_info else {
+            // The message could not be stored and the turn was refused: the model call is
+            // dropped with this task and nothing of it is kept.
+            return;
+        };
         if let Err(e) = saved_info {
             tracing::error!(
                 "could not store the details of conversation {}: {e}",
@@ -257,5 +270,71 @@ async fn relay(
         if tx.send(delta).await.is_err() {
             return Outcome::Abandoned;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::MirrorModel;
+    use crate::store::{ConversationStore, MemoryStore};
+    use parlor_domain::chain::EstimatedTokens;
+    use parlor_domain::SessionId;
+    use std::time::Duration;
+
+    /// A reply to "hello" by the mirror, with a listener, whose durable signal is `durable`.
+    async fn reply_with(durable: tokio::sync::oneshot::Receiver<()>) -> Arc<dyn ConversationStore> {
+        let store: Arc<dyn ConversationStore> = Arc::new(MemoryStore::new(None));
+        let id = SessionId::parse("gate").unwrap();
+        let (tx, mut rx) = mpsc::channel(64);
+        let reply = Reply {
+            history: Arc::new(History {
+                id: "default".into(),
+                store: store.clone(),
+                system_message: None,
+                redis: None,
+            }),
+            info: ConversationInfo::bare(&id, Some(1)),
+            tx,
+            busy: None,
+            then: None,
+            prices: None,
+            tokens: Arc::new(EstimatedTokens),
+            durable,
+        };
+        let request = ModelRequest {
+            model: "mirror".into(),
+            messages: vec![Message::user("hello", 1)],
+            temperature: None,
+            max_tokens: None,
+        };
+        let client = LlmClient::Mirror(MirrorModel {
+            delay: Duration::ZERO,
+        });
+        // Someone listens all along: only the signal decides whether the reply is kept.
+        let listener = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        reply
+            .write(Ok((client, request)), CancellationToken::new())
+            .await;
+        listener.await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_stored_only_once_its_question_is_durable() {
+        let id = SessionId::parse("gate").unwrap();
+        let (durable, signal) = tokio::sync::oneshot::channel();
+        durable.send(()).unwrap();
+        let store = reply_with(signal).await;
+        assert_eq!(store.load(&id).await.unwrap().len(), 1, "the reply");
+        assert!(store.info(&id).await.unwrap().is_some());
+
+        // The question could not be stored (the signal is dropped): nothing of the turn is
+        // written, not its reply, not its details.
+        let (durable, signal) = tokio::sync::oneshot::channel::<()>();
+        drop(durable);
+        let store = reply_with(signal).await;
+        assert!(store.load(&id).await.unwrap().is_empty());
+        assert!(store.info(&id).await.unwrap().is_none());
     }
 }

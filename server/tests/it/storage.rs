@@ -530,3 +530,47 @@ async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_r
         .unwrap();
     assert_eq!(lock, None, "released when the reply ended");
 }
+
+/// The model call starts while the turn's message is being made durable; when it cannot be
+/// stored, the turn is refused before anything is acknowledged, and nothing of the reply is
+/// ever stored.
+#[tokio::test]
+async fn a_turn_whose_message_cannot_be_stored_is_refused_and_its_reply_never_kept() {
+    let (fake, server) = TestServer::with_upstream(&[]).await;
+    // The dialog's lock file cannot be opened: every write to it fails, reads work.
+    let locks = server.data.path().join(".chat-history").join(".locks");
+    std::fs::create_dir_all(locks.join("blocked.lock")).unwrap();
+    let reply = server
+        .chat(
+            "general",
+            json!({"session_id": "blocked", "message": "[words:3] keep me"}),
+        )
+        .await;
+    assert!(
+        !reply.events.iter().any(|e| matches!(
+            e,
+            parlor_domain::ChatEvent::Meta(_) | parlor_domain::ChatEvent::Delta { .. }
+        )),
+        "nothing acknowledged: {}",
+        reply.body
+    );
+    let error = reply.error().unwrap_or_else(|| reply.json_error().leak());
+    assert!(
+        error.starts_with("history store unavailable, your message was not saved"),
+        "{error}"
+    );
+    // Writes work again at once; long after the model would have answered (three words,
+    // 80 ms apart), nothing of the turn is stored: the reply was dropped with it.
+    std::fs::remove_dir(locks.join("blocked.lock")).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(server.stored("blocked").is_empty());
+    assert!(!server
+        .data
+        .path()
+        .join(".chat-history/blocked/info.json")
+        .exists());
+    // The next turn in another conversation works as ever.
+    let next = server.chat("general", json!({"message": "fine"})).await;
+    assert!(next.done().is_some(), "{}", next.body);
+    assert!(fake.requests().len() <= 2, "one call per turn at most");
+}
