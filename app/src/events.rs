@@ -6,26 +6,14 @@
 //! only what the page uses keeps every other report's parser out of the WASM bundle. API
 //! clients read the full events ([`parlor_domain::ChatEvent`]).
 
+use parlor_domain::event::StreamEvent;
 use parlor_domain::meter::Meter;
-use parlor_domain::{DoneEvent, Rendered};
+use parlor_domain::DoneEvent;
 use serde::Deserialize;
 
-/// One event of a turn (see [`parlor_domain::ChatEvent`] for the full wire format).
-#[derive(Clone, Debug, PartialEq)]
-pub enum PageEvent {
-    Meta(PageMeta),
-    Delta {
-        text: String,
-        rendered: Option<Rendered>,
-    },
-    Done(DoneEvent),
-    Error {
-        message: String,
-    },
-    Notice {
-        text: String,
-    },
-}
+/// One event of a turn as the page reads it (see [`parlor_domain::ChatEvent`] for the full
+/// wire format).
+pub type PageEvent = StreamEvent<PageMeta, DoneEvent>;
 
 /// What the page uses of a `meta` event.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -59,52 +47,6 @@ fn covers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Er
         covers: usize,
     }
     Ok(Option::<Summary>::deserialize(d)?.map(|s| s.covers))
-}
-
-impl PageEvent {
-    /// Parses one event's JSON: its `type` first, then that variant's fields.
-    pub fn from_json(data: &str) -> Result<PageEvent, serde_json::Error> {
-        #[derive(Deserialize)]
-        struct Tag<'a> {
-            #[serde(rename = "type", borrow)]
-            kind: std::borrow::Cow<'a, str>,
-        }
-        #[derive(Deserialize)]
-        struct Delta {
-            text: String,
-            #[serde(default)]
-            rendered: Option<Rendered>,
-        }
-        #[derive(Deserialize)]
-        struct Error {
-            message: String,
-        }
-        #[derive(Deserialize)]
-        struct Notice {
-            text: String,
-        }
-        let tag: Tag = serde_json::from_str(data)?;
-        Ok(match tag.kind.as_ref() {
-            "meta" => PageEvent::Meta(serde_json::from_str(data)?),
-            "delta" => {
-                let Delta { text, rendered } = serde_json::from_str(data)?;
-                PageEvent::Delta { text, rendered }
-            }
-            "done" => PageEvent::Done(serde_json::from_str(data)?),
-            "error" => PageEvent::Error {
-                message: serde_json::from_str::<Error>(data)?.message,
-            },
-            "notice" => PageEvent::Notice {
-                text: serde_json::from_str::<Notice>(data)?.text,
-            },
-            other => {
-                return Err(serde::de::Error::unknown_variant(
-                    other,
-                    &["meta", "delta", "done", "error", "notice"],
-                ))
-            }
-        })
-    }
 }
 
 #[cfg(test)]

@@ -177,9 +177,44 @@ impl ChatEvent {
 
 impl ChatEvent {
     /// Parses one event's JSON. Equivalent to deserializing a `ChatEvent`, but reads the
-    /// `type` first and then the one variant's fields, instead of serde's buffering of
-    /// internally tagged enums: the browser's bundle carries much less parsing code.
+    /// `type` first and then the one variant's fields (see [`StreamEvent::from_json`]).
     pub fn from_json(data: &str) -> Result<ChatEvent, serde_json::Error> {
+        Ok(
+            match StreamEvent::<MetaEvent, DoneEvent>::from_json(data)? {
+                StreamEvent::Meta(meta) => ChatEvent::Meta(meta),
+                StreamEvent::Delta { text, rendered } => ChatEvent::Delta { text, rendered },
+                StreamEvent::Done(done) => ChatEvent::Done(done),
+                StreamEvent::Error { message } => ChatEvent::Error { message },
+                StreamEvent::Notice { text } => ChatEvent::Notice { text },
+            },
+        )
+    }
+}
+
+/// A chat event as a reader wants it: `M` and `D` are what it reads of `meta` and `done`
+/// (the whole [`MetaEvent`] and [`DoneEvent`], or only the fields a page shows: serde
+/// skips the others, and their parsers stay out of a browser bundle).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent<M, D> {
+    Meta(M),
+    Delta {
+        text: String,
+        rendered: Option<Rendered>,
+    },
+    Done(D),
+    Error {
+        message: String,
+    },
+    Notice {
+        text: String,
+    },
+}
+
+impl<M: serde::de::DeserializeOwned, D: serde::de::DeserializeOwned> StreamEvent<M, D> {
+    /// Parses one event's JSON: its `type` first, then that variant's fields, instead of
+    /// serde's buffering of internally tagged enums (much less parsing code in a browser
+    /// bundle).
+    pub fn from_json(data: &str) -> Result<Self, serde_json::Error> {
         #[derive(Deserialize)]
         struct Tag<'a> {
             #[serde(rename = "type", borrow)]
@@ -201,16 +236,16 @@ impl ChatEvent {
         }
         let tag: Tag = serde_json::from_str(data)?;
         Ok(match tag.kind.as_ref() {
-            "meta" => ChatEvent::Meta(serde_json::from_str(data)?),
+            "meta" => StreamEvent::Meta(serde_json::from_str(data)?),
             "delta" => {
                 let Delta { text, rendered } = serde_json::from_str(data)?;
-                ChatEvent::Delta { text, rendered }
+                StreamEvent::Delta { text, rendered }
             }
-            "done" => ChatEvent::Done(serde_json::from_str(data)?),
-            "error" => ChatEvent::Error {
+            "done" => StreamEvent::Done(serde_json::from_str(data)?),
+            "error" => StreamEvent::Error {
                 message: serde_json::from_str::<Error>(data)?.message,
             },
-            "notice" => ChatEvent::Notice {
+            "notice" => StreamEvent::Notice {
                 text: serde_json::from_str::<Notice>(data)?.text,
             },
             other => {
