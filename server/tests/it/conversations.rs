@@ -86,7 +86,11 @@ fn sent_user_texts(fake: &FakeLlm) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .map(|m| match m["content"].as_array() {
+            // Content parts (a message with context blocks): the user's own text first.
+            Some(parts) => parts[0]["text"].as_str().unwrap_or_default().to_owned(),
+            None => m["content"].as_str().unwrap_or_default().to_owned(),
+        })
         .collect()
 }
 
@@ -101,12 +105,15 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     let server = TestServer::start(&vars).await;
     use reqwest::Method;
 
-    // Alice's conversation: three turns; the first question pinned, the first reply excluded.
+    // Alice's conversation: three turns; the first question pinned (with a context block
+    // kept for good), the first reply excluded.
     let first = server
         .chat_with(
             "general",
             "",
-            json!({"message": "alpha question"}),
+            json!({"message": "alpha question", "context": [
+                {"source": "notes.md", "save": true, "blocks": [{"type": "text", "text": "the notes"}]}
+            ]}),
             Some(ALICE),
         )
         .await;
@@ -124,6 +131,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     }
     let original = stored(&server, &session).await;
     assert_eq!(original.len(), 6);
+    assert!(!original[0].context.is_empty(), "the block is stored");
     let id = |i: usize| original[i].id().into_owned();
     let base_path = format!("/api/chat/general/sessions/{session}");
     for (message, send) in [(id(0), "always"), (id(1), "never")] {
@@ -218,6 +226,9 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         .await;
     assert!(turn.done().is_some(), "{}", turn.body);
     assert_eq!(sent_user_texts(&fake), ["alpha question", "delta question"]);
+    // The pinned question went with its context block, copied into the fork.
+    let request = fake.requests().last().unwrap().to_string();
+    assert!(request.contains("the notes"), "{request}");
     assert_eq!(stored(&server, &session).await, original);
     // A fork before the first message holds nothing yet.
     let (status, empty) = call(
