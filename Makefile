@@ -44,4 +44,4 @@ bench:
 	scripts/setup.sh test
 	scripts/bench.sh
 	cargo bench -p parlor-domain --bench plan --bench context
-	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search
+	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns

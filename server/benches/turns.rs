@@ -1,0 +1,128 @@
+//! What a turn costs as its conversation grows (`make bench`; results in
+//! docs/performance.md): the same turn on a conversation of 100 and of 100,000 stored
+//! messages, on a real `redis-server` and on a file history, through Parlor's own turn
+//! pipeline (`parlor_server::turn::start`: resolve, admit, read the window, prune, plan,
+//! make the message durable) with the offline mirror model answering at once. Prints one
+//! JSON object per case: the median and p99 time until the turn is acknowledged (its
+//! `meta`, the work before the model call) and until its reply is stored.
+
+use fake_llm::redis_server::RedisServer;
+use parlor_domain::{ChatEvent, Message, SessionId};
+use parlor_server::agents::AgentCatalog;
+use parlor_server::config::Config;
+use parlor_server::store::ConversationInfo;
+use parlor_server::turn::{start, TurnInput};
+use std::path::Path;
+use std::time::Instant;
+
+const SIZES: [usize; 2] = [100, 100_000];
+const TURNS: usize = 200;
+const WARM_UP: usize = 10;
+
+fn message(i: usize) -> Message {
+    let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(7));
+    let mut message = if i.is_multiple_of(2) {
+        Message::user(text, i as i64)
+    } else {
+        Message::assistant(text, i as i64)
+    };
+    message.ensure_id();
+    message
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
+async fn measure(backend: &str, vars: Vec<(String, String)>) {
+    let config = Config::from_vars(vars).expect("config");
+    let agents_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents");
+    let (agents, _) = AgentCatalog::load_dir(&agents_dir).expect("agents");
+    let setup = parlor_server::setup(&config, &agents).await.expect("setup");
+    let services = parlor_server::services(config, agents, setup);
+    let agent = services.agents.get("concise").expect("the concise agent");
+    let history = services.histories.for_agent(&agent).clone();
+    for size in SIZES {
+        let id = SessionId::parse(&format!("grow{size}")).expect("id");
+        let messages: Vec<Message> = (0..size).map(message).collect();
+        for chunk in messages.chunks(10_000) {
+            history.store.append(&id, chunk).await.expect("fill");
+        }
+        let info = ConversationInfo {
+            agent_id: agent.id.clone(),
+            ..ConversationInfo::bare(&id, Some(size as i64))
+        };
+        history.store.put_info(&info).await.expect("info");
+        let (mut acknowledged, mut stored) = (Vec::new(), Vec::new());
+        for turn in 0..WARM_UP + TURNS {
+            let input = TurnInput {
+                agent: agent.clone(),
+                session_id: Some(id.clone()),
+                cookie_session: None,
+                new_conversation: false,
+                browser: None,
+                message: Some(format!("question {turn}")),
+                context: Vec::new(),
+                url_policy: None,
+                url_length: None,
+                admin_token: None,
+                edit: None,
+            };
+            let begin = Instant::now();
+            let mut running = start(&services, input).await.expect("turn");
+            let meta = begin.elapsed().as_secs_f64() * 1000.0;
+            while let Some(event) = running.events.recv().await {
+                if matches!(event, ChatEvent::Error { .. }) {
+                    panic!("turn failed: {event:?}");
+                }
+            }
+            let done = begin.elapsed().as_secs_f64() * 1000.0;
+            if turn >= WARM_UP {
+                acknowledged.push(meta);
+                stored.push(done);
+            }
+        }
+        acknowledged.sort_by(f64::total_cmp);
+        stored.sort_by(f64::total_cmp);
+        println!(
+            "{{\"backend\": \"{backend}\", \"stored_messages\": {size}, \"acknowledged_ms_p50\": {:.3}, \"acknowledged_ms_p99\": {:.3}, \"stored_ms_p50\": {:.3}, \"stored_ms_p99\": {:.3}}}",
+            percentile(&acknowledged, 0.5),
+            percentile(&acknowledged, 0.99),
+            percentile(&stored, 0.5),
+            percentile(&stored, 0.99),
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a plain `cargo test --benches` run only checks it builds.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let redis = RedisServer::start().expect("redis-server");
+    let data = tempfile::tempdir().expect("temp dir");
+    let config = data.path().join("parlor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"turns:\" }}\n",
+            redis.url()
+        ),
+    )
+    .expect("config");
+    let base = |data_dir: &Path| {
+        vec![
+            ("PARLOR_DATA_DIR".to_owned(), data_dir.display().to_string()),
+            ("PARLOR_MIRROR_DELAY_MS".to_owned(), "0".to_owned()),
+            ("PARLOR_RATE_LIMIT_CHAT".to_owned(), "0".to_owned()),
+        ]
+    };
+    runtime.block_on(async {
+        let mut redis_vars = base(&data.path().join("redis"));
+        redis_vars.push(("PARLOR_CONFIG".into(), config.display().to_string()));
+        measure("redis", redis_vars).await;
+        measure("file", base(&data.path().join("file"))).await;
+    });
+}
