@@ -62,6 +62,22 @@ pub struct StoredMessage {
     pub tokens: Option<u64>,
 }
 
+/// How many messages the chat page shows at first, and each older page brings.
+pub const PAGE_MESSAGES: usize = 40;
+
+/// Messages before the ones the page shows, for when the reader scrolls up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OlderMessages {
+    pub messages: Vec<StoredMessage>,
+    /// The replies' sanitized HTML, in the order of `messages` (empty for questions).
+    pub html: Vec<String>,
+    /// The stored position of the first of `messages`.
+    pub first_index: usize,
+    /// How many of the first stored messages the rolling summary covers, when its end is
+    /// among `messages` (0 otherwise).
+    pub summarized: usize,
+}
+
 /// A conversation in the sidebar.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConversationItem {
@@ -80,7 +96,10 @@ pub struct ChatData {
     pub models: Vec<String>,
     pub mirror: bool,
     pub session_id: Option<String>,
+    /// The latest messages (at most [`PAGE_MESSAGES`]); older ones load on scroll.
     pub messages: Vec<StoredMessage>,
+    /// The stored position of the first of `messages` (0: the whole conversation is here).
+    pub first_index: usize,
     pub conversations: Vec<ConversationItem>,
     /// Present when the debug panel was asked for (`?debug=true`) and the operator allows it.
     pub debug: Option<DebugView>,

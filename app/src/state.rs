@@ -4,7 +4,9 @@
 //! message and nothing else on the page. Replies arrive as text plus sanitized HTML that the
 //! server renders block by block; the browser never parses Markdown itself.
 
-use crate::api::{ChatData, ChatQuery, ConversationItem, ConversationRef, DebugView};
+use crate::api::{
+    ChatData, ChatQuery, ConversationItem, ConversationRef, DebugView, OlderMessages, StoredMessage,
+};
 use crate::attach::Attachment;
 use crate::events::{PageEvent, PageMeta};
 use crate::stream::{self, AbortHandle, StreamEnd};
@@ -36,12 +38,31 @@ pub struct UiMessage {
     pub tokens: RwSignal<Option<u64>>,
 }
 
+/// Where a message of the transcript stands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Position {
+    key: u64,
+    /// Its stored position (`None`: a command or its notice, which are not stored).
+    index: Option<usize>,
+    /// The user turns sent after it.
+    later_turns: usize,
+}
+
 #[derive(Clone, Copy)]
 pub struct ChatState {
     pub agent_id: StoredValue<String>,
     query: StoredValue<ChatQuery>,
     pub session_id: RwSignal<Option<String>>,
     pub messages: RwSignal<Vec<UiMessage>>,
+    /// Each message's stored position and the user turns after it, kept once for the whole
+    /// transcript (each message reading the list itself would cost the page O(n²)).
+    positions: Memo<Vec<Position>>,
+    /// The stored position of the first message shown (0: the whole conversation is).
+    pub first_index: RwSignal<usize>,
+    /// Older messages are being fetched (the reader scrolled up).
+    pub older_loading: RwSignal<bool>,
+    /// Why older messages could not be loaded.
+    pub older_error: RwSignal<Option<String>>,
     pub streaming: RwSignal<bool>,
     /// An error from the last turn, shown inline with Retry.
     pub error: RwSignal<Option<String>>,
@@ -74,11 +95,42 @@ pub struct ChatState {
 
 impl ChatState {
     pub fn new(data: &ChatData, query: ChatQuery) -> Self {
+        let messages = RwSignal::new(Vec::<UiMessage>::new());
+        let first_index = RwSignal::new(data.first_index);
+        let positions = Memo::new(move |_| {
+            let mut index = first_index.get();
+            let mut list: Vec<Position> = messages.with(|list| {
+                list.iter()
+                    .map(|m| {
+                        let stored = !m.notice.get();
+                        let at = stored.then_some(index);
+                        index += usize::from(stored);
+                        Position {
+                            key: m.key,
+                            index: at,
+                            // For now: whether it is itself a user turn.
+                            later_turns: usize::from(stored && m.role == Role::User),
+                        }
+                    })
+                    .collect()
+            });
+            let mut later = 0;
+            for position in list.iter_mut().rev() {
+                let turn = position.later_turns;
+                position.later_turns = later;
+                later += turn;
+            }
+            list
+        });
         let state = ChatState {
             agent_id: StoredValue::new(data.agent.id.clone()),
             query: StoredValue::new(query),
             session_id: RwSignal::new(data.session_id.clone()),
-            messages: RwSignal::new(Vec::new()),
+            messages,
+            positions,
+            first_index,
+            older_loading: RwSignal::new(false),
+            older_error: RwSignal::new(None),
             streaming: RwSignal::new(false),
             error: RwSignal::new(None),
             draft: RwSignal::new(String::new()),
@@ -100,22 +152,99 @@ impl ChatState {
             .messages
             .iter()
             .map(|m| {
-                let message = state.make_message(m.role, m.text.clone(), m.status);
-                message.chips.set_value(m.context.clone());
-                message.id.set(Some(m.id.clone()));
-                message.send.set(m.send);
-                message.tokens.set(m.tokens);
-                if m.role == Role::Assistant {
-                    // On the server this is the rendered reply; in the browser it is absent
-                    // and the server-rendered HTML already in the page stays as it is.
-                    message.html.set(m.html.clone().unwrap_or_default());
-                    message.rendered_len.set(m.text.len());
-                }
-                message
+                // On the server this is the rendered reply; in the browser it is absent and
+                // the server-rendered HTML already in the page stays as it is.
+                state.from_stored(m.clone(), m.html.clone().unwrap_or_default())
             })
             .collect();
         state.messages.set(initial);
         state
+    }
+
+    /// A stored message (its reply's HTML as the server rendered it) for the transcript.
+    fn from_stored(&self, m: StoredMessage, html: String) -> UiMessage {
+        let message = self.make_message(m.role, m.text, m.status);
+        message.chips.set_value(m.context);
+        message.id.set(Some(m.id));
+        message.send.set(m.send);
+        message.tokens.set(m.tokens);
+        if m.role == Role::Assistant {
+            message.rendered_len.set(message.text.with_untracked(String::len));
+            message.html.set(html);
+        }
+        message
+    }
+
+    /// The stored position of the message `key` (`None` for commands and their notices).
+    pub fn index_of(&self, key: u64) -> Option<usize> {
+        self.positions
+            .with(|list| list.iter().find(|p| p.key == key).and_then(|p| p.index))
+    }
+
+    /// The user turns sent after the message `key`.
+    pub fn later_turns(&self, key: u64) -> usize {
+        self.positions.with(|list| {
+            list.iter()
+                .find(|p| p.key == key)
+                .map_or(0, |p| p.later_turns)
+        })
+    }
+
+    /// Fetches the page of messages before the first one shown; `None` when there is none,
+    /// one is being fetched, or it failed (then `older_error` says why).
+    pub async fn fetch_older(self) -> Option<OlderMessages> {
+        let before = self.first_index.get_untracked();
+        if before == 0 || self.older_loading.get_untracked() {
+            return None;
+        }
+        let session = self.session_id.get_untracked()?;
+        let first = self.messages.with_untracked(|list| {
+            list.iter()
+                .find(|m| !m.notice.get_untracked())
+                .and_then(|m| m.id.get_untracked())
+        })?;
+        let mut url = format!(
+            "{}/sessions/{}/messages?before={before}&before_id={}",
+            self.agent_url(),
+            encode(&session),
+            encode(&first)
+        );
+        if self.debug.with_untracked(Option::is_some) {
+            url.push_str("&debug=true");
+        }
+        self.older_loading.set(true);
+        self.older_error.set(None);
+        let reply = stream::request("GET", url, None).await.and_then(|text| {
+            serde_json::from_str::<OlderMessages>(&text).map_err(|e| e.to_string())
+        });
+        self.older_loading.set(false);
+        match reply {
+            // The conversation changed meanwhile (a new chat, a fork): not for this page.
+            _ if self.session_id.get_untracked().as_ref() != Some(&session) => None,
+            Ok(page) => Some(page),
+            Err(reason) => {
+                self.older_error
+                    .set(Some(format!("Earlier messages could not be loaded: {reason}")));
+                None
+            }
+        }
+    }
+
+    /// Puts a fetched older page before the messages shown.
+    pub fn prepend(&self, page: OlderMessages) {
+        let older: Vec<UiMessage> = page
+            .messages
+            .into_iter()
+            .zip(page.html.into_iter().chain(std::iter::repeat(String::new())))
+            .map(|(m, html)| self.from_stored(m, html))
+            .collect();
+        if page.summarized > 0 {
+            self.summarized.set(page.summarized);
+        }
+        self.first_index.set(page.first_index);
+        self.messages.update(|list| {
+            list.splice(0..0, older);
+        });
     }
 
     /// Runs `f` under the chat view's owner.
@@ -413,6 +542,8 @@ impl ChatState {
     pub fn new_chat(self) {
         self.stop();
         self.messages.set(Vec::new());
+        self.first_index.set(0);
+        self.older_error.set(None);
         self.summarized.set(0);
         self.meter.set(None);
         self.session_id.set(None);

@@ -95,6 +95,17 @@ pub fn spawn_request(
 ) {
 }
 
+/// Sends a request to Parlor's API and waits for its answer (see [`spawn_request`]).
+pub async fn request(method: &'static str, url: String, body: Option<String>) -> Result<String, String> {
+    #[cfg(feature = "hydrate")]
+    return browser::request(method, &url, body).await;
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = (method, url, body);
+        Err("only in the browser".into())
+    }
+}
+
 /// Replaces the page URL's `key` parameter (removing it when `value` is `None`) without a
 /// navigation, so a reload opens the same conversation.
 pub fn set_url_param(key: &str, value: Option<&str>) {

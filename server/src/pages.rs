@@ -1,13 +1,16 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
 use crate::state::Services;
+use crate::store::StoreError;
+use crate::store::ConversationInfo;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, DebugView, HomeData,
-    StoredMessage,
+    OlderMessages, StoredMessage, PAGE_MESSAGES,
 };
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
 use parlor_domain::markdown::render_markdown;
-use parlor_domain::{Role, SessionId};
+use parlor_domain::chain::TokenCounter;
+use parlor_domain::{Agent, Message, Role, SessionId};
 use std::sync::Arc;
 
 impl From<crate::store::StoreError> for BackendError {
@@ -53,26 +56,16 @@ impl Backend for PageBackend {
         let mut messages = Vec::new();
         let mut conversation = None;
         let mut summarized = 0;
+        let mut stored = 0;
         if let Some(raw) = &query.session {
-            let Ok(id) = SessionId::parse(raw) else {
+            let Some((id, info)) = self.visible(&agent, raw, browser.as_ref()).await? else {
                 return Ok(ChatPageData::UnknownConversation);
             };
-            let info = store.info(&id).await?;
-            let owner = browser.as_ref().map(crate::browser::owner);
-            let visible = info
-                .as_ref()
-                .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
-            if !visible {
-                return Ok(ChatPageData::UnknownConversation);
-            }
-            messages = store.load(&id).await?;
-            // Only summaries Parlor keeps for this agent's chain mark the transcript.
-            if services.chain_for(&agent).names().contains(&"summary") {
-                if let Some(summary) = store.summary(&id).await? {
-                    let covers = parlor_domain::summary::Covers::of(&summary);
-                    summarized = messages.iter().filter(|m| covers.includes(m)).count();
-                }
-            }
+            // The latest page only: older messages load as the reader scrolls up.
+            let tail = store.load_tail(&id, PAGE_MESSAGES).await?;
+            stored = tail.total;
+            messages = tail.messages;
+            summarized = summary_end(services, &agent, &id, stored - messages.len(), &messages).await?;
             session_id = Some(id.to_string());
             conversation = info;
         }
@@ -96,19 +89,11 @@ impl Backend for PageBackend {
                 .collect(),
             None => Vec::new(),
         };
-        let stored = messages.len();
+        let first_index = stored - messages.len();
         let chosen = conversation.as_ref().and_then(|c| c.model.as_deref());
         let (model, provider) = services.models.label(&agent, chosen);
         let debug = query.debug && services.config.debug_panel;
-        // With the debug panel, each message shows its tokens for the conversation's model.
-        let tokens = debug.then(|| {
-            let spec = services.models.for_conversation(&agent, chosen);
-            crate::models::token_counter(
-                spec.as_ref()
-                    .map(|m| m.upstream.as_str())
-                    .unwrap_or_default(),
-            )
-        });
+        let tokens = debug.then(|| token_counter(services, &agent, chosen));
         Ok(ChatPageData::Ready(Box::new(ChatData {
             agent: AgentInfo {
                 id: agent.id.clone(),
@@ -132,17 +117,9 @@ impl Backend for PageBackend {
             session_id,
             messages: messages
                 .into_iter()
-                .map(|m| StoredMessage {
-                    tokens: tokens.as_ref().map(|t| t.count(&m)),
-                    id: m.id().into_owned(),
-                    send: m.send,
-                    status: m.status(),
-                    html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
-                    context: parlor_domain::context::Chip::of_stored(&m.context),
-                    role: m.role,
-                    text: m.text,
-                })
+                .map(|m| stored_message(m, tokens.as_ref()))
                 .collect(),
+            first_index,
             conversations,
             meter: conversation
                 .as_ref()
@@ -163,5 +140,128 @@ impl Backend for PageBackend {
             max_context_bytes: services.config.max_context_bytes,
             summarized,
         })))
+    }
+}
+
+impl PageBackend {
+    /// The conversation `raw` names, if this browser may see it through `agent`.
+    async fn visible(
+        &self,
+        agent: &Agent,
+        raw: &str,
+        browser: Option<&BrowserSession>,
+    ) -> Result<Option<(SessionId, Option<ConversationInfo>)>, BackendError> {
+        let Ok(id) = SessionId::parse(raw) else {
+            return Ok(None);
+        };
+        let store = &self.services.histories.for_agent(agent).store;
+        let info = store.info(&id).await?;
+        let owner = browser.map(crate::browser::owner);
+        let visible = info
+            .as_ref()
+            .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
+        Ok(visible.then_some((id, info)))
+    }
+}
+
+/// The page of messages before the stored position `before` of a conversation (`info`)
+/// the caller may see, where the message at `before` has the id `before_id`. When the
+/// history dropped its oldest messages since (`max_turns`), the page ends before that
+/// message wherever it is now, and is empty if it is gone.
+pub async fn older(
+    services: &Services,
+    agent: &Agent,
+    id: &SessionId,
+    info: &ConversationInfo,
+    before: usize,
+    before_id: &str,
+    debug: bool,
+) -> Result<OlderMessages, StoreError> {
+    let store = &services.histories.for_agent(agent).store;
+    // The page and the message it ends before, which must still be at `before`...
+    let start = before.saturating_sub(PAGE_MESSAGES);
+    let mut page = store.load_range(id, start, before + 1).await?;
+    let (first_index, messages) =
+        if page.len() == before + 1 - start && page.last().is_some_and(|m| m.id() == before_id) {
+            page.pop();
+            (start, page)
+        } else {
+            // ...or where it is now.
+            let mut all = store.load(id).await?;
+            let Some(at) = all.iter().position(|m| m.id() == before_id) else {
+                return Ok(OlderMessages::default());
+            };
+            all.truncate(at);
+            let start = at.saturating_sub(PAGE_MESSAGES);
+            all.drain(..start);
+            (start, all)
+        };
+    let summarized = summary_end(services, agent, id, first_index, &messages).await?;
+    let tokens = (debug && services.config.debug_panel)
+        .then(|| token_counter(services, agent, info.model.as_deref()));
+    let (messages, html) = messages
+        .into_iter()
+        .map(|m| {
+            let mut shown = stored_message(m, tokens.as_ref());
+            let html = shown.html.take().unwrap_or_default();
+            (shown, html)
+        })
+        .unzip();
+    Ok(OlderMessages {
+        messages,
+        html,
+        first_index,
+        summarized,
+    })
+}
+
+/// Where the rolling summary ends (how many of the first stored messages it covers),
+/// when that end is among `messages`, which start at the stored position `first`; 0
+/// when it is not or when this agent's chain keeps no summary.
+async fn summary_end(
+services: &Services,
+    agent: &Agent,
+    id: &SessionId,
+    first: usize,
+    messages: &[Message],
+) -> Result<usize, StoreError> {
+    // Only summaries Parlor keeps for this agent's chain mark the transcript.
+    if !services.chain_for(agent).names().contains(&"summary") {
+        return Ok(0);
+    }
+    let store = &services.histories.for_agent(agent).store;
+    let Some(summary) = store.summary(id).await? else {
+        return Ok(0);
+    };
+    let covers = parlor_domain::summary::Covers::of(&summary);
+    let covered = messages.iter().filter(|m| covers.includes(m)).count();
+    Ok(if covered > 0 { first + covered } else { 0 })
+}
+
+/// With the debug panel, each message shows its tokens for the conversation's model.
+fn token_counter(
+services: &Services,
+    agent: &Agent,
+    chosen: Option<&str>,
+) -> Arc<dyn TokenCounter> {
+    let spec = services.models.for_conversation(agent, chosen);
+    crate::models::token_counter(
+        spec.as_ref()
+            .map(|m| m.upstream.as_str())
+            .unwrap_or_default(),
+    )
+}
+
+/// A stored message as the chat page shows it.
+fn stored_message(m: Message, tokens: Option<&Arc<dyn TokenCounter>>) -> StoredMessage {
+    StoredMessage {
+        tokens: tokens.map(|t| t.count(&m)),
+        id: m.id().into_owned(),
+        send: m.send,
+        status: m.status(),
+        html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
+        context: parlor_domain::context::Chip::of_stored(&m.context),
+        role: m.role,
+        text: m.text,
     }
 }

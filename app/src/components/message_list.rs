@@ -29,8 +29,40 @@ pub fn MessageList(
     };
     let transcript = NodeRef::<leptos::html::Section>::new();
     follow_new_content(state, transcript);
+    let older = move || load_older(state, transcript);
     view! {
-        <section node_ref=transcript class="transcript" aria-live="polite" aria-label="Conversation">
+        <section
+            node_ref=transcript
+            class="transcript"
+            aria-live="polite"
+            aria-label="Conversation"
+            on:scroll=move |_| {
+                // Near the top: bring the page before the first message shown.
+                if transcript.get_untracked().is_some_and(|s| s.scroll_top() < 400) {
+                    older();
+                }
+            }
+        >
+            <Show when=move || state.first_index.get() != 0>
+                <div class="older-row">
+                    <button
+                        class="older"
+                        disabled=move || state.older_loading.get()
+                        on:click=move |_| older()
+                    >
+                        {move || {
+                            if state.older_loading.get() {
+                                "Loading earlier messages…".to_owned()
+                            } else {
+                                format!("Show earlier messages ({} more)", state.first_index.get())
+                            }
+                        }}
+                    </button>
+                    {move || state.older_error.get().map(|reason| view! {
+                        <span class="error-text" role="alert">{reason}</span>
+                    })}
+                </div>
+            </Show>
             <Show when=empty>
                 <div class="intro">
                     {initial_messages_html
@@ -94,28 +126,15 @@ fn MessageItem(
 ) -> impl IntoView {
     let role = message.role;
     // The position among stored messages: commands and their notices are not stored.
-    let index = move || {
-        state.messages.with(|list| {
-            list.iter()
-                .filter(|m| !m.notice.get())
-                .position(|m| m.key == message.key)
-        })
-    };
+    let key = message.key;
+    let index = move || state.index_of(key);
     // With the debug panel open: messages the last model call did not receive.
     let not_sent = move || {
         let first_sent = state.debug.with(|d| d.as_ref().and_then(|d| d.first_sent));
         matches!((index(), first_sent), (Some(i), Some(first)) if i < first)
     };
     // User turns sent after this message: its context chips expire by them.
-    let later_turns = move || {
-        state.messages.with(|list| {
-            list.iter()
-                .skip_while(|m| m.key != message.key)
-                .skip(1)
-                .filter(|m| m.role == Role::User && !m.notice.get())
-                .count()
-        })
-    };
+    let later_turns = move || state.later_turns(key);
     let chips = message.chips.get_value();
     // The rolling summary covers the messages up to this one.
     let summary_ends_here = move || {
@@ -372,6 +391,25 @@ fn Chips(
                 .collect_view()}
         </ul>
     }
+}
+
+/// Fetches the messages before the first one shown and puts them above it, keeping what
+/// the reader looks at in place.
+fn load_older(state: ChatState, transcript: NodeRef<leptos::html::Section>) {
+    leptos::task::spawn_local(async move {
+        let Some(page) = state.fetch_older().await else {
+            return;
+        };
+        let Some(section) = transcript.get_untracked() else {
+            return;
+        };
+        // Measured just before the insertion: the reader may have scrolled while it loaded.
+        let (height, top) = (section.scroll_height(), section.scroll_top());
+        state.prepend(page);
+        request_animation_frame(move || {
+            section.set_scroll_top(top + section.scroll_height() - height);
+        });
+    });
 }
 
 /// Keeps the newest text in view while a reply streams, unless the reader has scrolled up.

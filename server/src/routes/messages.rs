@@ -1,14 +1,69 @@
+//! `GET /api/chat/{agent_id}/sessions/{session_id}/messages`: an older page of a
+//! conversation (the chat page loads it as the reader scrolls up), and
 //! `PUT /api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}`: pins, excludes,
 //! or clears the mark of one message (see [`crate::marks`]).
 
 use super::error::{ApiError, JsonBody};
 use crate::marks::{set_mark, MarkError};
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
+use parlor_app::api::OlderMessages;
 use parlor_domain::{MarkReply, MarkRequest};
+use serde::Deserialize;
+
+/// Which older page: the messages before the stored position `before`, whose message has
+/// the id `before_id` (the first message the page shows).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OlderQuery {
+    /// The stored position of the first message the page shows.
+    pub before: usize,
+    /// That message's id (the page still finds it after `max_turns` dropped older ones).
+    pub before_id: String,
+    /// Include each message's tokens (when the operator allows the debug panel).
+    #[serde(default)]
+    pub debug: bool,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/chat/{agent_id}/sessions/{session_id}/messages",
+    params(
+        ("agent_id" = String, Path, description = "The conversation's agent"),
+        ("session_id" = String, Path, description = "A conversation this browser (or API client) may see"),
+        OlderQuery,
+    ),
+    responses(
+        (status = 200, description = "Up to 40 messages before `before`, oldest first: `{messages, html, first_index, summarized}` (`html`: each reply's sanitized HTML, empty for questions; `first_index`: the stored position of the first; `summarized`: where the rolling summary ends when that is in this page, else 0). Empty when the message `before_id` is gone.", body = Object),
+        (status = 400, description = "A malformed query or session id, or another agent's conversation", body = parlor_domain::ApiError),
+        (status = 404, description = "Unknown agent or conversation", body = parlor_domain::ApiError),
+        (status = 503, description = "The history store failed", body = parlor_domain::ApiError),
+    )
+)]
+pub async fn get_older(
+    State(app): State<AppState>,
+    Path((agent_id, session_id)): Path<(String, String)>,
+    jar: CookieJar,
+    query: Result<Query<OlderQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<OlderMessages>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    crate::pages::older(
+        &app.services,
+        &found.agent,
+        &found.info.session_id,
+        &found.info,
+        query.before,
+        &query.before_id,
+        query.debug,
+    )
+    .await
+    .map(Json)
+    .map_err(super::conversations::unavailable)
+}
 
 #[utoipa::path(
     put,

@@ -27,6 +27,10 @@ pub fn api() -> Router<AppState> {
             put(messages::put_mark),
         )
         .route(
+            "/api/chat/{agent_id}/sessions/{session_id}/messages",
+            get(messages::get_older),
+        )
+        .route(
             "/api/chat/{agent_id}/sessions/import",
             post(conversations::post_import),
         )

@@ -22,6 +22,7 @@ use utoipa::OpenApi;
     paths(
         super::chat::post_chat,
         super::debug::get_debug,
+        super::messages::get_older,
         super::messages::put_mark,
         super::conversations::post_fork,
         super::conversations::patch_conversation,

@@ -48,6 +48,15 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("load_tail", self.inner.load_tail_sized(id, count))
             .await
     }
+    async fn load_range(
+        &self,
+        id: &SessionId,
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        self.timed("load_range", self.inner.load_range(id, start, end))
+            .await
+    }
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("append", self.inner.append(id, messages)).await
     }

@@ -260,6 +260,19 @@ pub trait ConversationStore: Send + Sync + 'static {
         messages.drain(..total.saturating_sub(count));
         Ok((Tail { messages, total }, size))
     }
+    /// The messages at positions `start..end`, oldest first (clamped to what is stored): a
+    /// page of an older part of the conversation; backends that can read a range cheaply do.
+    async fn load_range(
+        &self,
+        id: &SessionId,
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut messages = self.load(id).await?;
+        messages.truncate(end);
+        messages.drain(..start.min(messages.len()));
+        Ok(messages)
+    }
     /// Adds messages at the end (then keeps the last `max_turns`).
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
@@ -536,6 +549,20 @@ pub(crate) mod contract {
             ["three", "four"]
         );
         assert!(store.load_tail(&s, 10).await.unwrap().is_whole());
+
+        // A range (an older page): clamped to what is stored, empty when it is empty.
+        let range = |start, end| {
+            let s = &s;
+            async move {
+                let page = store.load_range(s, start, end).await.unwrap();
+                page.into_iter().map(|m| m.text).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(range(1, 3).await, ["two", "three"]);
+        assert_eq!(range(0, 1).await, ["one"]);
+        assert_eq!(range(2, 99).await, ["three", "four"]);
+        assert!(range(3, 3).await.is_empty());
+        assert!(range(7, 9).await.is_empty());
 
         // max_turns counts messages: the oldest go first.
         store

@@ -341,6 +341,29 @@ impl ConversationStore for RedisStore {
         decode(items, &key)
     }
 
+    async fn load_range(
+        &self,
+        id: &SessionId,
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let key = self.messages_key(id);
+        let last = (end - 1).min(i64::MAX as usize) as i64;
+        let cmd = &redis::cmd("LRANGE")
+            .arg(&key)
+            .arg(start.min(i64::MAX as usize) as i64)
+            .arg(last)
+            .clone();
+        let items: Vec<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        decode(items, &key)
+    }
+
     async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
         if count == 0 {
             let cmd = &redis::cmd("LLEN").arg(self.messages_key(id)).clone();

@@ -13,6 +13,7 @@ mod marks;
 mod mcp;
 mod meter;
 mod pages;
+mod paging;
 mod processes;
 mod startup;
 mod storage;
