@@ -169,7 +169,9 @@ impl ChatState {
         message.send.set(m.send);
         message.tokens.set(m.tokens);
         if m.role == Role::Assistant {
-            message.rendered_len.set(message.text.with_untracked(String::len));
+            message
+                .rendered_len
+                .set(message.text.with_untracked(String::len));
             message.html.set(html);
         }
         message
@@ -223,8 +225,9 @@ impl ChatState {
             _ if self.session_id.get_untracked().as_ref() != Some(&session) => None,
             Ok(page) => Some(page),
             Err(reason) => {
-                self.older_error
-                    .set(Some(format!("Earlier messages could not be loaded: {reason}")));
+                self.older_error.set(Some(format!(
+                    "Earlier messages could not be loaded: {reason}"
+                )));
                 None
             }
         }
@@ -235,7 +238,11 @@ impl ChatState {
         let older: Vec<UiMessage> = page
             .messages
             .into_iter()
-            .zip(page.html.into_iter().chain(std::iter::repeat(String::new())))
+            .zip(
+                page.html
+                    .into_iter()
+                    .chain(std::iter::repeat(String::new())),
+            )
             .map(|(m, html)| self.from_stored(m, html))
             .collect();
         if page.summarized > 0 {

@@ -96,7 +96,11 @@ pub fn spawn_request(
 }
 
 /// Sends a request to Parlor's API and waits for its answer (see [`spawn_request`]).
-pub async fn request(method: &'static str, url: String, body: Option<String>) -> Result<String, String> {
+pub async fn request(
+    method: &'static str,
+    url: String,
+    body: Option<String>,
+) -> Result<String, String> {
     #[cfg(feature = "hydrate")]
     return browser::request(method, &url, body).await;
     #[cfg(not(feature = "hydrate"))]

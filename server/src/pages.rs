@@ -1,15 +1,15 @@
 //! The data behind the Leptos pages, for the app's server functions.
 
 use crate::state::Services;
-use crate::store::StoreError;
 use crate::store::ConversationInfo;
+use crate::store::StoreError;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, DebugView, HomeData,
     OlderMessages, StoredMessage, PAGE_MESSAGES,
 };
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
-use parlor_domain::markdown::render_markdown;
 use parlor_domain::chain::TokenCounter;
+use parlor_domain::markdown::render_markdown;
 use parlor_domain::{Agent, Message, Role, SessionId};
 use std::sync::Arc;
 
@@ -65,7 +65,8 @@ impl Backend for PageBackend {
             let tail = store.load_tail(&id, PAGE_MESSAGES).await?;
             stored = tail.total;
             messages = tail.messages;
-            summarized = summary_end(services, &agent, &id, stored - messages.len(), &messages).await?;
+            summarized =
+                summary_end(services, &agent, &id, stored - messages.len(), &messages).await?;
             session_id = Some(id.to_string());
             conversation = info;
         }
@@ -219,7 +220,7 @@ pub async fn older(
 /// when that end is among `messages`, which start at the stored position `first`; 0
 /// when it is not or when this agent's chain keeps no summary.
 async fn summary_end(
-services: &Services,
+    services: &Services,
     agent: &Agent,
     id: &SessionId,
     first: usize,
@@ -240,7 +241,7 @@ services: &Services,
 
 /// With the debug panel, each message shows its tokens for the conversation's model.
 fn token_counter(
-services: &Services,
+    services: &Services,
     agent: &Agent,
     chosen: Option<&str>,
 ) -> Arc<dyn TokenCounter> {

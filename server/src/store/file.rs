@@ -23,7 +23,7 @@ use super::{
     apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
-use crate::atomic::{sync_dir, write_atomically};
+use crate::atomic::{sync_dir, write_atomically, TMP_MARK};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
@@ -65,6 +65,14 @@ impl FileStore {
         for entry in std::fs::read_dir(&root)? {
             let entry = entry?;
             let name = entry.file_name();
+            // A new dialog staged by a write that a crash cut short: it never existed.
+            if name
+                .to_str()
+                .is_some_and(|n| n.starts_with('.') && n.contains(TMP_MARK))
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+                continue;
+            }
             // Folders that are not valid dialog names were not made by Parlor: leave them.
             let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
                 continue;
@@ -326,6 +334,54 @@ impl Dialog {
         cap(&mut all, self.max_turns);
         self.write_messages(&all)?;
         Ok(count)
+    }
+
+    /// Makes the dialog's folder with its details and first messages in one atomic step:
+    /// both files are written (and synced, side by side) into a hidden folder that is then
+    /// renamed into place, so a crash leaves either the whole new dialog or none of it.
+    /// `false` (nothing changed) when the folder exists already.
+    fn create(&self, root: &Path, info: &[u8], messages: &[Message]) -> Result<bool, StoreError> {
+        if self.dir.exists() {
+            return Ok(false);
+        }
+        let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
+        let staged = root.join(format!(
+            ".{name}{}{}",
+            TMP_MARK,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let messages = lines::encode(messages)?;
+        let result = (|| {
+            std::fs::create_dir_all(&staged)?;
+            let write = |file: &str, bytes: &[u8]| -> std::io::Result<()> {
+                use std::io::Write;
+                let mut out = std::fs::File::create(staged.join(file))?;
+                out.write_all(bytes)?;
+                out.sync_all()
+            };
+            // Two syncs at once share the file system's journal commit.
+            std::thread::scope(|scope| {
+                let info = scope.spawn(|| write(INFO, info));
+                write(MESSAGES, &messages)?;
+                info.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("info write failed")))
+            })?;
+            sync_dir(&staged)?;
+            std::fs::rename(&staged, &self.dir)?;
+            sync_dir(root)
+        })();
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staged);
+                // Another process made the folder meanwhile: the caller writes into it.
+                if self.dir.is_dir() {
+                    Ok(false)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
     }
 
     fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
@@ -715,6 +771,27 @@ impl ConversationStore for FileStore {
             .cloned())
     }
 
+    async fn create(
+        &self,
+        info: &ConversationInfo,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        let info_bytes = to_json(info)?;
+        let messages = messages.to_vec();
+        let root = self.root.clone();
+        self.locked(&info.session_id, move |d| {
+            if d.create(&root, &info_bytes, &messages)? {
+                return Ok(());
+            }
+            // The folder exists (e.g. messages written by another tool): as two writes.
+            write_atomically(&d.dir, INFO, &info_bytes)?;
+            d.append_with(|_| messages).map(drop)
+        })
+        .await?;
+        self.remember(Some(info.clone()), &info.session_id);
+        Ok(())
+    }
+
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         let bytes = to_json(info)?;
         self.locked(&info.session_id, move |d| {
@@ -918,6 +995,45 @@ mod tests {
             store.load(&id("broken")).await.unwrap()[0].text,
             "fresh start"
         );
+    }
+
+    #[tokio::test]
+    async fn a_new_dialog_appears_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let info = ConversationInfo {
+            owner: Some("b".into()),
+            ..ConversationInfo::bare(&id("fresh"), None)
+        };
+        store
+            .create(&info, &[Message::user("hello", 1)])
+            .await
+            .unwrap();
+        let root = dir.path().join(".chat-history");
+        let names = |root: &Path| {
+            let mut names: Vec<String> = std::fs::read_dir(root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&root), [".locks", "fresh"], "nothing staged is left");
+        let mut files = names(&root.join("fresh"));
+        files.retain(|f| f != BACKUPS);
+        assert_eq!(files, [INFO, MESSAGES]);
+
+        // A crash while the next one was staged: that dialog never existed; the staged
+        // folder is gone when the store opens again, the first dialog is intact.
+        let staged = root.join(format!(".next{TMP_MARK}0123"));
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(staged.join(MESSAGES), "[\n]\n").unwrap();
+        drop(store);
+        let store = open(dir.path());
+        assert_eq!(names(&root), [".locks", "fresh"]);
+        assert_eq!(store.list().await.unwrap(), [id("fresh")]);
+        assert_eq!(store.load(&id("fresh")).await.unwrap()[0].text, "hello");
+        assert_eq!(store.list_owned("b").await.unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -57,6 +57,14 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("load_range", self.inner.load_range(id, start, end))
             .await
     }
+    async fn create(
+        &self,
+        info: &ConversationInfo,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        self.timed("create", self.inner.create(info, messages))
+            .await
+    }
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("append", self.inner.append(id, messages)).await
     }

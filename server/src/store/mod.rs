@@ -273,6 +273,16 @@ pub trait ConversationStore: Send + Sync + 'static {
         messages.drain(..start.min(messages.len()));
         Ok(messages)
     }
+    /// Stores a new conversation's details and first messages together (a new turn's one
+    /// durable write before its model call); backends that can do it in one atomic step do.
+    async fn create(
+        &self,
+        info: &ConversationInfo,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        self.put_info(info).await?;
+        self.append(&info.session_id, messages).await
+    }
     /// Adds messages at the end (then keeps the last `max_turns`).
     async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
@@ -614,6 +624,40 @@ pub(crate) mod contract {
         store.put_info(&updated).await.unwrap();
         assert_eq!(store.info(&s).await.unwrap().unwrap().title, "renamed");
         assert_eq!(store.list_owned("b1").await.unwrap()[0].session_id, s);
+
+        // A new conversation made in one step: its details, its owner's list, its messages;
+        // over an existing one (messages from another tool) it keeps what was there.
+        store
+            .create(&info("s5", Some("b1"), 60), &[Message::user("first", 6)])
+            .await
+            .unwrap();
+        assert_eq!(texts(store, &id("s5")).await, ["first"]);
+        assert_eq!(store.info(&id("s5")).await.unwrap().unwrap().updated_ms, 60);
+        assert_eq!(
+            store.list_owned("b1").await.unwrap()[0].session_id,
+            id("s5")
+        );
+        store
+            .append(&id("s6"), &[Message::user("older", 1)])
+            .await
+            .unwrap();
+        store
+            .create(&info("s6", Some("b2"), 70), &[Message::user("newer", 7)])
+            .await
+            .unwrap();
+        assert_eq!(texts(store, &id("s6")).await, ["older", "newer"]);
+        assert_eq!(
+            store
+                .info(&id("s6"))
+                .await
+                .unwrap()
+                .unwrap()
+                .owner
+                .as_deref(),
+            Some("b2")
+        );
+        store.delete(&id("s5")).await.unwrap();
+        store.delete(&id("s6")).await.unwrap();
 
         // Clearing empties the messages and keeps the details.
         store.clear(&s).await.unwrap();

@@ -134,6 +134,38 @@ impl RedisStore {
         format!("{}{}:", self.options.key_prefix, self.options.history_id)
     }
 
+    /// The commands that store a conversation's details and index it under its owner.
+    fn info_commands(
+        &self,
+        pipe: &mut redis::Pipeline,
+        info: &ConversationInfo,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(info).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let key = self.info_key(&info.session_id);
+        match self.options.ttl {
+            Some(ttl) => pipe
+                .cmd("SET")
+                .arg(&key)
+                .arg(json)
+                .arg("EX")
+                .arg(ttl.as_secs()),
+            None => pipe.cmd("SET").arg(&key).arg(json),
+        }
+        .ignore();
+        if let Some(owner) = &info.owner {
+            let owned = self.owner_key(owner);
+            pipe.cmd("ZADD")
+                .arg(&owned)
+                .arg(info.updated_ms)
+                .arg(info.session_id.as_str())
+                .ignore();
+            if let Some(ttl) = self.options.ttl {
+                pipe.cmd("EXPIRE").arg(&owned).arg(ttl.as_secs()).ignore();
+            }
+        }
+        Ok(())
+    }
+
     fn messages_key(&self, id: &SessionId) -> String {
         format!("{}{}", self.base(), id.as_str())
     }
@@ -637,37 +669,50 @@ impl ConversationStore for RedisStore {
     }
 
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
-        let json = serde_json::to_string(info).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let key = self.info_key(&info.session_id);
         let mut pipe = redis::pipe();
         pipe.atomic();
-        match self.options.ttl {
-            Some(ttl) => pipe
-                .cmd("SET")
-                .arg(&key)
-                .arg(json)
-                .arg("EX")
-                .arg(ttl.as_secs()),
-            None => pipe.cmd("SET").arg(&key).arg(json),
-        }
-        .ignore();
-        if let Some(owner) = &info.owner {
-            let owned = self.owner_key(owner);
-            pipe.cmd("ZADD")
-                .arg(&owned)
-                .arg(info.updated_ms)
-                .arg(info.session_id.as_str())
-                .ignore();
-            if let Some(ttl) = self.options.ttl {
-                pipe.cmd("EXPIRE").arg(&owned).arg(ttl.as_secs()).ignore();
-            }
-        }
+        self.info_commands(&mut pipe, info)?;
         let pipe = &pipe;
         retrying(&self.connection, |mut c| async move {
             pipe.query_async::<()>(&mut c).await
         })
         .await?;
         Ok(())
+    }
+
+    async fn create(
+        &self,
+        info: &ConversationInfo,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        // One transaction, one round trip: the details, the owner's index and the messages.
+        let id = &info.session_id;
+        let key = self.messages_key(id);
+        let encoded = encode(messages)?;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        self.info_commands(&mut pipe, info)?;
+        if !encoded.is_empty() {
+            pipe.cmd("RPUSH").arg(&key).arg(&encoded).ignore();
+            self.finish_write(&mut pipe, id);
+        }
+        match pipe.query_async::<()>(&mut self.conn()).await {
+            Err(e) if is_disconnect(&e) => {
+                // As for `append`: run it again only if it did not run before the loss.
+                tracing::info!("the Redis connection was lost ({e}); trying again once");
+                let stored: Vec<String> = redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut self.conn())
+                    .await?;
+                if stored != encoded {
+                    let () = pipe.query_async(&mut self.conn()).await?;
+                }
+                Ok(())
+            }
+            other => Ok(other?),
+        }
     }
 
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {

@@ -351,12 +351,12 @@ impl TurnContext<'_> {
         durable: &Durable,
     ) -> Result<(), StoreError> {
         let store = &self.history.store;
+        let message = std::slice::from_ref(&durable.message);
         if durable.info {
-            store.put_info(info).await?;
+            store.create(info, message).await
+        } else {
+            store.append(&info.session_id, message).await
         }
-        store
-            .append(&info.session_id, std::slice::from_ref(&durable.message))
-            .await
     }
 
     /// For Edit: removes the last user message `message_id` and what follows it, so the

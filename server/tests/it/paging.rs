@@ -47,7 +47,10 @@ async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
 async fn older(server: &TestServer, session: &str, query: &str, cookie: &str) -> (u16, Value) {
     let path = format!("/api/chat/general/sessions/{session}/messages?{query}");
     let (status, body) = server.get(&path, Some(cookie)).await;
-    (status, serde_json::from_str(&body).unwrap_or(Value::String(body)))
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
 }
 
 fn texts(page: &Value) -> Vec<String> {
@@ -73,12 +76,18 @@ async fn pages(config: Option<tempfile::NamedTempFile>) {
     // The page shows the latest 40 messages (questions 030 to 049) and says how many more
     // there are; the rest is not rendered.
     let (status, page) = server
-        .get(&format!("/chat?agent=general&session={session}"), Some(ALICE))
+        .get(
+            &format!("/chat?agent=general&session={session}"),
+            Some(ALICE),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(page.matches("<article data-role=").count(), 40);
     assert!(page.contains("question 030") && page.contains("question 049"));
-    assert!(!page.contains("question 029"), "older messages are not rendered");
+    assert!(
+        !page.contains("question 029"),
+        "older messages are not rendered"
+    );
     assert!(page.contains("Show earlier messages (60 more)"));
 
     // The page before the first one shown: messages 20..60, replies rendered as HTML.
