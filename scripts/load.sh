@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The load runs of docs/performance.md: 200 concurrent chat streams for 60 s against the
-# mirror model with a short delay, on one process and on two processes sharing one Redis,
+# The load runs of docs/performance.md: 1,000 concurrent chat streams for 60 s against the
+# mirror model (25 ms between words, its default: about a second per reply, the pace of a
+# real model), on one process and on two processes sharing one Redis,
 # then the abuse run (1,000 cookie-less requests from one address, then a real browser).
 # Prints JSON results; needs redis-server (scripts/setup.sh test installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
-CONCURRENCY=${CONCURRENCY:-200}
+CONCURRENCY=${CONCURRENCY:-1000}
+MIRROR_DELAY_MS=${MIRROR_DELAY_MS:-25}
 cargo leptos build --release
 
 # shellcheck source=scripts/lib.sh
@@ -16,7 +18,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 parlor() { # port data-dir [extra variables...]
   local port=$1 dir=$2; shift 2
-  env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$dir" PARLOR_MIRROR_DELAY_MS=5 \
+  env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$dir" PARLOR_MIRROR_DELAY_MS="$MIRROR_DELAY_MS" \
     PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 RUST_LOG=warn "$@" target/release/parlor &
   pids+=($!)
   wait_for "http://127.0.0.1:$port/healthz"

@@ -154,7 +154,7 @@ impl ChatState {
             .map(|m| {
                 // On the server this is the rendered reply; in the browser it is absent and
                 // the server-rendered HTML already in the page stays as it is.
-                state.from_stored(m.clone(), m.html.clone().unwrap_or_default())
+                state.stored_message(m.clone(), m.html.clone().unwrap_or_default())
             })
             .collect();
         state.messages.set(initial);
@@ -162,7 +162,7 @@ impl ChatState {
     }
 
     /// A stored message (its reply's HTML as the server rendered it) for the transcript.
-    fn from_stored(&self, m: StoredMessage, html: String) -> UiMessage {
+    fn stored_message(&self, m: StoredMessage, html: String) -> UiMessage {
         let message = self.make_message(m.role, m.text, m.status);
         message.chips.set_value(m.context);
         message.id.set(Some(m.id));
@@ -243,7 +243,7 @@ impl ChatState {
                     .into_iter()
                     .chain(std::iter::repeat(String::new())),
             )
-            .map(|(m, html)| self.from_stored(m, html))
+            .map(|(m, html)| self.stored_message(m, html))
             .collect();
         if page.summarized > 0 {
             self.summarized.set(page.summarized);

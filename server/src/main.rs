@@ -110,6 +110,12 @@ async fn serve() -> anyhow::Result<()> {
         }
     }
 
+    // Every open chat stream holds a socket: allow as many open files as the system lets
+    // this process have (the usual soft limit of 1,024 would refuse connections first).
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!("open file limit: {limit}"),
+        Err(e) => tracing::warn!("could not raise the open file limit: {e}"),
+    }
     let config = Config::from_env()?;
     let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)
         .with_context(|| format!("reading the agents folder {}", config.agents_dir.display()))?;

@@ -46,8 +46,10 @@ pub struct FileStore {
     max_turns: MaxTurns,
     backup_retention: usize,
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
-    /// Conversation infos, read from disk once at startup and kept in step with every write,
-    /// so listing a browser's conversations never scans the folder.
+    /// Conversation infos without their last turn's report (the large part, read from disk
+    /// when asked for), read once at startup and kept in step with every write, so listing
+    /// a browser's conversations never scans the folder and memory stays small per
+    /// conversation.
     infos: Mutex<HashMap<SessionId, ConversationInfo>>,
 }
 
@@ -79,7 +81,7 @@ impl FileStore {
             };
             remove_leftovers(&entry.path());
             if let Some(info) = read_info(&entry.path().join(INFO), &id) {
-                infos.insert(id, info);
+                infos.insert(id, slim(info));
             }
         }
         Ok(FileStore {
@@ -137,7 +139,7 @@ impl FileStore {
     fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
         let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
         match info {
-            Some(info) => infos.insert(id.clone(), info),
+            Some(info) => infos.insert(id.clone(), slim(info)),
             None => infos.remove(id),
         };
     }
@@ -162,6 +164,13 @@ fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
 /// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
 /// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
 /// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
+/// A conversation's details as the in-memory index keeps them: without the last turn's
+/// report.
+fn slim(mut info: ConversationInfo) -> ConversationInfo {
+    info.last_turn = None;
+    info
+}
+
 fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
     let name = id.as_str();
     assert!(
@@ -763,12 +772,23 @@ impl ConversationStore for FileStore {
     }
 
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
-        Ok(self
+        let known = self
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .cloned())
+            .cloned();
+        let Some(known) = known else {
+            return Ok(None);
+        };
+        // The whole details (with the last turn's report) are on disk; files are replaced
+        // atomically, so they are read without the dialog's lock.
+        let path = self.dialog(id).dir.join(INFO);
+        let session = id.clone();
+        let read = tokio::task::spawn_blocking(move || read_info(&path, &session))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        Ok(Some(read.unwrap_or(known)))
     }
 
     async fn create(
