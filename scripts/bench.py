@@ -71,8 +71,20 @@ for i in range(25):
     c.close()
 page = f"/chat?agent=general&session={session}"
 r, body = get(PARLOR, page, {"cookie": cookie})
-assert r.status == 200 and body.count(b'data-role="user"') == 25, "conversation not rendered"
-ttfb, healthz = [], []
+# The page shows the latest 40 messages (20 questions); older ones load on scroll.
+assert r.status == 200 and body.count(b'data-role="user"') == 20, "conversation not rendered"
+
+# A conversation of 500 messages (imported), whose page also shows only its latest 40.
+c, prefix = conn(PARLOR)
+long = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "lorem ipsum " * 20}
+        for i in range(500)]
+c.request("POST", prefix + "/api/chat/general/sessions/import", body=json.dumps(long),
+          headers={"content-type": "application/json", "cookie": cookie})
+r = c.getresponse()
+long_session = json.loads(r.read())["session_id"]
+c.close()
+long_page = f"/chat?agent=general&session={long_session}"
+ttfb, healthz, ttfb_long = [], [], []
 c, _ = conn(PARLOR)
 h, _ = conn(PARLOR)
 
@@ -92,6 +104,7 @@ def first_byte(connection, path, headers):
 for _ in range(RUNS):
     ttfb.append(first_byte(c, page, {"cookie": cookie, "accept-encoding": "br, gzip"}))
     healthz.append(first_byte(h, "/healthz", {}))
+    ttfb_long.append(first_byte(c, long_page, {"cookie": cookie, "accept-encoding": "br, gzip"}))
 c.close()
 h.close()
 
@@ -236,6 +249,7 @@ result = {
     "ttfb_ms_p90": round(statistics.quantiles(ttfb, n=10)[-1], 3),
     "ttfb_healthz_ms_median": round(median(healthz), 3),
     "ttfb_page_over_healthz": round(median(ttfb) / median(healthz), 2),
+    "ttfb_500_messages_ms_median": round(median(ttfb_long), 3),
     "fsync_atomic_write_ms_median": round(median(fsyncs), 3),
     "fsync_atomic_write_ms_p90": round(statistics.quantiles(fsyncs, n=10)[-1], 3),
     "ttft_direct_ms_median": round(median(direct), 3),
