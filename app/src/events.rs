@@ -112,7 +112,7 @@ mod tests {
     fn the_page_reads_what_it_shows_of_each_event_as_the_server_sends_it() {
         let meta = meta();
         assert_eq!(meta.history.summary.as_ref().map(|s| s.covers), Some(6));
-        let json = serde_json::to_string(&ChatEvent::Meta(meta.clone())).unwrap();
+        let json = serde_json::to_string(&ChatEvent::Meta(Box::new(meta.clone()))).unwrap();
         let PageEvent::Meta(page) = PageEvent::from_json(&json).unwrap() else {
             panic!("not a meta event: {json}");
         };
@@ -141,7 +141,7 @@ mod tests {
             meter: meta.meter.clone(),
             message_tokens: Some(8),
         };
-        let json = serde_json::to_string(&ChatEvent::Done(done.clone())).unwrap();
+        let json = serde_json::to_string(&ChatEvent::Done(Box::new(done.clone()))).unwrap();
         assert_eq!(PageEvent::from_json(&json).unwrap(), PageEvent::Done(done));
 
         for (event, expected) in [
@@ -181,7 +181,7 @@ mod tests {
         meta.history.summary = None;
         meta.meter = None;
         meta.message_id = None;
-        let json = serde_json::to_string(&ChatEvent::Meta(meta)).unwrap();
+        let json = serde_json::to_string(&ChatEvent::Meta(Box::new(meta))).unwrap();
         let PageEvent::Meta(page) = PageEvent::from_json(&json).unwrap() else {
             panic!("not a meta event");
         };

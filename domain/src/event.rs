@@ -12,17 +12,17 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-// One `meta` per turn, serialized at once: its size costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
 pub enum ChatEvent {
-    Meta(MetaEvent),
+    // The two large events are boxed: streams queue many small deltas, and every queued
+    // event takes the size of the largest variant.
+    Meta(Box<MetaEvent>),
     Delta {
         text: String,
         /// Present when this piece completed one or more Markdown blocks.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rendered: Option<Rendered>,
     },
-    Done(DoneEvent),
+    Done(Box<DoneEvent>),
     Error {
         message: String,
     },
@@ -181,9 +181,9 @@ impl ChatEvent {
     pub fn from_json(data: &str) -> Result<ChatEvent, serde_json::Error> {
         Ok(
             match StreamEvent::<MetaEvent, DoneEvent>::from_json(data)? {
-                StreamEvent::Meta(meta) => ChatEvent::Meta(meta),
+                StreamEvent::Meta(meta) => ChatEvent::Meta(Box::new(meta)),
                 StreamEvent::Delta { text, rendered } => ChatEvent::Delta { text, rendered },
-                StreamEvent::Done(done) => ChatEvent::Done(done),
+                StreamEvent::Done(done) => ChatEvent::Done(Box::new(done)),
                 StreamEvent::Error { message } => ChatEvent::Error { message },
                 StreamEvent::Notice { text } => ChatEvent::Notice { text },
             },
@@ -573,7 +573,7 @@ mod tests {
             length_notes: vec![],
         };
         let events = [
-            ChatEvent::Meta(MetaEvent {
+            ChatEvent::Meta(Box::new(MetaEvent {
                 session_id: "s".into(),
                 agent_id: "a".into(),
                 model: "m".into(),
@@ -599,7 +599,7 @@ mod tests {
                     ..Default::default()
                 }),
                 message_tokens: Some(7),
-            }),
+            })),
             ChatEvent::Delta {
                 text: "hi \"there\"".into(),
                 rendered: Some(Rendered {
@@ -611,7 +611,7 @@ mod tests {
                 text: "plain".into(),
                 rendered: None,
             },
-            ChatEvent::Done(DoneEvent {
+            ChatEvent::Done(Box::new(DoneEvent {
                 finish_reason: "stop".into(),
                 usage: Some(Usage {
                     prompt_tokens: 1,
@@ -623,7 +623,7 @@ mod tests {
                 message_id: Some("h0123456789abcdef".into()),
                 meter: None,
                 message_tokens: Some(2),
-            }),
+            })),
             ChatEvent::Error {
                 message: "upstream said no".into(),
             },

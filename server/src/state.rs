@@ -177,7 +177,7 @@ impl Services {
             model,
             provider: provider.to_owned(),
             settings: SettingsReport::from_settings(&settings),
-            last_turn: conversation.and_then(|c| c.last_turn.clone()),
+            last_turn: conversation.and_then(|c| c.last_turn.as_deref().cloned()),
         }
     }
 

@@ -92,7 +92,7 @@ fn stream(turn: Turn, secure_cookie: bool) -> Response {
     let chat_cookie = SessionId::parse(&turn.meta.session_id)
         .ok()
         .and_then(|id| browser::chat_cookie(&id, secure_cookie));
-    let meta = futures::stream::once(async move { ChatEvent::Meta(turn.meta) });
+    let meta = futures::stream::once(async move { ChatEvent::Meta(Box::new(turn.meta)) });
     let rest = futures::stream::unfold(turn.events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))
     });

@@ -38,6 +38,8 @@ const INFO: &str = "conversation.json";
 const BACKUPS: &str = "backups";
 /// The folder of the dialogs' advisory lock files, inside `.chat-history`.
 const LOCKS: &str = ".locks";
+/// How many file operations may run at once (see `FileStore::io`).
+const IO_PERMITS: usize = 64;
 /// The files a backup copies, when they exist.
 const BACKED_UP: [&str; 3] = [MESSAGES, SUMMARY, INFO];
 
@@ -51,6 +53,9 @@ pub struct FileStore {
     /// a browser's conversations never scans the folder and memory stays small per
     /// conversation.
     infos: Mutex<HashMap<SessionId, ConversationInfo>>,
+    /// Bounds the file operations in flight: each holds one of tokio's blocking threads,
+    /// and thousands of streams would otherwise start hundreds of them (memory).
+    io: tokio::sync::Semaphore,
 }
 
 impl FileStore {
@@ -90,6 +95,7 @@ impl FileStore {
             backup_retention: backup_retention.max(1),
             locks: Mutex::default(),
             infos: Mutex::new(infos),
+            io: tokio::sync::Semaphore::new(IO_PERMITS),
         })
     }
 
@@ -113,6 +119,7 @@ impl FileStore {
             locks.entry(id.clone()).or_default().clone()
         };
         let guard = lock.lock().await;
+        let permit = self.io.acquire().await;
         let dialog = self.dialog(id);
         let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
         let result = tokio::task::spawn_blocking(move || {
@@ -123,6 +130,7 @@ impl FileStore {
         })
         .await
         .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+        drop(permit);
         drop(guard);
         // Forget the lock when nobody else holds or waits for it (only the map and this call
         // do), so the map does not grow with every conversation the process has seen.
@@ -785,9 +793,11 @@ impl ConversationStore for FileStore {
         // atomically, so they are read without the dialog's lock.
         let path = self.dialog(id).dir.join(INFO);
         let session = id.clone();
+        let permit = self.io.acquire().await;
         let read = tokio::task::spawn_blocking(move || read_info(&path, &session))
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        drop(permit);
         Ok(Some(read.unwrap_or(known)))
     }
 

@@ -34,9 +34,10 @@ pub struct ConversationInfo {
     pub title: String,
     pub created_ms: i64,
     pub updated_ms: i64,
-    /// What the last model call was sent, for the debug panel.
+    /// What the last model call was sent, for the debug panel. Boxed: it is most of the
+    /// details' size, and indexes keep many details without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_turn: Option<TurnReport>,
+    pub last_turn: Option<Box<TurnReport>>,
     /// The model chosen with `!model`; `None` uses the agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

@@ -44,14 +44,14 @@ pub(crate) async fn answer(
     crate::metrics::turn("command");
     let (tx, rx) = mpsc::channel(2);
     let _ = tx.try_send(ChatEvent::Notice { text: notice });
-    let _ = tx.try_send(ChatEvent::Done(DoneEvent {
+    let _ = tx.try_send(ChatEvent::Done(Box::new(DoneEvent {
         finish_reason: "command".into(),
         usage: None,
         html: None,
         message_id: None,
         meter: None,
         message_tokens: None,
-    }));
+    })));
     Ok(Turn { meta, events: rx })
 }
 

@@ -521,10 +521,10 @@ impl TurnContext<'_> {
                 conversation_nano_usd: info.spent_nano_usd,
             });
         }
-        info.last_turn = Some(TurnReport {
+        info.last_turn = Some(Box::new(TurnReport {
             meter: Some(meter.clone()),
             ..TurnReport::new(plan.report.clone(), name.clone())
-        });
+        }));
         MetaEvent {
             session_id: info.session_id.to_string(),
             agent_id: self.agent.id.clone(),

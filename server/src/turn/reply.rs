@@ -140,7 +140,7 @@ impl Reply {
         };
         let info = &mut self.info;
         if let Some(turn) = info.last_turn.take() {
-            let mut turn = turn.with_usage(Some(usage));
+            let mut turn = Box::new(turn.with_usage(Some(usage)));
             turn.meter = turn
                 .meter
                 .map(|m| m.with_usage(usage, self.prices, info.spent_nano_usd));
@@ -202,7 +202,7 @@ impl Reply {
         match outcome {
             Outcome::Finished(mut done) => {
                 done.message_id = reply_id;
-                let _ = self.tx.send(ChatEvent::Done(*done)).await;
+                let _ = self.tx.send(ChatEvent::Done(done)).await;
             }
             Outcome::Failed(message) => {
                 tracing::warn!("model call for {} failed: {message}", self.info.session_id);

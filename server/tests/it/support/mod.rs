@@ -303,7 +303,7 @@ impl Reply {
 
     pub fn done(&self) -> Option<&parlor_domain::DoneEvent> {
         self.events.iter().find_map(|e| match e {
-            ChatEvent::Done(d) => Some(d),
+            ChatEvent::Done(d) => Some(&**d),
             _ => None,
         })
     }
