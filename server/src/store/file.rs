@@ -48,11 +48,11 @@ pub struct FileStore {
     max_turns: MaxTurns,
     backup_retention: usize,
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
-    /// Conversation infos without their last turn's report (the large part, read from disk
-    /// when asked for), read once at startup and kept in step with every write, so listing
-    /// a browser's conversations never scans the folder and memory stays small per
-    /// conversation.
-    infos: Mutex<HashMap<SessionId, ConversationInfo>>,
+    /// Every conversation, with what a browser's list shows of those a browser owns (see
+    /// [`Indexed`]; the whole details are read from disk when asked for), read once at
+    /// startup and kept in step with every write, so listing a browser's conversations
+    /// never scans the folder and memory stays small per conversation.
+    infos: Mutex<HashMap<SessionId, Indexed>>,
     /// Bounds the file operations in flight: each holds one of tokio's blocking threads,
     /// and thousands of streams would otherwise start hundreds of them (memory).
     io: tokio::sync::Semaphore,
@@ -86,7 +86,7 @@ impl FileStore {
             };
             remove_leftovers(&entry.path());
             if let Some(info) = read_info(&entry.path().join(INFO), &id) {
-                infos.insert(id, slim(info));
+                infos.insert(id, indexed(info));
             }
         }
         Ok(FileStore {
@@ -147,7 +147,7 @@ impl FileStore {
     fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
         let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
         match info {
-            Some(info) => infos.insert(id.clone(), slim(info)),
+            Some(info) => infos.insert(id.clone(), indexed(info)),
             None => infos.remove(id),
         };
     }
@@ -172,11 +172,16 @@ fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
 /// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
 /// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
 /// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
-/// A conversation's details as the in-memory index keeps them: without the last turn's
-/// report.
-fn slim(mut info: ConversationInfo) -> ConversationInfo {
-    info.last_turn = None;
-    info
+/// What the in-memory index keeps of a conversation: the details a browser's list of
+/// conversations shows (without the last turn's report) for conversations a browser owns;
+/// only that it exists for API clients' conversations, which are never listed.
+type Indexed = Option<Box<ConversationInfo>>;
+
+fn indexed(mut info: ConversationInfo) -> Indexed {
+    info.owner.is_some().then(|| {
+        info.last_turn = None;
+        Box::new(info)
+    })
 }
 
 fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
@@ -798,7 +803,13 @@ impl ConversationStore for FileStore {
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         drop(permit);
-        Ok(Some(read.unwrap_or(known)))
+        match (read, known) {
+            (Some(info), _) => Ok(Some(info)),
+            (None, Some(known)) => Ok(Some(*known)),
+            (None, None) => Err(StoreError::Corrupt(format!(
+                "the details of conversation {id} cannot be read (see the log)"
+            ))),
+        }
     }
 
     async fn create(
@@ -838,6 +849,7 @@ impl ConversationStore for FileStore {
         Ok(newest_first(
             infos
                 .values()
+                .filter_map(Option::as_deref)
                 .filter(|info| info.owner.as_deref() == Some(owner))
                 .cloned()
                 .collect(),
@@ -1064,6 +1076,33 @@ mod tests {
         assert_eq!(store.list().await.unwrap(), [id("fresh")]);
         assert_eq!(store.load(&id("fresh")).await.unwrap()[0].text, "hello");
         assert_eq!(store.list_owned("b").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_api_clients_conversation_is_read_whole_from_disk() {
+        // The index keeps only that an unowned conversation exists; its details still come
+        // back whole, before and after a restart, and a damaged file is an error, not a
+        // conversation that silently vanished or lost its details.
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let info = ConversationInfo {
+            title: "from a script".into(),
+            model: Some("mirror".into()),
+            ..ConversationInfo::bare(&id("api"), None)
+        };
+        store
+            .create(&info, &[Message::user("hi", 1)])
+            .await
+            .unwrap();
+        assert_eq!(store.info(&id("api")).await.unwrap().as_ref(), Some(&info));
+        assert!(store.list_owned("b").await.unwrap().is_empty());
+        drop(store);
+        let store = open(dir.path());
+        assert_eq!(store.info(&id("api")).await.unwrap().as_ref(), Some(&info));
+        std::fs::write(dir.path().join(".chat-history/api").join(INFO), "{").unwrap();
+        let err = store.info(&id("api")).await.unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert_eq!(store.info(&id("other")).await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -297,14 +297,20 @@ impl TurnContext<'_> {
         built.persisted.ensure_id();
         built.display.id.clone_from(&built.persisted.id);
         let store = self.history.store.as_ref();
-        let (history, total) = load_window(
-            store,
-            id,
-            &self.settings,
-            &built.display,
-            info.context_turns,
-        )
-        .await?;
+        // A new conversation has nothing stored to read (a name a request chose was found
+        // empty when the conversation was resolved).
+        let (history, total) = if is_new {
+            (Vec::new(), 0)
+        } else {
+            load_window(
+                store,
+                id,
+                &self.settings,
+                &built.display,
+                info.context_turns,
+            )
+            .await?
+        };
         let offset = total - history.len();
         // Pinned messages older than the tail: read only for conversations with pins.
         let older_pins = if info.pinned > 0 && offset > 0 {
@@ -636,7 +642,8 @@ impl TurnContext<'_> {
             // On failure `durable_tx` is dropped: the reply task gives up without storing.
             self.make_durable(&details, durable).await?;
         }
-        let _ = durable_tx.send(());
+        // A new conversation's details were just stored as the reply task has them.
+        let _ = durable_tx.send(durable.is_some_and(|d| d.info));
         Ok(Turn { meta, events: rx })
     }
 

@@ -56,9 +56,11 @@ pub(super) struct Reply {
     pub prices: Option<Prices>,
     /// The model's token counter (the reply's own count).
     pub tokens: Arc<dyn TokenCounter>,
-    /// Fires once the turn's message is durable; dropped if it could not be stored (then
-    /// the turn was never acknowledged, and nothing of the reply is stored).
-    pub durable: tokio::sync::oneshot::Receiver<()>,
+    /// Fires once the turn's message is durable, with `true` when the conversation's
+    /// details were stored with it (a new conversation: they are not written again);
+    /// dropped if it could not be stored (then the turn was never acknowledged, and nothing
+    /// of the reply is stored).
+    pub durable: tokio::sync::oneshot::Receiver<bool>,
 }
 
 impl Reply {
@@ -93,7 +95,10 @@ impl Reply {
         // while the model answers, so that write adds nothing to the first token.
         let durable = std::mem::replace(&mut self.durable, tokio::sync::oneshot::channel().1);
         let details = async {
-            durable.await.ok()?;
+            let details_stored = durable.await.ok()?;
+            if details_stored {
+                return Some(Ok(()));
+            }
             Some(self.history.store.put_info(&self.info).await)
         };
         let (saved_info, outcome) = tokio::join!(details, reply);
@@ -283,7 +288,9 @@ mod tests {
     use std::time::Duration;
 
     /// A reply to "hello" by the mirror, with a listener, whose durable signal is `durable`.
-    async fn reply_with(durable: tokio::sync::oneshot::Receiver<()>) -> Arc<dyn ConversationStore> {
+    async fn reply_with(
+        durable: tokio::sync::oneshot::Receiver<bool>,
+    ) -> Arc<dyn ConversationStore> {
         let store: Arc<dyn ConversationStore> = Arc::new(MemoryStore::new(None));
         let id = SessionId::parse("gate").unwrap();
         let (tx, mut rx) = mpsc::channel(64);
@@ -324,14 +331,14 @@ mod tests {
     async fn a_reply_is_stored_only_once_its_question_is_durable() {
         let id = SessionId::parse("gate").unwrap();
         let (durable, signal) = tokio::sync::oneshot::channel();
-        durable.send(()).unwrap();
+        durable.send(false).unwrap();
         let store = reply_with(signal).await;
         assert_eq!(store.load(&id).await.unwrap().len(), 1, "the reply");
         assert!(store.info(&id).await.unwrap().is_some());
 
         // The question could not be stored (the signal is dropped): nothing of the turn is
         // written, not its reply, not its details.
-        let (durable, signal) = tokio::sync::oneshot::channel::<()>();
+        let (durable, signal) = tokio::sync::oneshot::channel::<bool>();
         drop(durable);
         let store = reply_with(signal).await;
         assert!(store.load(&id).await.unwrap().is_empty());
