@@ -375,20 +375,27 @@ impl Dialog {
         let messages = lines::encode(messages)?;
         let result = (|| {
             std::fs::create_dir_all(&staged)?;
-            let write = |file: &str, bytes: &[u8]| -> std::io::Result<()> {
+            let create = |file: &str| std::fs::File::create(staged.join(file));
+            let (mut info_file, mut messages_file) = (create(INFO)?, create(MESSAGES)?);
+            let write = |out: &mut std::fs::File, bytes: &[u8]| -> std::io::Result<()> {
                 use std::io::Write;
-                let mut out = std::fs::File::create(staged.join(file))?;
                 out.write_all(bytes)?;
                 out.sync_all()
             };
-            // Two syncs at once share the file system's journal commit.
+            // Both files and the folder's entries for them are synced at once (they share
+            // the file system's commit), all before the folder is renamed into place.
             std::thread::scope(|scope| {
-                let info = scope.spawn(|| write(INFO, info));
-                write(MESSAGES, &messages)?;
-                info.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("info write failed")))
+                let joined = |handle: std::thread::ScopedJoinHandle<'_, std::io::Result<()>>| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("a write failed")))
+                };
+                let info = scope.spawn(|| write(&mut info_file, info));
+                let entries = scope.spawn(|| sync_dir(&staged));
+                write(&mut messages_file, &messages)?;
+                joined(info)?;
+                joined(entries)
             })?;
-            sync_dir(&staged)?;
             std::fs::rename(&staged, &self.dir)?;
             sync_dir(root)
         })();
