@@ -157,21 +157,27 @@ impl FileStore {
 /// dialog's folder so that reading an unknown dialog creates nothing there); released when
 /// the returned file is dropped, also when the process dies.
 fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
+    let file = match open() {
+        // The locks' folder is made on first use (and again if something removed it).
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            open()?
+        }
+        opened => opened?,
+    };
     file.lock()?;
     Ok(file)
 }
 
-/// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
-/// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
-/// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
 /// What the in-memory index keeps of a conversation: the details a browser's list of
 /// conversations shows (without the last turn's report) for conversations a browser owns;
 /// only that it exists for API clients' conversations, which are never listed.
@@ -184,6 +190,9 @@ fn indexed(mut info: ConversationInfo) -> Indexed {
     })
 }
 
+/// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
+/// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
+/// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
 fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
     let name = id.as_str();
     assert!(
@@ -888,6 +897,24 @@ mod tests {
         assert!(store.locks.lock().unwrap().is_empty());
         let id = SessionId::parse("c0").unwrap();
         assert_eq!(store.load(&id).await.unwrap().len(), 5, "every write kept");
+    }
+
+    #[tokio::test]
+    async fn the_lock_files_folder_is_made_again_when_something_removed_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store
+            .append(&id("a"), &[Message::user("one", 1)])
+            .await
+            .unwrap();
+        let locks = dir.path().join(".chat-history").join(LOCKS);
+        std::fs::remove_dir_all(&locks).unwrap();
+        store
+            .append(&id("a"), &[Message::user("two", 2)])
+            .await
+            .unwrap();
+        assert_eq!(store.load(&id("a")).await.unwrap().len(), 2);
+        assert!(locks.join("a.lock").is_file());
     }
 
     fn id(s: &str) -> SessionId {
