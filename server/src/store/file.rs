@@ -385,26 +385,16 @@ impl Dialog {
         let result = (|| {
             std::fs::create_dir_all(&staged)?;
             let create = |file: &str| std::fs::File::create(staged.join(file));
-            let (mut info_file, mut messages_file) = (create(INFO)?, create(MESSAGES)?);
-            let write = |out: &mut std::fs::File, bytes: &[u8]| -> std::io::Result<()> {
-                use std::io::Write;
-                out.write_all(bytes)?;
-                out.sync_all()
-            };
+            let (info_file, messages_file) = (create(INFO)?, create(MESSAGES)?);
             // Both files and the folder's entries for them are synced at once (they share
             // the file system's commit), all before the folder is renamed into place.
-            std::thread::scope(|scope| {
-                let joined = |handle: std::thread::ScopedJoinHandle<'_, std::io::Result<()>>| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|_| Err(std::io::Error::other("a write failed")))
-                };
-                let info = scope.spawn(|| write(&mut info_file, info));
-                let entries = scope.spawn(|| sync_dir(&staged));
-                write(&mut messages_file, &messages)?;
-                joined(info)?;
-                joined(entries)
-            })?;
+            let info = info.to_vec();
+            let info = Side::start(move || write_synced(info_file, &info));
+            let folder = staged.clone();
+            let entries = Side::start(move || sync_dir(&folder));
+            let here = write_synced(messages_file, &messages);
+            let (info, entries) = (info.wait(), entries.wait());
+            here.and(info).and(entries)?;
             std::fs::rename(&staged, &self.dir)?;
             sync_dir(root)
         })();
@@ -509,6 +499,43 @@ impl Dialog {
                 })
             })
             .collect()
+    }
+}
+
+fn write_synced(mut file: std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Blocking work run beside the current thread's: on one of tokio's blocking threads, which
+/// are kept for reuse, when there is a runtime (starting and joining a thread costs about
+/// 50 µs here, a tenth of a new dialog's whole write), on a new thread otherwise. Only file
+/// operations holding one of the store's `IO_PERMITS` wait this way, far fewer than tokio's
+/// blocking threads, so the work waited for always finds a thread.
+enum Side {
+    Pooled(tokio::task::JoinHandle<std::io::Result<()>>),
+    Spawned(std::thread::JoinHandle<std::io::Result<()>>),
+}
+
+impl Side {
+    fn start(job: impl FnOnce() -> std::io::Result<()> + Send + 'static) -> Side {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => Side::Pooled(runtime.spawn_blocking(job)),
+            Err(_) => Side::Spawned(std::thread::spawn(job)),
+        }
+    }
+
+    /// Waits for the work to end (blocking this thread, which must not be one of the
+    /// runtime's workers).
+    fn wait(self) -> std::io::Result<()> {
+        let failed = || std::io::Error::other("a write stopped unexpectedly");
+        match self {
+            Side::Pooled(handle) => {
+                futures::executor::block_on(handle).unwrap_or_else(|_| Err(failed()))
+            }
+            Side::Spawned(handle) => handle.join().unwrap_or_else(|_| Err(failed())),
+        }
     }
 }
 
@@ -1110,6 +1137,25 @@ mod tests {
         assert_eq!(store.list().await.unwrap(), [id("fresh")]);
         assert_eq!(store.load(&id("fresh")).await.unwrap()[0].text, "hello");
         assert_eq!(store.list_owned("b").await.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_new_dialog_is_made_whole_also_without_a_runtime() {
+        // `parlor` always runs the store in tokio; the staged write still works outside it.
+        let dir = tempfile::tempdir().unwrap();
+        let dialog = Dialog {
+            dir: dir.path().join("plain"),
+            max_turns: None,
+            backup_retention: 1,
+        };
+        assert!(dialog
+            .create(dir.path(), b"{}", &[Message::user("hello", 1)])
+            .unwrap());
+        assert_eq!(std::fs::read(dialog.dir.join(INFO)).unwrap(), b"{}");
+        let Ok(Stored::Lines { bytes, lines }) = dialog.stored() else {
+            panic!("the messages file is not in Parlor's layout");
+        };
+        assert_eq!(lines::parse(&bytes, &lines).unwrap()[0].text, "hello");
     }
 
     #[tokio::test]
