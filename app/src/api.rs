@@ -119,6 +119,17 @@ pub enum ChatPageData {
     UnknownConversation,
 }
 
+/// What the chat page's `<head>` and status depend on, known before its conversation is
+/// read: the page sends its head (and with it the stylesheet and scripts the browser then
+/// fetches) while the server reads and renders the messages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ChatHead {
+    /// The page exists; its agent's name.
+    Ready(String),
+    UnknownAgent(String),
+    UnknownConversation,
+}
+
 /// The debug panel, as the server rendered it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DebugView {

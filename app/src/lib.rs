@@ -50,7 +50,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=|| view! { <pages::NotFound/> }>
                 <Route path=StaticSegment("") view=pages::HomePage ssr=SsrMode::Async/>
-                <Route path=StaticSegment("chat") view=pages::ChatPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("chat") view=pages::ChatPage ssr=SsrMode::InOrder/>
             </Routes>
         </Router>
     }

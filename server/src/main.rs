@@ -1,6 +1,7 @@
 //! `parlor`: serves the chat app.
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use parlor_server::agents::AgentCatalog;
 use parlor_server::cli::{Command, HistoryCommand};
 use parlor_server::config::Config;
@@ -160,6 +161,13 @@ async fn serve() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    // Pages are streamed in parts (their head first) and chat replies as events: each part
+    // goes out when written, not held back until the browser acknowledges the previous one.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
+        }
+    });
     tracing::info!("Parlor is listening on http://{bound}");
 
     // On SIGTERM or Ctrl-C: stop accepting; replies in progress get `grace` to finish, then

@@ -4,8 +4,8 @@ use crate::state::Services;
 use crate::store::ConversationInfo;
 use crate::store::StoreError;
 use parlor_app::api::{
-    AgentCard, AgentInfo, ChatData, ChatPageData, ChatQuery, ConversationItem, DebugView, HomeData,
-    OlderMessages, StoredMessage, PAGE_MESSAGES,
+    AgentCard, AgentInfo, ChatData, ChatHead, ChatPageData, ChatQuery, ConversationItem, DebugView,
+    HomeData, OlderMessages, StoredMessage, PAGE_MESSAGES,
 };
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
 use parlor_domain::chain::TokenCounter;
@@ -40,6 +40,22 @@ impl Backend for PageBackend {
                 .collect(),
             mirror: self.services.config.uses_mirror(),
         }
+    }
+
+    async fn chat_head(
+        &self,
+        query: &ChatQuery,
+        browser: Option<BrowserSession>,
+    ) -> Result<ChatHead, BackendError> {
+        let Some(agent) = self.services.agents.get(&query.agent) else {
+            return Ok(ChatHead::UnknownAgent(query.agent.clone()));
+        };
+        if let Some(raw) = &query.session {
+            if self.visible(&agent, raw, browser.as_ref()).await?.is_none() {
+                return Ok(ChatHead::UnknownConversation);
+            }
+        }
+        Ok(ChatHead::Ready(agent.name.clone()))
     }
 
     async fn chat(

@@ -3,7 +3,7 @@
 //! Query parameters: `session` (which conversation), `historyPolicy` / `historyLength`
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
-use crate::api::{ChatData, ChatPageData, ChatQuery};
+use crate::api::{ChatData, ChatHead, ChatPageData, ChatQuery};
 use crate::components::{Composer, ContextMeter, MessageList, Sidebar};
 use crate::state::ChatState;
 use leptos::prelude::*;
@@ -22,41 +22,70 @@ pub fn ChatPage() -> impl IntoView {
             debug: q.get("debug").as_deref() == Some("true"),
         })
     });
+    // The page is streamed in order: its head waits only for the cheap check of whether the
+    // page exists (which decides the status and the title), then goes out while the
+    // conversation is read and rendered.
+    let head = Resource::new_blocking(move || chat_query.get(), check_chat_page);
     let data = Resource::new(move || chat_query.get(), load_chat);
     view! {
-        <Suspense fallback=|| view! { <p class="page-message">"Loading…"</p> }>
+        <Suspense fallback=loading>
             {move || Suspend::new(async move {
-                match data.await {
-                    Ok(ChatPageData::Ready(chat)) => {
+                match head.await {
+                    Ok(ChatHead::Ready(agent_name)) => {
                         view! {
-                            <Title text=format!("{} · Parlor", chat.agent.name)/>
-                            <ChatView data=*chat query=chat_query.get_untracked()/>
+                            <Title text=format!("{agent_name} · Parlor")/>
+                            <Suspense fallback=loading>
+                                {move || Suspend::new(async move {
+                                    match data.await {
+                                        Ok(ChatPageData::Ready(chat)) => {
+                                            view! { <ChatView data=*chat query=chat_query.get_untracked()/> }
+                                                .into_any()
+                                        }
+                                        // Gone since the check above (deleted meanwhile).
+                                        Ok(ChatPageData::UnknownAgent(id)) => unknown_agent(id),
+                                        Ok(ChatPageData::UnknownConversation) => unknown_conversation(),
+                                        Err(e) => failed(e),
+                                    }
+                                })}
+                            </Suspense>
                         }
                             .into_any()
                     }
-                    Ok(ChatPageData::UnknownAgent(id)) => {
-                        view! {
-                            <main class="page-message">
-                                <h1>"Unknown agent"</h1>
-                                <p>"There is no agent called “"{id}"”. "<a href="/">"See the agents"</a></p>
-                            </main>
-                        }
-                            .into_any()
-                    }
-                    Ok(ChatPageData::UnknownConversation) => {
-                        view! {
-                            <main class="page-message">
-                                <h1>"Conversation not found"</h1>
-                                <p>"It does not exist or belongs to another browser. "<a href="/">"Start over"</a></p>
-                            </main>
-                        }
-                            .into_any()
-                    }
-                    Err(e) => view! { <main class="page-message error-text">{e.to_string()}</main> }.into_any(),
+                    Ok(ChatHead::UnknownAgent(id)) => unknown_agent(id),
+                    Ok(ChatHead::UnknownConversation) => unknown_conversation(),
+                    Err(e) => failed(e),
                 }
             })}
         </Suspense>
     }
+}
+
+fn loading() -> impl IntoView {
+    view! { <p class="page-message">"Loading…"</p> }
+}
+
+fn unknown_agent(id: String) -> AnyView {
+    view! {
+        <main class="page-message">
+            <h1>"Unknown agent"</h1>
+            <p>"There is no agent called “"{id}"”. "<a href="/">"See the agents"</a></p>
+        </main>
+    }
+    .into_any()
+}
+
+fn unknown_conversation() -> AnyView {
+    view! {
+        <main class="page-message">
+            <h1>"Conversation not found"</h1>
+            <p>"It does not exist or belongs to another browser. "<a href="/">"Start over"</a></p>
+        </main>
+    }
+    .into_any()
+}
+
+fn failed(e: ServerFnError) -> AnyView {
+    view! { <main class="page-message error-text">{e.to_string()}</main> }.into_any()
 }
 
 /// The interactive chat: the only part of Parlor that runs in the browser (an island).
@@ -218,6 +247,24 @@ fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (state, ev, failed);
+}
+
+/// Whether the chat page for its URL exists for this browser (the status: 404 if not), and
+/// its agent's name: what the page's head needs.
+#[server]
+pub async fn check_chat_page(query: ChatQuery) -> Result<ChatHead, ServerFnError> {
+    let backend = expect_context::<crate::ssr::BackendHandle>();
+    let browser = crate::ssr::browser_session().await;
+    let head = backend
+        .0
+        .chat_head(&query, browser)
+        .await
+        .map_err(|e| ServerFnError::new(e.to_string()))?;
+    if !matches!(head, ChatHead::Ready(_)) {
+        let response = expect_context::<leptos_axum::ResponseOptions>();
+        response.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+    Ok(head)
 }
 
 /// The chat page's data for its URL, as this browser may see it.

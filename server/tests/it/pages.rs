@@ -41,6 +41,12 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
         "{cookie}"
     );
     let html = empty.text().await.unwrap();
+    // The page is streamed: its head, with the agent's name as the title, is decided first.
+    let head = &html[..html.find("</head>").expect("a head")];
+    assert!(
+        head.contains("<title>General Assistant · Parlor</title>"),
+        "{head}"
+    );
     assert!(html.contains("General Assistant"));
     assert!(html.contains("<textarea"), "composer");
     assert!(
@@ -85,6 +91,8 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
         html.contains(&format!("session={session}")),
         "sidebar links the conversation"
     );
+    let head = &html[..html.find("</head>").expect("a head")];
+    assert!(head.contains("<title>General Assistant · Parlor</title>"));
 }
 
 #[tokio::test]
