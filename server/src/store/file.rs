@@ -23,7 +23,7 @@ use super::{
     apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
-use crate::atomic::{sync_dir, write_atomically, TMP_MARK};
+use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
@@ -38,8 +38,11 @@ const INFO: &str = "conversation.json";
 const BACKUPS: &str = "backups";
 /// The folder of the dialogs' advisory lock files, inside `.chat-history`.
 const LOCKS: &str = ".locks";
-/// How many file operations may run at once (see `FileStore::io`).
+/// How many blocking threads file operations may keep busy at once (see `FileStore::io`).
 const IO_PERMITS: usize = 64;
+/// The blocking threads a new dialog's write keeps busy: its own and two side syncs
+/// ([`Dialog::create`]).
+const NEW_DIALOG_THREADS: u32 = 3;
 /// The files a backup copies, when they exist.
 const BACKED_UP: [&str; 3] = [MESSAGES, SUMMARY, INFO];
 
@@ -53,9 +56,13 @@ pub struct FileStore {
     /// startup and kept in step with every write, so listing a browser's conversations
     /// never scans the folder and memory stays small per conversation.
     infos: Mutex<HashMap<SessionId, Indexed>>,
-    /// Bounds the file operations in flight: each holds one of tokio's blocking threads,
-    /// and thousands of streams would otherwise start hundreds of them (memory).
+    /// Bounds the file operations in flight by the blocking threads they hold (one each,
+    /// three for a new dialog): thousands of streams would otherwise start hundreds of
+    /// threads (memory).
     io: tokio::sync::Semaphore,
+    /// Syncs the root after new dialogs are renamed into it, one sync for those arriving
+    /// together.
+    root_sync: Arc<GroupSync>,
 }
 
 impl FileStore {
@@ -90,12 +97,13 @@ impl FileStore {
             }
         }
         Ok(FileStore {
-            root,
             max_turns,
             backup_retention: backup_retention.max(1),
             locks: Mutex::default(),
             infos: Mutex::new(infos),
             io: tokio::sync::Semaphore::new(IO_PERMITS),
+            root_sync: Arc::new(GroupSync::new(root.clone())),
+            root,
         })
     }
 
@@ -114,12 +122,24 @@ impl FileStore {
         id: &SessionId,
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.locked_on(id, 1, op).await
+    }
+
+    /// [`Self::locked`] for an operation that keeps `threads` blocking threads busy at once
+    /// (a new dialog's side syncs): it holds as many of the `IO_PERMITS`, so the bound is one
+    /// on threads.
+    async fn locked_on<T: Send + 'static>(
+        &self,
+        id: &SessionId,
+        threads: u32,
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
             locks.entry(id.clone()).or_default().clone()
         };
         let guard = lock.lock().await;
-        let permit = self.io.acquire().await;
+        let permit = self.io.acquire_many(threads).await;
         let dialog = self.dialog(id);
         let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
         let result = tokio::task::spawn_blocking(move || {
@@ -371,12 +391,17 @@ impl Dialog {
     /// both files are written (and synced, side by side) into a hidden folder that is then
     /// renamed into place, so a crash leaves either the whole new dialog or none of it.
     /// `false` (nothing changed) when the folder exists already.
-    fn create(&self, root: &Path, info: &[u8], messages: &[Message]) -> Result<bool, StoreError> {
+    fn create(
+        &self,
+        root: &GroupSync,
+        info: &[u8],
+        messages: &[Message],
+    ) -> Result<bool, StoreError> {
         if self.dir.exists() {
             return Ok(false);
         }
         let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
-        let staged = root.join(format!(
+        let staged = root.dir().join(format!(
             ".{name}{}{}",
             TMP_MARK,
             uuid::Uuid::new_v4().simple()
@@ -396,7 +421,7 @@ impl Dialog {
             let (info, entries) = (info.wait(), entries.wait());
             here.and(info).and(entries)?;
             std::fs::rename(&staged, &self.dir)?;
-            sync_dir(root)
+            root.sync()
         })();
         match result {
             Ok(()) => Ok(true),
@@ -511,8 +536,8 @@ fn write_synced(mut file: std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
 /// Blocking work run beside the current thread's: on one of tokio's blocking threads, which
 /// are kept for reuse, when there is a runtime (starting and joining a thread costs about
 /// 50 µs here, a tenth of a new dialog's whole write), on a new thread otherwise. Only file
-/// operations holding one of the store's `IO_PERMITS` wait this way, far fewer than tokio's
-/// blocking threads, so the work waited for always finds a thread.
+/// operations holding the store's `IO_PERMITS` (one for each of their threads) wait this
+/// way, far fewer than tokio's blocking threads, so the work waited for always finds a thread.
 enum Side {
     Pooled(tokio::task::JoinHandle<std::io::Result<()>>),
     Spawned(std::thread::JoinHandle<std::io::Result<()>>),
@@ -862,8 +887,8 @@ impl ConversationStore for FileStore {
     ) -> Result<(), StoreError> {
         let info_bytes = to_json(info)?;
         let messages = messages.to_vec();
-        let root = self.root.clone();
-        self.locked(&info.session_id, move |d| {
+        let root = self.root_sync.clone();
+        self.locked_on(&info.session_id, NEW_DIALOG_THREADS, move |d| {
             if d.create(&root, &info_bytes, &messages)? {
                 return Ok(());
             }
@@ -1149,7 +1174,11 @@ mod tests {
             backup_retention: 1,
         };
         assert!(dialog
-            .create(dir.path(), b"{}", &[Message::user("hello", 1)])
+            .create(
+                &GroupSync::new(dir.path().to_owned()),
+                b"{}",
+                &[Message::user("hello", 1)]
+            )
             .unwrap());
         assert_eq!(std::fs::read(dialog.dir.join(INFO)).unwrap(), b"{}");
         let Ok(Stored::Lines { bytes, lines }) = dialog.stored() else {
