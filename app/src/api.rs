@@ -29,6 +29,20 @@ pub struct ChatQuery {
     pub debug: bool,
 }
 
+impl ChatQuery {
+    /// The chat page's query from its URL's parameters (`agent`, `session`,
+    /// `historyPolicy`, `historyLength`, `debug`).
+    pub fn from_params(get: impl Fn(&str) -> Option<String>) -> ChatQuery {
+        ChatQuery {
+            agent: get("agent").unwrap_or_default(),
+            session: get("session").filter(|s| !s.is_empty()),
+            history_policy: get("historyPolicy"),
+            history_length: get("historyLength"),
+            debug: get("debug").as_deref() == Some("true"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentInfo {
     pub id: String,
@@ -120,14 +134,17 @@ pub enum ChatPageData {
 }
 
 /// What the chat page's `<head>` and status depend on, known before its conversation is
-/// read: the page sends its head (and with it the stylesheet and scripts the browser then
-/// fetches) while the server reads and renders the messages.
+/// read: the server decides it in front of the page (a cheap check, no messages read) and
+/// puts it into the request, so the page sends its head (and with it the stylesheet and
+/// scripts the browser then fetches) while the server reads and renders the messages.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ChatHead {
     /// The page exists; its agent's name.
     Ready(String),
     UnknownAgent(String),
     UnknownConversation,
+    /// The check could not be made (e.g. the history store is down).
+    Failed(String),
 }
 
 /// The debug panel, as the server rendered it.

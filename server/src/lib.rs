@@ -265,7 +265,11 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
         .leptos_routes_with_context(&state, routes, context.clone(), {
             let options = leptos_options.clone();
             move || shell(options.clone())
-        });
+        })
+        .layer(middleware::from_fn_with_state(
+            services.clone(),
+            pages::decide_chat_head,
+        ));
     // Pages and their data are limited per client address; static files (the fallback) not.
     let pages = rate_limit::limit(
         pages,

@@ -160,6 +160,37 @@ impl Backend for PageBackend {
     }
 }
 
+/// In front of the chat page (`GET /chat`): decides its head (does the page exist for this
+/// browser, its title) with a cheap check, puts it into the request for the page to read,
+/// and answers 404 when the page does not exist. The page is streamed, so this is what
+/// lets its status and title be right before its first byte.
+pub async fn decide_chat_head(
+    axum::extract::State(services): axum::extract::State<Arc<Services>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() != axum::http::Method::GET || request.uri().path() != "/chat" {
+        return next.run(request).await;
+    }
+    let params: std::collections::HashMap<String, String> =
+        axum::extract::Query::try_from_uri(request.uri())
+            .map(|axum::extract::Query(params)| params)
+            .unwrap_or_default();
+    let query = ChatQuery::from_params(|k| params.get(k).cloned());
+    let browser = request.extensions().get::<BrowserSession>().cloned();
+    let head = PageBackend { services }
+        .chat_head(&query, browser)
+        .await
+        .unwrap_or_else(|e| ChatHead::Failed(e.to_string()));
+    let found = matches!(head, ChatHead::Ready(_) | ChatHead::Failed(_));
+    request.extensions_mut().insert(head);
+    let mut response = next.run(request).await;
+    if !found {
+        *response.status_mut() = axum::http::StatusCode::NOT_FOUND;
+    }
+    response
+}
+
 impl PageBackend {
     /// The conversation `raw` names, if this browser may see it through `agent`.
     async fn visible(

@@ -13,50 +13,53 @@ use leptos_router::hooks::use_query_map;
 #[component]
 pub fn ChatPage() -> impl IntoView {
     let query = use_query_map();
-    let chat_query = Memo::new(move |_| {
-        query.with(|q| ChatQuery {
-            agent: q.get("agent").unwrap_or_default(),
-            session: q.get("session").filter(|s| !s.is_empty()),
-            history_policy: q.get("historyPolicy"),
-            history_length: q.get("historyLength"),
-            debug: q.get("debug").as_deref() == Some("true"),
-        })
-    });
-    // The page is streamed in order: its head waits only for the cheap check of whether the
-    // page exists (which decides the status and the title), then goes out while the
-    // conversation is read and rendered.
-    let head = Resource::new_blocking(move || chat_query.get(), check_chat_page);
+    let chat_query = Memo::new(move |_| query.with(|q| ChatQuery::from_params(|k| q.get(k))));
+    // The page is streamed in order. Its head and status were decided in front of it (see
+    // `ChatHead`); the conversation is read and rendered behind the head.
+    let head = decided_head();
     let data = Resource::new(move || chat_query.get(), load_chat);
-    view! {
-        <Suspense fallback=loading>
-            {move || Suspend::new(async move {
-                match head.await {
-                    Ok(ChatHead::Ready(agent_name)) => {
-                        view! {
-                            <Title text=format!("{agent_name} · Parlor")/>
-                            <Suspense fallback=loading>
-                                {move || Suspend::new(async move {
-                                    match data.await {
-                                        Ok(ChatPageData::Ready(chat)) => {
-                                            view! { <ChatView data=*chat query=chat_query.get_untracked()/> }
-                                                .into_any()
-                                        }
-                                        // Gone since the check above (deleted meanwhile).
-                                        Ok(ChatPageData::UnknownAgent(id)) => unknown_agent(id),
-                                        Ok(ChatPageData::UnknownConversation) => unknown_conversation(),
-                                        Err(e) => failed(e),
-                                    }
-                                })}
-                            </Suspense>
+    let conversation = move || {
+        view! {
+            <Suspense fallback=loading>
+                {move || Suspend::new(async move {
+                    match data.await {
+                        Ok(ChatPageData::Ready(chat)) => {
+                            view! { <ChatView data=*chat query=chat_query.get_untracked()/> }
+                                .into_any()
                         }
-                            .into_any()
+                        // Gone since the check (deleted meanwhile).
+                        Ok(ChatPageData::UnknownAgent(id)) => unknown_agent(id),
+                        Ok(ChatPageData::UnknownConversation) => unknown_conversation(),
+                        Err(e) => failed(e.to_string()),
                     }
-                    Ok(ChatHead::UnknownAgent(id)) => unknown_agent(id),
-                    Ok(ChatHead::UnknownConversation) => unknown_conversation(),
-                    Err(e) => failed(e),
-                }
-            })}
-        </Suspense>
+                })}
+            </Suspense>
+        }
+    };
+    match head {
+        Some(ChatHead::Ready(agent_name)) => view! {
+            <Title text=format!("{agent_name} · Parlor")/>
+            {conversation()}
+        }
+        .into_any(),
+        Some(ChatHead::UnknownAgent(id)) => unknown_agent(id),
+        Some(ChatHead::UnknownConversation) => unknown_conversation(),
+        Some(ChatHead::Failed(reason)) => failed(reason),
+        // Without the check in front (never in Parlor's server): the conversation alone.
+        None => conversation().into_any(),
+    }
+}
+
+/// The head the server decided for this request (`ChatHead`), if any.
+fn decided_head() -> Option<ChatHead> {
+    #[cfg(feature = "ssr")]
+    {
+        use_context::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ChatHead>().cloned())
+    }
+    #[cfg(not(feature = "ssr"))]
+    {
+        None
     }
 }
 
@@ -84,8 +87,8 @@ fn unknown_conversation() -> AnyView {
     .into_any()
 }
 
-fn failed(e: ServerFnError) -> AnyView {
-    view! { <main class="page-message error-text">{e.to_string()}</main> }.into_any()
+fn failed(reason: String) -> AnyView {
+    view! { <main class="page-message error-text">{reason}</main> }.into_any()
 }
 
 /// The interactive chat: the only part of Parlor that runs in the browser (an island).
@@ -247,24 +250,6 @@ fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (state, ev, failed);
-}
-
-/// Whether the chat page for its URL exists for this browser (the status: 404 if not), and
-/// its agent's name: what the page's head needs.
-#[server]
-pub async fn check_chat_page(query: ChatQuery) -> Result<ChatHead, ServerFnError> {
-    let backend = expect_context::<crate::ssr::BackendHandle>();
-    let browser = crate::ssr::browser_session().await;
-    let head = backend
-        .0
-        .chat_head(&query, browser)
-        .await
-        .map_err(|e| ServerFnError::new(e.to_string()))?;
-    if !matches!(head, ChatHead::Ready(_)) {
-        let response = expect_context::<leptos_axum::ResponseOptions>();
-        response.set_status(axum::http::StatusCode::NOT_FOUND);
-    }
-    Ok(head)
 }
 
 /// The chat page's data for its URL, as this browser may see it.
