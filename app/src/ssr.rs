@@ -1,19 +1,12 @@
 //! The seam between the UI and the server: the server implements [`Backend`] and provides
 //! it as context; server functions reach storage and agents only through it.
 
-use crate::api::{ChatHead, ChatPageData, ChatQuery, HomeData};
+use crate::api::{ChatPageData, ChatQuery, HomeData};
 use std::sync::Arc;
 
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + 'static {
     async fn home(&self) -> HomeData;
-    /// Whether the chat page for `query` exists for the browser session `browser`, and its
-    /// agent's name: cheap (no messages read), so the page's head goes out first.
-    async fn chat_head(
-        &self,
-        query: &ChatQuery,
-        browser: Option<BrowserSession>,
-    ) -> Result<ChatHead, BackendError>;
     /// The chat page for `query`, as seen by the browser session `browser`.
     async fn chat(
         &self,

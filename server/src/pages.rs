@@ -42,22 +42,6 @@ impl Backend for PageBackend {
         }
     }
 
-    async fn chat_head(
-        &self,
-        query: &ChatQuery,
-        browser: Option<BrowserSession>,
-    ) -> Result<ChatHead, BackendError> {
-        let Some(agent) = self.services.agents.get(&query.agent) else {
-            return Ok(ChatHead::UnknownAgent(query.agent.clone()));
-        };
-        if let Some(raw) = &query.session {
-            if self.visible(&agent, raw, browser.as_ref()).await?.is_none() {
-                return Ok(ChatHead::UnknownConversation);
-            }
-        }
-        Ok(ChatHead::Ready(agent.name.clone()))
-    }
-
     async fn chat(
         &self,
         query: ChatQuery,
@@ -192,6 +176,24 @@ pub async fn decide_chat_head(
 }
 
 impl PageBackend {
+    /// Whether the chat page for `query` exists for `browser`, and its agent's name:
+    /// cheap (no messages read), so the page's head goes out first.
+    async fn chat_head(
+        &self,
+        query: &ChatQuery,
+        browser: Option<BrowserSession>,
+    ) -> Result<ChatHead, BackendError> {
+        let Some(agent) = self.services.agents.get(&query.agent) else {
+            return Ok(ChatHead::UnknownAgent(query.agent.clone()));
+        };
+        if let Some(raw) = &query.session {
+            if self.visible(&agent, raw, browser.as_ref()).await?.is_none() {
+                return Ok(ChatHead::UnknownConversation);
+            }
+        }
+        Ok(ChatHead::Ready(agent.name.clone()))
+    }
+
     /// The conversation `raw` names, if this browser may see it through `agent`.
     async fn visible(
         &self,
