@@ -12,12 +12,12 @@ help:
 
 run:
 	scripts/setup.sh
-	cargo leptos build --release --precompress
+	cargo leptos build --release --precompress --split
 	./target/release/parlor
 
 dev:
 	scripts/setup.sh
-	cargo leptos watch
+	cargo leptos watch --split
 
 test: unit e2e
 
@@ -31,7 +31,7 @@ e2e:
 	# The server and fake upstream as `cargo test` builds them (same features, no second
 	# build of the server), then only the site (WASM, CSS, assets) through cargo-leptos.
 	cargo build --bins --tests
-	cargo leptos build --frontend-only
+	cargo leptos build --frontend-only --split
 	cd end2end && npm test
 
 lint:

@@ -2,7 +2,8 @@
 """Parlor's performance benchmark: measures a running release build on loopback.
 
 Reports (see docs/performance.md for the targets):
-  1. the chat page's total transfer (HTML + JS + WASM + CSS, compressed as served),
+  1. the chat page's total transfer (HTML + JS + WASM + CSS, compressed as served; the split
+     module fetched on the first action beside it),
   2. server time to first byte for a chat page holding a 50-message conversation, and its
      ratio to `/healthz`'s in the same run; the host's atomic write (with its two fsyncs),
   3. the time Parlor adds to time-to-first-token versus calling the upstream directly, for a
@@ -52,12 +53,24 @@ def post_stream(base, path, body, headers=None):
 r, html = get(PARLOR, "/chat?agent=general", {"accept-encoding": "br, gzip"})
 cookie = r.getheader("set-cookie").split(";")[0]
 sizes = {"HTML": len(html)}
-for name, path in [("JS", "/pkg/parlor.js"), ("WASM", "/pkg/parlor.wasm"), ("CSS", "/pkg/parlor.css")]:
+# The page loads parlor.js, which imports the split modules' loader, then the WASM; the code
+# behind the page's buttons is a split module fetched on the first action (not counted in
+# the page's total, reported beside it).
+LOADER = "/pkg/__wasm_split.______________________.js"
+for name, path in [("JS", "/pkg/parlor.js"), ("split loader JS", LOADER), ("WASM", "/pkg/parlor.wasm"),
+                   ("CSS", "/pkg/parlor.css")]:
     r, body = get(PARLOR, path, {"accept-encoding": "br, gzip"})
     assert r.status == 200, (path, r.status)
     sizes[name] = len(body)
     sizes[name + " encoding"] = r.getheader("content-encoding") or "identity"
 total = sum(v for k, v in sizes.items() if not k.endswith("encoding"))
+r, manifest = get(PARLOR, "/pkg/__wasm_split_manifest.json")
+assert r.status == 200, ("split manifest", r.status)
+on_first_action = {}
+for module in sorted({f for files in json.loads(manifest).values() for f in files}):
+    r, body = get(PARLOR, f"/pkg/{module}.wasm", {"accept-encoding": "br, gzip"})
+    assert r.status == 200, (module, r.status)
+    on_first_action[module] = len(body)
 
 # 2. A conversation of 50 messages (25 turns), then the page's time to first byte.
 session = None
@@ -245,6 +258,7 @@ if len(sys.argv) > 4:
 result = {
     "transfer_bytes": sizes,
     "transfer_total_kb": round(total / 1000, 1),
+    "fetched_on_first_action_bytes": on_first_action,
     "ttfb_ms_median": round(median(ttfb), 3),
     "ttfb_ms_p90": round(statistics.quantiles(ttfb, n=10)[-1], 3),
     "ttfb_healthz_ms_median": round(median(healthz), 3),

@@ -3,7 +3,7 @@
 # The numbers are recorded in docs/performance.md (with the machine they came from).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo leptos build --release --precompress
+cargo leptos build --release --precompress --split
 cargo build --release -p fake-llm --bin fake-llm
 
 # shellcheck source=scripts/lib.sh

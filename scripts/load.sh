@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 CONCURRENCY=${CONCURRENCY:-1000}
 MIRROR_DELAY_MS=${MIRROR_DELAY_MS:-25}
-cargo leptos build --release
+cargo leptos build --release --split
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh

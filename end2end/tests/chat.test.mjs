@@ -49,6 +49,37 @@ describe('chat with an upstream model', () => {
     await context.close();
   });
 
+  test('the code behind the buttons is fetched on first use; when it cannot be, nothing is lost', async () => {
+    const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`, { hydrated: false });
+    const fetched = [];
+    page.on('request', (r) => { if (/\/pkg\/split_.*\.wasm$/.test(r.url())) fetched.push(r.url()); });
+    await page.route(/\/pkg\/split_.*\.wasm$/, (route) => route.abort());
+    await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+    // Opening a conversation and reading it does not download the actions' module.
+    await page.mouse.wheel(0, 200);
+    assert.deepEqual(fetched, []);
+
+    await send(page, 'keep this draft');
+    const alert = page.locator('.error-row[role=alert]');
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /could not be loaded/);
+    assert.equal(await page.inputValue('textarea[name=message]'), 'keep this draft', 'the draft stays in the composer');
+    assert.equal(await page.locator('.transcript > article.message').count(), 0, 'nothing was sent');
+    assert.ok(fetched.length >= 1, 'the module was asked for once the user acted');
+
+    // Reachable again: the same action now goes through, and the notice goes away.
+    await page.unroute(/\/pkg\/split_.*\.wasm$/);
+    await page.press('textarea[name=message]', 'Enter');
+    await replyFinished(page);
+    assert.deepEqual(await transcript(page), [
+      ['user', 'keep this draft'],
+      ['assistant', 'Echo: keep this draft'],
+    ]);
+    assert.equal(await alert.count(), 0);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
   test('Stop cancels a slow reply and keeps the partial text, marked stopped', async () => {
     const { page, context } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`);
     await send(page, 'tell me a long story [slow]');

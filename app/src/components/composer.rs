@@ -3,7 +3,7 @@
 //! them on the composer, each with how long the conversation keeps it.
 
 use crate::attach::{save_of, size_label, value_of, Attachment, CHOICES};
-use crate::state::ChatState;
+use crate::state::{Action, ChatState};
 use leptos::ev::{DragEvent, Event, KeyboardEvent};
 use leptos::prelude::*;
 
@@ -12,7 +12,7 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
     let on_keydown = move |ev: KeyboardEvent| {
         if ev.key() == "Enter" && !ev.shift_key() && !ev.is_composing() {
             ev.prevent_default();
-            state.send_draft();
+            state.act(Action::SendDraft);
         }
     };
     let can_send = move || !state.streaming.get() && !state.draft.with(|d| d.trim().is_empty());
@@ -28,8 +28,9 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
             class:dragging=move || dragging.get()
             on:submit=move |ev| {
                 ev.prevent_default();
-                state.send_draft();
+                state.act(Action::SendDraft);
             }
+            on:focusin=move |_| state.prepare()
             on:dragover=move |ev: DragEvent| {
                 ev.prevent_default();
                 dragging.set(true);
@@ -153,7 +154,7 @@ fn read_picked(state: ChatState, ev: Event) {
             .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok());
         if let Some(input) = input {
             if let Some(files) = input.files() {
-                read_all(state, files);
+                state.act(Action::Attach(files_of(&files)));
             }
             // Choosing the same file again is a new choice.
             input.set_value("");
@@ -167,23 +168,15 @@ fn read_picked(state: ChatState, ev: Event) {
 fn read_dropped(state: ChatState, ev: DragEvent) {
     #[cfg(feature = "hydrate")]
     if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
-        read_all(state, files);
+        state.act(Action::Attach(files_of(&files)));
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (state, ev);
 }
 
+/// The files of a list, taken now: the list empties when the input is reset or the drop
+/// event ends, before the action reads them.
 #[cfg(feature = "hydrate")]
-fn read_all(state: ChatState, files: web_sys::FileList) {
-    let max = state.max_context_bytes.get_value();
-    // A new choice of files: the reason an earlier one was refused no longer applies.
-    state.attach_error.set(None);
-    for i in 0..files.length() {
-        if let Some(file) = files.get(i) {
-            let id = state.next_id();
-            leptos::task::spawn_local(async move {
-                state.attach(crate::attach::read(file, id, max).await);
-            });
-        }
-    }
+fn files_of(list: &web_sys::FileList) -> Vec<web_sys::File> {
+    (0..list.length()).filter_map(|i| list.get(i)).collect()
 }

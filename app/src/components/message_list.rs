@@ -1,6 +1,6 @@
 //! The transcript: the conversation so far, the reply as it streams, and inline errors.
 
-use crate::state::{ChatState, UiMessage};
+use crate::state::{Action, ChatState, UiMessage};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
 use parlor_domain::{ReplyStatus, Role, SendMark};
@@ -29,7 +29,7 @@ pub fn MessageList(
     };
     let transcript = NodeRef::<leptos::html::Section>::new();
     follow_new_content(state, transcript);
-    let older = move || load_older(state, transcript);
+    let older = move || state.act(Action::LoadOlder(transcript));
     view! {
         <section
             node_ref=transcript
@@ -83,7 +83,7 @@ pub fn MessageList(
                             .map(|prompt| {
                                 let text = prompt.clone();
                                 view! {
-                                    <button class="suggestion" on:click=move |_| state.send(text.clone())>
+                                    <button class="suggestion" on:click=move |_| state.act(Action::Send(text.clone()))>
                                         {prompt}
                                     </button>
                                 }
@@ -98,9 +98,14 @@ pub fn MessageList(
             <Show when=unanswered>
                 <div class="notice-row">
                     <span>"This message has no reply yet."</span>
-                    <button class="retry" on:click=move |_| state.regenerate()>"Retry"</button>
+                    <button class="retry" on:click=move |_| state.act(Action::Regenerate)>"Retry"</button>
                 </div>
             </Show>
+            {move || state.unloaded.get().map(|reason| view! {
+                <div class="error-row" role="alert">
+                    <span class="error-text">{reason}</span>
+                </div>
+            })}
             {move || {
                 state
                     .error
@@ -109,7 +114,7 @@ pub fn MessageList(
                         view! {
                             <div class="error-row" role="alert">
                                 <span class="error-text">{message}</span>
-                                <button class="retry" on:click=move |_| state.regenerate()>"Retry"</button>
+                                <button class="retry" on:click=move |_| state.act(Action::Regenerate)>"Retry"</button>
                             </div>
                         }
                     })
@@ -181,7 +186,7 @@ fn MessageItem(
                 class="fork"
                 disabled=move || state.streaming.get()
                 title="A new conversation with the messages up to this one"
-                on:click=move |_| state.fork(message, None, mark_failed)
+                on:click=move |_| state.act(Action::Fork { message, failed: mark_failed })
             >
                 "Fork"
             </button>
@@ -251,7 +256,7 @@ fn MessageItem(
                     <Show when=move || {
                         last_assistant.get() == Some(message.key) && !state.streaming.get()
                     }>
-                        <button class="regenerate" on:click=move |_| state.regenerate()>
+                        <button class="regenerate" on:click=move |_| state.act(Action::Regenerate)>
                             "Regenerate"
                         </button>
                     </Show>
@@ -293,7 +298,7 @@ fn EditForm(
                 ev.prevent_default();
                 if let Some(text) = editing.get_untracked() {
                     editing.set(None);
-                    state.edit(message, text, failed);
+                    state.act(Action::Edit { message, text, failed });
                 }
             }
         >
@@ -344,7 +349,7 @@ fn MarkButton(
             aria-pressed=move || set().to_string()
             disabled=move || state.streaming.get()
             title=title
-            on:click=move |_| state.mark(message, (!set()).then_some(mark), failed)
+            on:click=move |_| state.act(Action::Mark { message, send: (!set()).then_some(mark), failed })
         >
             {move || if set() { unset_label } else { set_label }}
         </button>
@@ -391,25 +396,6 @@ fn Chips(
                 .collect_view()}
         </ul>
     }
-}
-
-/// Fetches the messages before the first one shown and puts them above it, keeping what
-/// the reader looks at in place.
-fn load_older(state: ChatState, transcript: NodeRef<leptos::html::Section>) {
-    leptos::task::spawn_local(async move {
-        let Some(page) = state.fetch_older().await else {
-            return;
-        };
-        let Some(section) = transcript.get_untracked() else {
-            return;
-        };
-        // Measured just before the insertion: the reader may have scrolled while it loaded.
-        let (height, top) = (section.scroll_height(), section.scroll_top());
-        state.prepend(page);
-        request_animation_frame(move || {
-            section.set_scroll_top(top + section.scroll_height() - height);
-        });
-    });
 }
 
 /// Keeps the newest text in view while a reply streams, unless the reader has scrolled up.

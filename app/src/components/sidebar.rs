@@ -3,7 +3,7 @@
 //! `components::search_results`).
 
 use crate::api::ConversationItem;
-use crate::state::{encode, ChatState};
+use crate::state::{encode, Action, ChatState};
 use leptos::prelude::*;
 
 /// How long typing pauses before the search is sent.
@@ -56,7 +56,7 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                 <button
                     class="new-chat"
                     on:click=move |_| {
-                        state.new_chat();
+                        state.act(Action::NewChat);
                         open.set(false);
                     }
                 >
@@ -121,7 +121,7 @@ fn Conversations(state: ChatState, failed: RwSignal<Option<String>>) -> impl Int
                                 on:click=move |_| {
                                     if let Some(title) = ask_title(&renamed.title) {
                                         failed.set(None);
-                                        state.rename(renamed.clone(), title, failed);
+                                        state.act(Action::Rename { item: renamed.clone(), title, failed });
                                     }
                                 }
                             >
@@ -134,7 +134,7 @@ fn Conversations(state: ChatState, failed: RwSignal<Option<String>>) -> impl Int
                                 on:click=move |_| {
                                     if confirm_delete(&deleted) {
                                         failed.set(None);
-                                        state.delete(deleted.clone(), failed);
+                                        state.act(Action::Delete { item: deleted.clone(), failed });
                                     }
                                 }
                             >

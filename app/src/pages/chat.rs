@@ -5,7 +5,7 @@
 
 use crate::api::{ChatData, ChatHead, ChatPageData, ChatQuery};
 use crate::components::{Composer, ContextMeter, MessageList, Sidebar};
-use crate::state::ChatState;
+use crate::state::{Action, ChatState};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -138,7 +138,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                                 on:change=move |ev| {
                                     let name = event_target_value(&ev);
                                     if name != state.model.get_untracked() {
-                                        state.send(format!("!model {name}"));
+                                        state.act(Action::Send(format!("!model {name}")));
                                     }
                                 }
                             >
@@ -158,7 +158,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                         </span>
                     </div>
                     <ConversationMenu state/>
-                    <button class="new-chat" on:click=move |_| state.new_chat()>"New chat"</button>
+                    <button class="new-chat" on:click=move |_| state.act(Action::NewChat)>"New chat"</button>
                     <ContextMeter state/>
                 </header>
                 <Show when=move || data.mirror>
@@ -228,7 +228,7 @@ fn ConversationMenu(state: ChatState) -> impl IntoView {
     }
 }
 
-/// Reads the file picked for import and sends it.
+/// Sends the file picked for import.
 fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<String>>) {
     #[cfg(feature = "hydrate")]
     {
@@ -239,13 +239,7 @@ fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<
             .and_then(|input| input.files())
             .and_then(|files| files.get(0));
         if let Some(file) = file {
-            leptos::task::spawn_local(async move {
-                let file = gloo_file::File::from(file);
-                match gloo_file::futures::read_as_text(&file).await {
-                    Ok(text) => state.import(text, failed),
-                    Err(e) => failed.set(Some(format!("{} could not be read: {e}", file.name()))),
-                }
-            });
+            state.act(Action::Import { file, failed });
         }
     }
     #[cfg(not(feature = "hydrate"))]
