@@ -12,7 +12,7 @@ pub mod state;
 pub mod stream;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     SsrMode, StaticSegment,
@@ -30,6 +30,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                <link rel="stylesheet" id="parlor" href=format!("/{}/parlor.css", options.site_pkg_dir)/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options islands=true/>
                 <MetaTags/>
@@ -45,7 +46,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
-        <Stylesheet id="parlor" href="/pkg/parlor.css"/>
         <Title text="Parlor"/>
         <Router>
             <Routes fallback=|| view! { <pages::NotFound/> }>

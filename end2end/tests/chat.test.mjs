@@ -52,8 +52,8 @@ describe('chat with an upstream model', () => {
   test('the code behind the buttons is fetched on first use; when it cannot be, nothing is lost', async () => {
     const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`, { hydrated: false });
     const fetched = [];
-    page.on('request', (r) => { if (/\/pkg\/split_.*\.wasm$/.test(r.url())) fetched.push(r.url()); });
-    await page.route(/\/pkg\/split_.*\.wasm$/, (route) => route.abort());
+    page.on('request', (r) => { if (/\/pkg\/[0-9a-f]{16}\/split_[^/]*\.wasm$/.test(r.url())) fetched.push(r.url()); });
+    await page.route(/\/pkg\/[0-9a-f]{16}\/split_[^/]*\.wasm$/, (route) => route.abort());
     await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
     // Opening a conversation and reading it does not download the actions' module.
     await page.mouse.wheel(0, 200);
@@ -68,7 +68,7 @@ describe('chat with an upstream model', () => {
     assert.ok(fetched.length >= 1, 'the module was asked for once the user acted');
 
     // Reachable again: the same action now goes through, and the notice goes away.
-    await page.unroute(/\/pkg\/split_.*\.wasm$/);
+    await page.unroute(/\/pkg\/[0-9a-f]{16}\/split_[^/]*\.wasm$/);
     await page.press('textarea[name=message]', 'Enter');
     await replyFinished(page);
     assert.deepEqual(await transcript(page), [

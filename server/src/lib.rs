@@ -20,7 +20,6 @@ pub mod providers;
 pub mod rate_limit;
 pub mod routes;
 pub mod settings;
-#[cfg(feature = "embed-site")]
 pub mod site;
 pub mod state;
 pub mod store;
@@ -239,7 +238,8 @@ pub fn metrics_router(services: Arc<Services>) -> Router {
 }
 
 /// The whole HTTP application: the chat API, server functions, pages and static files.
-pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
+pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
+    let build = site::SiteBuild::name(&mut leptos_options);
     let state = AppState {
         leptos_options: leptos_options.clone(),
         services: services.clone(),
@@ -291,6 +291,7 @@ pub fn router(leptos_options: LeptosOptions, services: Arc<Services>) -> Router 
     // The release binary answers its site's files itself, before any session handling.
     #[cfg(feature = "embed-site")]
     let pages = pages.layer(middleware::from_fn(site::serve_embedded));
+    let pages = pages.layer(middleware::from_fn_with_state(build, site::serve_build));
 
     // `/mcp` (when on) counts like the chat API, per client address.
     let mcp = mcp::http(&services).map(|router| {

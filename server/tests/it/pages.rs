@@ -47,6 +47,21 @@ async fn chat_page_renders_agent_conversation_and_composer_on_the_server() {
         head.contains("<title>General Assistant · Parlor</title>"),
         "{head}"
     );
+    // Its script, WASM and stylesheet are this build's: `/pkg/{build}/…`, one build for all.
+    let builds: std::collections::BTreeSet<&str> = ["parlor.js", "parlor.wasm", "parlor.css"]
+        .iter()
+        .map(|file| {
+            let at = head
+                .find(&format!("/{file}\""))
+                .unwrap_or_else(|| panic!("{file}: {head}"));
+            let path = &head[..at];
+            let build = &path[path.rfind('/').unwrap() + 1..];
+            assert!(path.ends_with(&format!("/pkg/{build}")), "{path}");
+            build
+        })
+        .collect();
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    assert!(builds.iter().all(|b| b.len() == 16), "{builds:?}");
     assert!(html.contains("General Assistant"));
     assert!(html.contains("<textarea"), "composer");
     assert!(
