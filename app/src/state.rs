@@ -774,6 +774,13 @@ pub enum Action {
     /// Ask again for a reply to the last user message (Retry, Regenerate).
     Regenerate,
     NewChat,
+    /// Search this browser's conversations for `text`: the server's answer (its HTML, or why
+    /// it failed) goes to `results`, unless `latest` says a later search was started since.
+    Search {
+        text: String,
+        results: RwSignal<Option<Result<String, String>>>,
+        latest: Box<dyn Fn() -> bool>,
+    },
     /// Bring the messages before the first one shown, keeping the reader's place in
     /// `transcript`.
     LoadOlder(NodeRef<leptos::html::Section>),
@@ -853,6 +860,18 @@ fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
         Action::Regenerate => state.regenerate(),
         Action::NewChat => state.new_chat(),
         Action::LoadOlder(transcript) => state.load_older(transcript),
+        Action::Search {
+            text,
+            results,
+            latest,
+        } => {
+            let url = format!("/api/conversations/search?format=html&q={}", encode(&text));
+            stream::spawn_request("GET", url, None, move |reply| {
+                if latest() {
+                    results.set(Some(reply));
+                }
+            });
+        }
         #[cfg(feature = "hydrate")]
         Action::Attach(files) => state.read_files(files),
         #[cfg(feature = "hydrate")]

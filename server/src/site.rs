@@ -14,7 +14,6 @@ use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use leptos::config::LeptosOptions;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// Where this build's files are served.
@@ -57,6 +56,7 @@ fn wasm_digest(options: &LeptosOptions, path: &str) -> Option<[u8; 32]> {
     }
     #[cfg(not(feature = "embed-site"))]
     {
+        use sha2::{Digest, Sha256};
         let bytes = std::fs::read(std::path::Path::new(&*options.site_root).join(path)).ok()?;
         Some(Sha256::digest(&bytes).into())
     }

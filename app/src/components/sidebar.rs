@@ -38,11 +38,10 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                 if generation.get_value() != mine {
                     return;
                 }
-                let url = format!("/api/conversations/search?format=html&q={}", encode(&text));
-                crate::stream::spawn_request("GET", url, None, move |reply| {
-                    if generation.get_value() == mine {
-                        results.set(Some(reply));
-                    }
+                state.act(Action::Search {
+                    text,
+                    results,
+                    latest: Box::new(move || generation.get_value() == mine),
                 });
             },
             SEARCH_PAUSE,
