@@ -1,6 +1,7 @@
 //! Parlor's user interface: server-rendered Leptos pages that hydrate in the browser.
 #![recursion_limit = "256"]
 
+pub mod actions;
 pub mod api;
 pub mod attach;
 pub mod components;

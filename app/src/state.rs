@@ -87,7 +87,7 @@ pub struct ChatState {
     pub meter: RwSignal<Option<Meter>>,
     next_key: StoredValue<u64>,
     abort: StoredValue<AbortHandle>,
-    /// Why the code behind the page's buttons could not be fetched (see [`Action`]).
+    /// Why the code behind the page's buttons could not be fetched (see [`crate::actions::Action`]).
     pub unloaded: RwSignal<Option<String>>,
     /// The chat view's reactive owner. Signals made during a turn belong to it, not to the
     /// button that started the turn: that button (a suggestion, Retry, Regenerate) is often
@@ -238,7 +238,7 @@ impl ChatState {
 
     /// Fetches the messages before the first one shown and puts them above it, keeping what
     /// the reader looks at in `transcript` in place.
-    fn load_older(self, transcript: NodeRef<leptos::html::Section>) {
+    pub(crate) fn load_older(self, transcript: NodeRef<leptos::html::Section>) {
         leptos::task::spawn_local(async move {
             let Some(page) = self.fetch_older().await else {
                 return;
@@ -314,7 +314,7 @@ impl ChatState {
     }
 
     /// Sends the composer's text with its attachments.
-    fn send_draft(self) {
+    pub(crate) fn send_draft(self) {
         let text = self.draft.get_untracked();
         if text.trim().is_empty() || self.streaming.get_untracked() {
             return;
@@ -327,7 +327,7 @@ impl ChatState {
     }
 
     /// Sends `text` as the user's next message.
-    fn send(self, text: String) {
+    pub(crate) fn send(self, text: String) {
         self.send_with(text, Vec::new());
     }
 
@@ -354,7 +354,7 @@ impl ChatState {
     /// Sends `text` in place of the user message `message`: in this conversation when it is
     /// the last question (it and its reply are replaced), else in a fork made before it, so
     /// nothing is lost.
-    fn edit(self, message: UiMessage, text: String, failed: RwSignal<Option<String>>) {
+    pub(crate) fn edit(self, message: UiMessage, text: String, failed: RwSignal<Option<String>>) {
         if text.trim().is_empty() || self.streaming.get_untracked() {
             return;
         }
@@ -375,7 +375,12 @@ impl ChatState {
 
     /// Forks the conversation at `message`: through it ("Fork from here"), or before it to
     /// send `edited` in its place. The page then shows the fork (the messages it copied).
-    fn fork(self, message: UiMessage, edited: Option<String>, failed: RwSignal<Option<String>>) {
+    pub(crate) fn fork(
+        self,
+        message: UiMessage,
+        edited: Option<String>,
+        failed: RwSignal<Option<String>>,
+    ) {
         let (Some(session), Some(id)) =
             (self.session_id.get_untracked(), message.id.get_untracked())
         else {
@@ -460,7 +465,12 @@ impl ChatState {
     }
 
     /// Renames a conversation of the sidebar.
-    fn rename(self, item: ConversationItem, title: String, failed: RwSignal<Option<String>>) {
+    pub(crate) fn rename(
+        self,
+        item: ConversationItem,
+        title: String,
+        failed: RwSignal<Option<String>>,
+    ) {
         let url = format!(
             "/api/chat/{}/sessions/{}",
             encode(&item.agent_id),
@@ -482,7 +492,7 @@ impl ChatState {
     }
 
     /// Deletes a conversation of the sidebar; the page starts a new one if it was shown.
-    fn delete(self, item: ConversationItem, failed: RwSignal<Option<String>>) {
+    pub(crate) fn delete(self, item: ConversationItem, failed: RwSignal<Option<String>>) {
         let url = format!(
             "/api/chat/{}/sessions/{}",
             encode(&item.agent_id),
@@ -503,7 +513,7 @@ impl ChatState {
     /// Reads files picked or dropped on the composer; each is attached once read, or refused
     /// with a reason.
     #[cfg(feature = "hydrate")]
-    fn read_files(self, files: Vec<web_sys::File>) {
+    pub(crate) fn read_files(self, files: Vec<web_sys::File>) {
         let max = self.max_context_bytes.get_value();
         // A new choice of files: the reason an earlier one was refused no longer applies.
         self.attach_error.set(None);
@@ -517,7 +527,7 @@ impl ChatState {
 
     /// Reads the file picked for import and sends it.
     #[cfg(feature = "hydrate")]
-    fn read_import(self, file: web_sys::File, failed: RwSignal<Option<String>>) {
+    pub(crate) fn read_import(self, file: web_sys::File, failed: RwSignal<Option<String>>) {
         failed.set(None);
         leptos::task::spawn_local(async move {
             let file = gloo_file::File::from(file);
@@ -547,7 +557,12 @@ impl ChatState {
 
     /// Pins (`Always`), excludes (`Never`) or clears the mark of a stored message; the
     /// transcript shows the mark once the server has stored it, or in `failed` why not.
-    fn mark(self, message: UiMessage, send: Option<SendMark>, failed: RwSignal<Option<String>>) {
+    pub(crate) fn mark(
+        self,
+        message: UiMessage,
+        send: Option<SendMark>,
+        failed: RwSignal<Option<String>>,
+    ) {
         let (Some(session), Some(id)) =
             (self.session_id.get_untracked(), message.id.get_untracked())
         else {
@@ -572,7 +587,7 @@ impl ChatState {
     }
 
     /// Asks for a new reply to the last user message (Retry after an error, Regenerate).
-    fn regenerate(self) {
+    pub(crate) fn regenerate(self) {
         if self.streaming.get_untracked() {
             return;
         }
@@ -589,7 +604,7 @@ impl ChatState {
     }
 
     /// Starts an empty conversation with the same agent.
-    fn new_chat(self) {
+    pub(crate) fn new_chat(self) {
         self.stop();
         self.messages.set(Vec::new());
         self.first_index.set(0);
@@ -730,154 +745,6 @@ impl ChatState {
         };
         self.conversations.update(|list| list.insert(0, item));
     }
-}
-
-/// Something the user asked the chat page to do.
-///
-/// The page's views only name these ([`ChatState::act`]); the code that carries them out
-/// (sending a turn and reading its stream, edit, fork, import, rename, delete, marks,
-/// attachments, older messages) runs in [`run_action`], which the browser build splits into
-/// a second WASM module (`cargo leptos build --split`). The browser fetches it the first time
-/// the user acts, or starts to (the composer gets focus), so a reader who only opens a
-/// conversation does not download it.
-pub enum Action {
-    /// Send the composer's text with its attachments.
-    SendDraft,
-    /// Send this text (a suggested prompt, `!model …`).
-    Send(String),
-    /// Send `text` in place of the user message `message`.
-    Edit {
-        message: UiMessage,
-        text: String,
-        failed: RwSignal<Option<String>>,
-    },
-    /// Fork the conversation through `message`.
-    Fork {
-        message: UiMessage,
-        failed: RwSignal<Option<String>>,
-    },
-    /// Pin, exclude or clear the mark of a stored message.
-    Mark {
-        message: UiMessage,
-        send: Option<SendMark>,
-        failed: RwSignal<Option<String>>,
-    },
-    Rename {
-        item: ConversationItem,
-        title: String,
-        failed: RwSignal<Option<String>>,
-    },
-    Delete {
-        item: ConversationItem,
-        failed: RwSignal<Option<String>>,
-    },
-    /// Ask again for a reply to the last user message (Retry, Regenerate).
-    Regenerate,
-    NewChat,
-    /// Search this browser's conversations for `text`: the server's answer (its HTML, or why
-    /// it failed) goes to `results`, unless `latest` says a later search was started since.
-    Search {
-        text: String,
-        results: RwSignal<Option<Result<String, String>>>,
-        latest: Box<dyn Fn() -> bool>,
-    },
-    /// Bring the messages before the first one shown, keeping the reader's place in
-    /// `transcript`.
-    LoadOlder(NodeRef<leptos::html::Section>),
-    /// Read files picked or dropped on the composer and attach them.
-    #[cfg(feature = "hydrate")]
-    Attach(Vec<web_sys::File>),
-    /// Read a conversation file and import it.
-    #[cfg(feature = "hydrate")]
-    Import {
-        file: web_sys::File,
-        failed: RwSignal<Option<String>>,
-    },
-}
-
-/// What the page says when the code for an action cannot be fetched.
-const UNLOADED: &str = "This part of Parlor's page could not be loaded (is the server reachable? \
-     If Parlor was updated, reload the page). Nothing was sent; try again.";
-
-/// The code for an action could not be fetched.
-pub struct Unloaded;
-
-impl From<leptos::wasm_split::SplitLoaderError> for Unloaded {
-    fn from(_: leptos::wasm_split::SplitLoaderError) -> Self {
-        Unloaded
-    }
-}
-
-impl ChatState {
-    /// Carries out `action` once its code is loaded; when it cannot be, the page says so and
-    /// nothing is lost (a draft stays in the composer).
-    pub fn act(self, action: Action) {
-        leptos::task::spawn_local(async move {
-            match run_action(self, action).await {
-                Ok(()) => self.unloaded.set(None),
-                Err(Unloaded) => self.unloaded.set(Some(UNLOADED.into())),
-            }
-        });
-    }
-
-    /// Fetches the code for the page's actions ahead of the first one.
-    pub fn prepare(self) {
-        leptos::task::spawn_local(async move {
-            // A failure is reported when an action needs the code.
-            let _ = fetch_actions().await;
-        });
-    }
-}
-
-/// Carries out `action` (see [`Action`]: in the browser, in a WASM module of its own).
-#[leptos::wasm_split::wasm_split(
-    parlor_actions,
-    wasm_split_path = ::leptos::wasm_split,
-    preload(fetch_actions),
-    fallible
-)]
-fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
-    match action {
-        Action::SendDraft => state.send_draft(),
-        Action::Send(text) => state.send(text),
-        Action::Edit {
-            message,
-            text,
-            failed,
-        } => state.edit(message, text, failed),
-        Action::Fork { message, failed } => state.fork(message, None, failed),
-        Action::Mark {
-            message,
-            send,
-            failed,
-        } => state.mark(message, send, failed),
-        Action::Rename {
-            item,
-            title,
-            failed,
-        } => state.rename(item, title, failed),
-        Action::Delete { item, failed } => state.delete(item, failed),
-        Action::Regenerate => state.regenerate(),
-        Action::NewChat => state.new_chat(),
-        Action::LoadOlder(transcript) => state.load_older(transcript),
-        Action::Search {
-            text,
-            results,
-            latest,
-        } => {
-            let url = format!("/api/conversations/search?format=html&q={}", encode(&text));
-            stream::spawn_request("GET", url, None, move |reply| {
-                if latest() {
-                    results.set(Some(reply));
-                }
-            });
-        }
-        #[cfg(feature = "hydrate")]
-        Action::Attach(files) => state.read_files(files),
-        #[cfg(feature = "hydrate")]
-        Action::Import { file, failed } => state.read_import(file, failed),
-    }
-    Ok(())
 }
 
 /// The user's side of a turn: the message on screen, its text and its attachments.

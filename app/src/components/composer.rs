@@ -2,8 +2,9 @@
 //! Files (text, code, Markdown, images) can be attached with the button or by dropping
 //! them on the composer, each with how long the conversation keeps it.
 
+use crate::actions::Action;
 use crate::attach::{save_of, size_label, value_of, Attachment, CHOICES};
-use crate::state::{Action, ChatState};
+use crate::state::ChatState;
 use leptos::ev::{DragEvent, Event, KeyboardEvent};
 use leptos::prelude::*;
 

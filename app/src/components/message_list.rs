@@ -1,6 +1,7 @@
 //! The transcript: the conversation so far, the reply as it streams, and inline errors.
 
-use crate::state::{Action, ChatState, UiMessage};
+use crate::actions::Action;
+use crate::state::{ChatState, UiMessage};
 use leptos::prelude::*;
 use parlor_domain::context::Chip;
 use parlor_domain::{ReplyStatus, Role, SendMark};

@@ -2,8 +2,9 @@
 //! server searches titles and messages, and renders the results: see
 //! `components::search_results`).
 
+use crate::actions::Action;
 use crate::api::ConversationItem;
-use crate::state::{encode, Action, ChatState};
+use crate::state::{encode, ChatState};
 use leptos::prelude::*;
 
 /// How long typing pauses before the search is sent.

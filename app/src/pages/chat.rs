@@ -3,9 +3,10 @@
 //! Query parameters: `session` (which conversation), `historyPolicy` / `historyLength`
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
+use crate::actions::Action;
 use crate::api::{ChatData, ChatHead, ChatPageData, ChatQuery};
 use crate::components::{Composer, ContextMeter, MessageList, Sidebar};
-use crate::state::{Action, ChatState};
+use crate::state::ChatState;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
