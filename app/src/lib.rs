@@ -9,6 +9,7 @@ pub mod events;
 pub mod pages;
 #[cfg(feature = "ssr")]
 pub mod ssr;
+pub mod start;
 pub mod state;
 pub mod stream;
 

@@ -128,6 +128,15 @@ describe('chat with an upstream model', () => {
     assert.equal(await reply.locator('a').count(), 0);
     assert.match(await reply.innerText(), /<img src=x/);
     assert.equal(await page.evaluate(() => window.pwned), undefined);
+    // Reloaded, the text is in the island's data too (JSON in a script element): it can
+    // neither end that element nor run, and the page still hydrates with it.
+    await page.reload();
+    await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+    assert.equal((await transcript(page)).length, 2);
+    assert.match(await lastReply(page).innerText(), /<script>window.pwned=2<\/script>/);
+    assert.equal(await page.locator('script:not([type]), script[type=module]').evaluateAll(
+      (scripts) => scripts.filter((s) => s.textContent.includes('pwned')).length), 0);
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
     await context.close();
   });
 

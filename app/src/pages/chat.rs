@@ -4,8 +4,9 @@
 //! (forwarded to the chat API, which decides whether they apply), `debug=true`.
 
 use crate::actions::Action;
-use crate::api::{ChatData, ChatHead, ChatPageData, ChatQuery};
+use crate::api::{ChatHead, ChatPageData, ChatQuery};
 use crate::components::{Composer, ContextMeter, MessageList, Sidebar};
+use crate::start::ChatStart;
 use crate::state::ChatState;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -25,8 +26,16 @@ pub fn ChatPage() -> impl IntoView {
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(ChatPageData::Ready(chat)) => {
-                            view! { <ChatView data=*chat query=chat_query.get_untracked()/> }
-                                .into_any()
+                            let start = ChatStart { data: *chat, query: chat_query.get_untracked() };
+                            let text = start.to_script_text();
+                            // The island renders from it here, and reads it from the
+                            // element in the browser.
+                            provide_context(start);
+                            view! {
+                                <script type="application/json" id=ChatStart::ELEMENT_ID inner_html=text></script>
+                                <ChatView/>
+                            }
+                            .into_any()
                         }
                         // Gone since the check (deleted meanwhile).
                         Ok(ChatPageData::UnknownAgent(id)) => unknown_agent(id),
@@ -92,9 +101,30 @@ fn failed(reason: String) -> AnyView {
     view! { <main class="page-message error-text">{reason}</main> }.into_any()
 }
 
-/// The interactive chat: the only part of Parlor that runs in the browser (an island).
+/// What the chat island starts from: on the server, what the page provided; in the
+/// browser, the page's `ChatStart` element.
+fn chat_start() -> Option<ChatStart> {
+    #[cfg(feature = "hydrate")]
+    {
+        let start = ChatStart::from_page();
+        if start.is_none() {
+            leptos::logging::error!("Parlor: the chat's data could not be read from the page");
+        }
+        start
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        use_context::<ChatStart>()
+    }
+}
+
+/// The interactive chat: the only part of Parlor that runs in the browser (an island). It
+/// takes no props (see `ChatStart`).
 #[island]
-fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
+fn ChatView() -> impl IntoView {
+    // Without its data (a page and a WASM from different builds would do it, which the
+    // build's paths rule out) the page stays as the server rendered it.
+    let ChatStart { data, query } = chat_start()?;
     let state = ChatState::new(&data, query);
     // Effects run only in the browser, after hydration: mark the page as interactive (the
     // browser tests wait for this before typing).
@@ -112,7 +142,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
     } else {
         data.models.clone()
     };
-    view! {
+    Some(view! {
         <div class="layout">
             <Sidebar state open=sidebar_open/>
             <main class="chat" data-agent=agent.id.clone()>
@@ -186,7 +216,7 @@ fn ChatView(data: ChatData, query: ChatQuery) -> impl IntoView {
                 ></aside>
             </Show>
         </div>
-    }
+    })
 }
 
 /// Export the conversation (Markdown, JSON) or import one: a native disclosure, so it opens
