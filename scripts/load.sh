@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 CONCURRENCY=${CONCURRENCY:-1000}
 MIRROR_DELAY_MS=${MIRROR_DELAY_MS:-25}
-cargo leptos build --release --split
+# The same build as `make run` and scripts/bench.sh (precompressed): nothing to rebuild after them.
+cargo leptos build --release --precompress --split
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
