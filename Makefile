@@ -43,6 +43,6 @@ lint:
 bench:
 	scripts/setup.sh test
 	scripts/bench.sh
-	scripts/load.sh
+	PARLOR_SKIP_BUILD=1 scripts/load.sh
 	cargo bench -p parlor-domain --bench plan --bench context
 	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns

@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 CONCURRENCY=${CONCURRENCY:-1000}
 MIRROR_DELAY_MS=${MIRROR_DELAY_MS:-25}
-# The same build as `make run` and scripts/bench.sh (precompressed): nothing to rebuild after them.
-cargo leptos build --release --precompress --split
+# The same build as `make run` and scripts/bench.sh (precompressed). `make bench` builds it
+# once, in bench.sh, and sets PARLOR_SKIP_BUILD (cargo-leptos would write the site again
+# and so relink the server, which embeds it: three minutes for nothing).
+[ -n "${PARLOR_SKIP_BUILD:-}" ] || cargo leptos build --release --precompress --split
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
