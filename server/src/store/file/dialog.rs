@@ -1,0 +1,411 @@
+//! One dialog's folder: reading and writing its messages, summary and details, its backups,
+//! and the leftovers a crash can leave in it. `FileStore` (the parent module) finds the
+//! folder, serializes the operations on it and runs them on blocking threads.
+
+use super::lines;
+use super::{BACKED_UP, BACKUPS, INFO, MESSAGES};
+use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
+use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
+use parlor_domain::{Message, SessionId};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+/// A dialog's `messages.json`, read.
+pub(super) enum Stored {
+    Missing,
+    /// In Parlor's layout: the bytes and where each message is (see [`lines`]).
+    Lines {
+        bytes: Vec<u8>,
+        lines: Vec<std::ops::Range<usize>>,
+    },
+    /// JSON another tool (or an older Parlor) wrote, parsed; rewritten in the layout on the
+    /// next write.
+    Other(Vec<Message>),
+}
+
+pub(super) struct Dialog {
+    pub(super) dir: PathBuf,
+    pub(super) max_turns: MaxTurns,
+    pub(super) backup_retention: usize,
+}
+
+impl Dialog {
+    pub(super) fn messages_path(&self) -> PathBuf {
+        self.dir.join(MESSAGES)
+    }
+
+    /// The stored messages file, read and checked. A file that is neither this layout nor
+    /// JSON an older Parlor or another tool wrote is never overwritten: when an interrupted
+    /// append left it (see [`lines`]), the complete messages are kept and the whole file is
+    /// moved aside first; otherwise it is moved aside and the conversation starts empty.
+    pub(super) fn stored(&self) -> Result<Stored, StoreError> {
+        let path = self.messages_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Stored::Missing),
+            Err(e) => return Err(e.into()),
+        };
+        let walked = lines::walk(&bytes);
+        if let Some(walk) = walked.as_ref().filter(|w| w.complete) {
+            let lines = walk.messages.clone();
+            return Ok(Stored::Lines { bytes, lines });
+        }
+        let parse_error = match serde_json::from_slice(&bytes) {
+            Ok(messages) => return Ok(Stored::Other(messages)),
+            Err(e) => e,
+        };
+        let kept = walked.and_then(|w| lines::parse(&bytes, &w.messages).ok());
+        let suffix = if kept.is_some() {
+            "interrupted"
+        } else {
+            "corrupt"
+        };
+        let aside = self
+            .dir
+            .join(format!("{MESSAGES}.{suffix}-{}", timestamp()));
+        std::fs::rename(&path, &aside)?;
+        match kept {
+            Some(messages) => {
+                self.write_messages(&messages)?;
+                tracing::warn!(
+                    "{} was left by an interrupted write; its {} complete messages are kept and \
+                     the whole file was moved to {}",
+                    path.display(),
+                    messages.len(),
+                    aside.display()
+                );
+                Ok(Stored::Other(messages))
+            }
+            None => {
+                tracing::error!(
+                    "{} could not be read ({parse_error}); it was moved to {} and the \
+                     conversation starts empty",
+                    path.display(),
+                    aside.display()
+                );
+                Ok(Stored::Missing)
+            }
+        }
+    }
+
+    /// The stored messages (see [`Dialog::stored`]).
+    pub(super) fn read_messages(&self) -> Result<Vec<Message>, StoreError> {
+        match self.stored()? {
+            Stored::Missing => Ok(Vec::new()),
+            Stored::Lines { bytes, lines } => Ok(lines::parse(&bytes, &lines)?),
+            Stored::Other(messages) => Ok(messages),
+        }
+    }
+
+    /// The last `count` messages, the total and the compact size of all of them, parsing
+    /// only the last `count` in this layout.
+    pub(super) fn read_tail(&self, count: usize) -> Result<(Tail, usize), StoreError> {
+        match self.stored()? {
+            Stored::Missing => Ok((
+                Tail {
+                    messages: Vec::new(),
+                    total: 0,
+                },
+                2,
+            )),
+            Stored::Lines { bytes, lines } => {
+                let total = lines.len();
+                let messages = lines::parse(&bytes, &lines[total.saturating_sub(count)..])?;
+                let size = lines::compact_len(&bytes, total);
+                Ok((Tail { messages, total }, size))
+            }
+            Stored::Other(mut messages) => {
+                let size = serde_json::to_vec(&messages)?.len();
+                let total = messages.len();
+                messages.drain(..total.saturating_sub(count));
+                Ok((Tail { messages, total }, size))
+            }
+        }
+    }
+
+    /// Appends `batch` (made from the latest stored timestamp): in place when the file is in
+    /// this layout and nothing needs trimming, else by rewriting the whole file.
+    pub(super) fn append_with(
+        &self,
+        make: impl FnOnce(Option<i64>) -> Vec<Message>,
+    ) -> Result<usize, StoreError> {
+        use std::os::unix::fs::FileExt;
+        let (mut all, count) = match self.stored()? {
+            Stored::Lines { bytes, lines } => {
+                let latest = match lines.last() {
+                    Some(last) => Some(lines::parse(&bytes, std::slice::from_ref(last))?[0].ts),
+                    None => None,
+                };
+                let batch = make(latest);
+                let count = batch.len();
+                let fits = self
+                    .max_turns
+                    .is_none_or(|max| lines.len() + count <= max.get());
+                if fits {
+                    if count > 0 {
+                        let file = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(self.messages_path())?;
+                        let at = bytes.len() as u64 - 2;
+                        file.write_all_at(&lines::batch(&batch, lines.len())?, at)?;
+                        file.sync_data()?;
+                    }
+                    return Ok(count);
+                }
+                let mut all = lines::parse(&bytes, &lines)?;
+                all.extend(batch);
+                (all, count)
+            }
+            Stored::Other(mut all) => {
+                let batch = make(all.last().map(|m| m.ts));
+                let count = batch.len();
+                all.extend(batch);
+                (all, count)
+            }
+            Stored::Missing => {
+                let batch = make(None);
+                let count = batch.len();
+                (batch, count)
+            }
+        };
+        cap(&mut all, self.max_turns);
+        self.write_messages(&all)?;
+        Ok(count)
+    }
+
+    /// Makes the dialog's folder with its details and first messages in one atomic step:
+    /// both files are written (and synced, side by side) into a hidden folder that is then
+    /// renamed into place, so a crash leaves either the whole new dialog or none of it.
+    /// `false` (nothing changed) when the folder exists already.
+    pub(super) fn create(
+        &self,
+        root: &GroupSync,
+        info: &[u8],
+        messages: &[Message],
+    ) -> Result<bool, StoreError> {
+        if self.dir.exists() {
+            return Ok(false);
+        }
+        let name = self.dir.file_name().unwrap_or_default().to_string_lossy();
+        let staged = root.dir().join(format!(
+            ".{name}{}{}",
+            TMP_MARK,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let messages = lines::encode(messages)?;
+        let result = (|| {
+            std::fs::create_dir_all(&staged)?;
+            let create = |file: &str| std::fs::File::create(staged.join(file));
+            let (info_file, messages_file) = (create(INFO)?, create(MESSAGES)?);
+            // Both files and the folder's entries for them are synced at once (they share
+            // the file system's commit), all before the folder is renamed into place.
+            let info = info.to_vec();
+            let info = Side::start(move || write_synced(info_file, &info));
+            let folder = staged.clone();
+            let entries = Side::start(move || sync_dir(&folder));
+            let here = write_synced(messages_file, &messages);
+            let (info, entries) = (info.wait(), entries.wait());
+            here.and(info).and(entries)?;
+            std::fs::rename(&staged, &self.dir)?;
+            root.sync()
+        })();
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staged);
+                // Another process made the folder meanwhile: the caller writes into it.
+                if self.dir.is_dir() {
+                    Ok(false)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    pub(super) fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
+        write_atomically(&self.dir, MESSAGES, &lines::encode(messages)?)?;
+        Ok(())
+    }
+
+    pub(super) fn backups_dir(&self) -> PathBuf {
+        self.dir.join(BACKUPS)
+    }
+
+    /// Copies the dialog's files into a new backup folder and prunes the oldest beyond the
+    /// retention. `None` when there is nothing to back up.
+    pub(super) fn back_up(&self) -> Result<Option<BackupInfo>, StoreError> {
+        let present: Vec<&str> = BACKED_UP
+            .into_iter()
+            .filter(|name| self.dir.join(name).is_file())
+            .collect();
+        if present.is_empty() {
+            return Ok(None);
+        }
+        let id = format!(
+            "{}_{:06x}",
+            timestamp(),
+            uuid::Uuid::new_v4().as_u128() as u32 & 0xff_ffff
+        );
+        let target = self.backups_dir().join(&id);
+        // Copies go to a hidden folder first, so a half-made backup is never listed.
+        let staging = self.backups_dir().join(format!(".{id}.tmp"));
+        std::fs::create_dir_all(&staging)?;
+        for name in &present {
+            let bytes = std::fs::read(self.dir.join(name))?;
+            write_atomically(&staging, name, &bytes)?;
+        }
+        std::fs::rename(&staging, &target)?;
+        sync_dir(&self.backups_dir())?;
+        let mut all = self.backup_ids()?;
+        while all.len() > self.backup_retention {
+            let oldest = all.remove(0);
+            std::fs::remove_dir_all(self.backups_dir().join(oldest))?;
+        }
+        Ok(Some(BackupInfo {
+            id,
+            files: present.into_iter().map(str::to_owned).collect(),
+            mtime_ms: Some(crate::store::now_ms()),
+        }))
+    }
+
+    /// Backup folder names, oldest first.
+    pub(super) fn backup_ids(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        match std::fs::read_dir(self.backups_dir()) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry?;
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if !name.starts_with('.') && entry.file_type()?.is_dir() {
+                        ids.push(name);
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    pub(super) fn backups(&self) -> Result<Vec<BackupInfo>, StoreError> {
+        self.backup_ids()?
+            .into_iter()
+            .map(|id| {
+                let mut files: Vec<String> = std::fs::read_dir(self.backups_dir().join(&id))?
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                files.sort();
+                let mtime_ms = std::fs::metadata(self.backups_dir().join(&id))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64);
+                Ok(BackupInfo {
+                    id,
+                    files,
+                    mtime_ms,
+                })
+            })
+            .collect()
+    }
+}
+
+fn write_synced(mut file: std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Blocking work run beside the current thread's: on one of tokio's blocking threads, which
+/// are kept for reuse, when there is a runtime (starting and joining a thread costs about
+/// 50 µs here, a tenth of a new dialog's whole write), on a new thread otherwise. Only file
+/// operations holding the store's `IO_PERMITS` (one for each of their threads) wait this
+/// way, far fewer than tokio's blocking threads, so the work waited for always finds a thread.
+enum Side {
+    Pooled(tokio::task::JoinHandle<std::io::Result<()>>),
+    Spawned(std::thread::JoinHandle<std::io::Result<()>>),
+}
+
+impl Side {
+    fn start(job: impl FnOnce() -> std::io::Result<()> + Send + 'static) -> Side {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => Side::Pooled(runtime.spawn_blocking(job)),
+            Err(_) => Side::Spawned(std::thread::spawn(job)),
+        }
+    }
+
+    /// Waits for the work to end (blocking this thread, which must not be one of the
+    /// runtime's workers).
+    fn wait(self) -> std::io::Result<()> {
+        let failed = || std::io::Error::other("a write stopped unexpectedly");
+        match self {
+            Side::Pooled(handle) => {
+                futures::executor::block_on(handle).unwrap_or_else(|_| Err(failed()))
+            }
+            Side::Spawned(handle) => handle.join().unwrap_or_else(|_| Err(failed())),
+        }
+    }
+}
+
+/// Removes the temporary files and half-made backups a crash may have left in a dialog.
+pub(super) fn remove_leftovers(dialog: &Path) {
+    let is_leftover = |name: &str| name.starts_with('.') && name.contains(".tmp");
+    for dir in [dialog.to_owned(), dialog.join(BACKUPS)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            if !is_leftover(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match removed {
+                Ok(()) => tracing::info!("removed {} left by an interrupted write", path.display()),
+                Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
+            }
+        }
+    }
+}
+
+pub(super) fn read_info(path: &Path, id: &SessionId) -> Option<ConversationInfo> {
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice::<ConversationInfo>(&bytes) {
+        Ok(info) if &info.session_id == id => Some(info),
+        Ok(_) => {
+            tracing::error!("skipping {}: it names another conversation", path.display());
+            None
+        }
+        Err(e) => {
+            tracing::error!("skipping unreadable {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// UTC time to the millisecond, as a name that sorts in time order:
+/// `2026-11-22T10-15-00-123Z`.
+fn timestamp() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}-{:02}-{:02}-{:03}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        now.millisecond()
+    )
+}
+
+pub(super) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
