@@ -7,7 +7,8 @@
 //! with its own `JSON.parse` and reads the typed values out of the result (the [`Json`] and
 //! [`FromJson`] traits below). A round-trip test checks that what the server writes is read
 //! back whole. docs/performance.md has the measurements (nanoserde, a JSON crate made for
-//! small code, was tried too: it cost the page five times as much).
+//! small code, was tried too: with it the page's WASM was 27 KB larger than with these
+//! readers).
 
 use crate::api::{AgentInfo, ChatData, ChatQuery, ConversationItem, DebugView, StoredMessage};
 use parlor_domain::context::Chip;
