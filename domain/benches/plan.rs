@@ -54,6 +54,7 @@ fn bench_plan(c: &mut Criterion) {
                             context: None,
                             summary: None,
                             older_pins: &[],
+                            capped: false,
                         })
                     })
                 },

@@ -83,28 +83,15 @@ pub fn stamp(entries: &[Entry], latest_stored: Option<i64>, now_ms: i64) -> Vec<
 /// `history_get_messages_since`: without `since`, the last `limit` messages; with it, the
 /// first `limit` messages whose `ts` is greater (oldest first). `limit` is clamped to
 /// 1..=200 (default 50).
-pub fn since(messages: &[Message], since_ts: Option<i64>, limit: Option<i64>) -> &[Message] {
+pub fn since(messages: &[Message], since_ts: Option<i64>, limit: Option<i64>) -> Vec<&Message> {
     let limit = limit.unwrap_or(50).clamp(1, 200) as usize;
     match since_ts {
-        None => &messages[messages.len().saturating_sub(limit)..],
-        Some(ts) => {
-            let start = messages
-                .iter()
-                .position(|m| m.ts > ts)
-                .unwrap_or(messages.len());
-            let newer: Vec<usize> = (start..messages.len())
-                .filter(|&i| messages[i].ts > ts)
-                .collect();
-            // Stored oldest first with timestamps that never go backwards, the newer ones
-            // are one run; a hand-edited file may not be, so take the run's length only
-            // while it holds.
-            let run = newer
-                .iter()
-                .enumerate()
-                .take_while(|(k, &i)| i == start + k)
-                .count();
-            &messages[start..start + run.min(limit)]
-        }
+        None => messages[messages.len().saturating_sub(limit)..]
+            .iter()
+            .collect(),
+        // Every newer message, wherever it is: a file written by hand or by another tool
+        // may hold an older time after a newer one.
+        Some(ts) => messages.iter().filter(|m| m.ts > ts).take(limit).collect(),
     }
 }
 
@@ -183,7 +170,7 @@ mod tests {
         let messages: Vec<Message> = (0..10)
             .map(|i| Message::user(i.to_string(), i * 10))
             .collect();
-        let texts = |m: &[Message]| m.iter().map(|m| m.text.clone()).collect::<Vec<_>>();
+        let texts = |m: Vec<&Message>| m.iter().map(|m| m.text.clone()).collect::<Vec<_>>();
         assert_eq!(texts(since(&messages, None, Some(2))), ["8", "9"]);
         assert_eq!(texts(since(&messages, Some(40), Some(2))), ["5", "6"]);
         assert_eq!(
@@ -192,6 +179,15 @@ mod tests {
         );
         assert_eq!(since(&messages, None, Some(0)).len(), 1, "clamped to 1");
         assert_eq!(since(&messages, None, Some(1000)).len(), 10);
+        // An older time between newer ones (a file edited by hand) skips only itself.
+        let mixed = [
+            Message::user("a", 50),
+            Message::user("old", 5),
+            Message::user("b", 60),
+            Message::user("c", 70),
+        ];
+        assert_eq!(texts(since(&mixed, Some(10), None)), ["a", "b", "c"]);
+        assert_eq!(texts(since(&mixed, Some(10), Some(2))), ["a", "b"]);
         assert_eq!(recent_count(Some(3)), Ok(3));
         assert_eq!(recent_count(Some(0)), Ok(0));
         assert_eq!(recent_count(None), Ok(6));

@@ -72,8 +72,11 @@ fn derived_id(role: Role, ts: i64, text: &str) -> String {
     format!("h{hash:016x}")
 }
 
-/// Optional facts kept beside a message's text.
+/// Optional facts kept beside a message's text. Read from any JSON object: `status` and
+/// `model` are Parlor's only when they have Parlor's types; otherwise they stay, as written,
+/// with the other fields (a client's `meta` is never dropped, nor a stored message refused).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "serde_json::Map<String, serde_json::Value>")]
 pub struct MessageMeta {
     /// Set on assistant replies that did not complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +88,30 @@ pub struct MessageMeta {
     /// as written.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl From<serde_json::Map<String, serde_json::Value>> for MessageMeta {
+    fn from(mut extra: serde_json::Map<String, serde_json::Value>) -> Self {
+        let status = match extra.get("status") {
+            Some(value) => serde_json::from_value(value.clone()).ok(),
+            None => None,
+        };
+        if status.is_some() {
+            extra.remove("status");
+        }
+        let model = match extra.get("model") {
+            Some(serde_json::Value::String(model)) => Some(model.clone()),
+            _ => None,
+        };
+        if model.is_some() {
+            extra.remove("model");
+        }
+        MessageMeta {
+            status,
+            model,
+            extra,
+        }
+    }
 }
 
 impl MessageMeta {
@@ -232,6 +259,31 @@ mod tests {
     fn serializes_in_the_history_store_layout() {
         let json = serde_json::to_string(&Message::user("hi", 1_700_000_000_000)).unwrap();
         assert_eq!(json, r#"{"role":"user","text":"hi","ts":1700000000000}"#);
+    }
+
+    #[test]
+    fn a_meta_of_any_shape_is_kept_as_written() {
+        // Another tool's `status` and `model` of other types stay, with everything else.
+        let written = r#"{"role":"assistant","text":"t","ts":1,"meta":{"status":3,"model":{"name":"m"},"tag":"x"}}"#;
+        let message: Message = serde_json::from_str(written).unwrap();
+        let meta = message.meta.as_ref().unwrap();
+        assert_eq!((meta.status, meta.model.as_deref()), (None, None));
+        assert_eq!(serde_json::to_string(&message).unwrap(), written);
+        // Parlor's own are read as such, and written back the same.
+        let parlor = r#"{"role":"assistant","text":"t","ts":1,"meta":{"status":"stopped","model":"m","tag":"x"}}"#;
+        let message: Message = serde_json::from_str(parlor).unwrap();
+        let meta = message.meta.as_ref().unwrap();
+        assert_eq!(meta.status, Some(ReplyStatus::Stopped));
+        assert_eq!(meta.model.as_deref(), Some("m"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&serde_json::to_string(&message).unwrap())
+                .unwrap(),
+            serde_json::from_str::<serde_json::Value>(parlor).unwrap()
+        );
+        // An unknown status string is not Parlor's either: kept as written.
+        let other: MessageMeta = serde_json::from_str(r#"{"status":"draft"}"#).unwrap();
+        assert_eq!(other.status, None);
+        assert_eq!(other.extra["status"], "draft");
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct PlanInput<'a> {
     /// The pinned messages stored before `tail`, with their positions in the stored
     /// conversation, oldest first (pins inside `tail` are found there).
     pub older_pins: &'a [(usize, Message)],
+    /// Whether the store's cap (a history's `max_turns`) may have dropped messages before
+    /// the first one stored: then a reply opening the stored conversation lost its question.
+    /// Otherwise such a reply (an agent's greeting, an imported opening) is sent.
+    pub capped: bool,
 }
 
 /// The messages of one model call and the facts the debug panel shows about them.
@@ -86,6 +90,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         context,
         summary,
         older_pins,
+        capped,
     } = input;
     let offset = stored_total.saturating_sub(tail.len());
     let window = effective_ctx(max_ctx, model);
@@ -96,7 +101,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         summary,
     };
 
-    let selected = policy_step(system, tail, offset, settings, older_pins);
+    let selected = policy_step(system, tail, offset, settings, older_pins, capped);
     let mut outgoing = selected.messages;
     let images_withheld = model.without_images && withhold_images(&mut outgoing);
     let mut steps = vec![StepReport {
@@ -215,7 +220,11 @@ fn policy_step(
     offset: usize,
     settings: &HistorySettings,
     older_pins: &[(usize, Message)],
+    capped: bool,
 ) -> Selected {
+    // Where an unbroken run of stored messages would start for a reply opening it to be
+    // sent: nothing before it was removed (by the cap, the policy or a mark).
+    let opening = (!capped).then_some(0);
     let policy = settings.policy.value;
     let trimmed = trim_for_model(
         tail,
@@ -233,7 +242,7 @@ fn policy_step(
         .iter()
         .zip(&trimmed.messages)
         .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
-    let by_policy = without_orphaned_replies(prompts.chain(selected), 0);
+    let by_policy = without_orphaned_replies(prompts.chain(selected), 0, opening);
     let stored_by_policy = by_policy.iter().filter(|m| m.stored_at.is_some()).count();
     let messages = tail.messages();
     let marked = older_pins
@@ -279,7 +288,7 @@ fn policy_step(
             excluded += usize::from(out);
             !out
         });
-    let messages = without_orphaned_replies(marked_out, run_start);
+    let messages = without_orphaned_replies(marked_out, run_start, opening);
     Selected {
         removed_by_marks: (policy_count + joined.len()).saturating_sub(messages.len()),
         joined: joined.len(),
@@ -312,20 +321,33 @@ fn withhold_images(messages: &mut [Outgoing]) -> bool {
 }
 
 /// Leaves out the replies (assistant and tool messages) that come before the first user
-/// message: their question is not in the request. System messages stay where they are.
-/// Messages stored before `run_start` were joined for their pin alone: a pinned question
-/// among them does not open the sent part (a reply whose own question was left out stays
-/// out even after one), while one the policy selected does.
+/// message when their question was removed: it is not in the request. A reply is orphaned
+/// only when a message before it was removed: with `opening` (`Some(0)` when no cap
+/// removed messages before the stored conversation), replies in an unbroken run of stored
+/// messages from that position (an agent's greeting opening the conversation) are sent.
+/// System messages stay where they are. Messages stored before `run_start` were joined for
+/// their pin alone: a pinned question among them does not open the sent part (a reply
+/// whose own question was left out stays out even after one), while one the policy
+/// selected does.
 fn without_orphaned_replies(
     messages: impl Iterator<Item = Outgoing>,
     run_start: usize,
+    opening: Option<usize>,
 ) -> Vec<Outgoing> {
+    let messages: Vec<Outgoing> = messages.collect();
+    let present: std::collections::BTreeSet<usize> =
+        messages.iter().filter_map(|m| m.stored_at).collect();
+    // Every stored message from `opening` up to `at` is in the request.
+    let unbroken_to =
+        |at: usize| opening.is_some_and(|from| (from..at).all(|q| present.contains(&q)));
     let mut seen_user = false;
     messages
+        .into_iter()
         .filter(|m| {
             let joined = m.pinned() && m.stored_at.is_some_and(|at| at < run_start);
             seen_user |= m.role() == Role::User && !joined;
-            seen_user || m.role() == Role::System || m.pinned()
+            let opens = !seen_user && m.stored_at.is_some_and(unbroken_to);
+            seen_user || opens || m.role() == Role::System || m.pinned()
         })
         .collect()
 }
@@ -339,7 +361,7 @@ pub fn trim(
     preserve_system: bool,
 ) -> Vec<Message> {
     let settings = HistorySettings::fixed(policy, length, preserve_system);
-    policy_step(&[], &Conversation::from(messages), 0, &settings, &[])
+    policy_step(&[], &Conversation::from(messages), 0, &settings, &[], false)
         .messages
         .into_iter()
         .map(|m| m.message)
@@ -361,7 +383,7 @@ pub fn model_switch(
         preserve_system: false,
         ..settings.clone()
     };
-    let kept = policy_step(&[], &Conversation::from(stored), 0, &settings, &[]).messages;
+    let kept = policy_step(&[], &Conversation::from(stored), 0, &settings, &[], false).messages;
     let before = kept.len();
     let ctx = ChainContext {
         model: switch.to,
@@ -416,6 +438,7 @@ mod tests {
         chain: Chain,
         model: ModelLimits,
         max_ctx: usize,
+        capped: bool,
     }
 
     impl Case {
@@ -429,6 +452,7 @@ mod tests {
                 chain: Chain::default(),
                 model: limits(None, None),
                 max_ctx: 200,
+                capped: false,
             }
         }
 
@@ -449,6 +473,7 @@ mod tests {
                 context: None,
                 summary: None,
                 older_pins: &[],
+                capped: self.capped,
             }
         }
     }
@@ -646,10 +671,43 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_opening_the_conversation_is_sent_when_nothing_before_it_was_cut() {
+        // An agent's greeting: nothing was removed before it, so it is no orphan.
+        for (policy, length) in [(HistoryPolicy::LastN, 1), (HistoryPolicy::All, 1)] {
+            let mut case = Case::new("aua");
+            case.settings = settings(policy, length);
+            assert_eq!(
+                texts(&case.run().messages),
+                ["prompt", "0", "1", "2"],
+                "{policy}"
+            );
+        }
+        assert_eq!(
+            texts(&trim(
+                from_roles("aua"),
+                HistoryPolicy::LastN,
+                HistoryLength::new(1),
+                true
+            )),
+            ["0", "1", "2"],
+            "parlor history trim keeps it too"
+        );
+        // The policy cut before a reply: that one is orphaned.
+        let mut case = Case::new("auaau");
+        case.settings = settings(HistoryPolicy::LastN, 1);
+        assert_eq!(texts(&case.run().messages), ["prompt", "4"]);
+        // An excluded question orphans its reply even at the start.
+        let mut case = marked("uaua", &[], &[0]);
+        case.settings = settings(HistoryPolicy::All, 5);
+        assert_eq!(texts(&case.run().messages), ["prompt", "2", "3"]);
+    }
+
+    #[test]
     fn a_request_never_starts_with_an_orphaned_reply() {
         // A history's max_turns cut the stored conversation after a question.
         for policy in [HistoryPolicy::All, HistoryPolicy::LastN] {
             let mut case = Case::new("auau");
+            case.capped = true;
             case.settings = settings(policy, 5);
             let plan = case.run();
             assert_eq!(texts(&plan.messages), ["prompt", "1", "2", "3"], "{policy}");
@@ -779,6 +837,7 @@ mod tests {
             budget in prop::option::of(10u64..300),
             max_ctx in 1usize..40,
             prompts in 0usize..3,
+            capped in any::<bool>(),
         ) -> Case {
             let mut tail: Vec<Message> = body
                 .into_iter()
@@ -794,6 +853,7 @@ mod tests {
                 chain,
                 model: limits(max_context, budget),
                 max_ctx,
+                capped,
             }
         }
     }
@@ -811,6 +871,7 @@ mod tests {
             context: None,
             summary: None,
             older_pins: &[],
+            capped: case.capped,
         })
     }
 
@@ -824,7 +885,7 @@ mod tests {
             }
             // Re-run the steps by hand: the policy's selection, the ceiling, the chain.
             let offset = case.total - case.tail.len();
-            let mut selected = policy_step(&case.system, &case.tail, offset, &case.settings, &[]).messages;
+            let mut selected = policy_step(&case.system, &case.tail, offset, &case.settings, &[], case.capped).messages;
             let ctx = ChainContext {
                 model: &case.model,
                 effective_ctx: effective_ctx(case.max_ctx, &case.model),
@@ -872,7 +933,16 @@ mod tests {
                 return Ok(());
             }
             let body: Vec<&Message> = plan.messages.iter().filter(|m| m.role != Role::System).collect();
-            prop_assert_eq!(body.first().map(|m| m.role), Some(Role::User));
+            // Replies before the first question are sent only when they open the stored
+            // conversation and nothing before them was removed (by the cap or a step).
+            let sent: Vec<&str> = plan.messages.iter().map(|m| m.text.as_str()).collect();
+            let stored = case.tail.messages();
+            for reply in body.iter().take_while(|m| m.role != Role::User) {
+                let at = stored.iter().position(|m| m.text == reply.text).unwrap();
+                prop_assert!(!case.capped && case.total == stored.len(), "{}", reply.text);
+                prop_assert!(stored[..at].iter().all(|m| sent.contains(&m.text.as_str())), "{}", reply.text);
+            }
+            prop_assert!(body.iter().any(|m| m.role == Role::User));
             prop_assert!(body.iter().any(|m| m.text.ends_with("latest")));
         }
 

@@ -19,6 +19,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+/// How many times a summary merge is tried again when another writer changed the summary
+/// between its read and its write.
+const MERGE_ATTEMPTS: usize = 5;
+
 /// The tools' shared state: the file history they serve and the operator's limits.
 #[derive(Clone)]
 pub struct HistoryTools {
@@ -66,11 +70,36 @@ pub struct DialogParams {
 #[serde(rename_all = "camelCase")]
 pub struct SaveParams {
     pub dialog: String,
-    /// One message: {role: "user" | "assistant", text, ts?, meta?}; saved after `entries`.
+    /// One message, saved after `entries`.
+    #[schemars(with = "Option<SavedMessage>")]
     pub entry: Option<Value>,
     /// Messages to save, in order.
+    #[schemars(with = "Option<Vec<SavedMessage>>")]
     pub entries: Option<Vec<Value>>,
     pub project_root: Option<String>,
+}
+
+/// The shape of a message given to `history_save`, for its input schema (items are read
+/// by [`entry_of`], which names the item and field at fault).
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+struct SavedMessage {
+    role: SavedRole,
+    /// The message's text.
+    text: String,
+    /// When it was written, in epoch milliseconds; assigned (strictly increasing) when left
+    /// out.
+    ts: Option<i64>,
+    /// Anything to keep with the message, stored as given.
+    meta: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum SavedRole {
+    User,
+    Assistant,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -332,13 +361,24 @@ impl HistoryTools {
         }
         let next: Value = serde_json::from_str(&params.summary)
             .map_err(|e| ToolError(format!("summary is not valid JSON: {e}")))?;
-        let value = if mode == "merge" {
-            merge_summary(self.store.summary(&id).await?, next)
-        } else {
-            next
-        };
-        self.store.put_summary(&id, &value).await?;
-        Ok(json!({"ok": true, "mode": mode}).to_string())
+        if mode == "replace" {
+            self.store.put_summary(&id, &next).await?;
+            return Ok(json!({"ok": true, "mode": mode}).to_string());
+        }
+        // A merge is a read-modify-write: written only if nothing (the web chat's
+        // summarizer, a reset, another client) wrote the summary since it was read; else
+        // merged again into what is there now.
+        for _ in 0..MERGE_ATTEMPTS {
+            let version = self.store.version(&id).await?;
+            let merged = merge_summary(self.store.summary(&id).await?, next.clone());
+            if self.store.put_summary_if(&id, version, &merged).await? {
+                return Ok(json!({"ok": true, "mode": mode}).to_string());
+            }
+        }
+        Err(ToolError(format!(
+            "the summary of {:?} kept changing while it was merged; try again",
+            params.dialog
+        )))
     }
 
     #[tool(
@@ -424,9 +464,11 @@ fn to_messages(items: &[Entry], latest: Option<i64>, now: i64) -> Vec<Message> {
         .zip(stamps)
         .map(|(item, ts)| {
             let mut message = Message::new(item.role, item.text.clone(), ts);
-            message.meta = item.meta.as_ref().and_then(|meta| {
-                // Parlor's own fields (status, model) are read from it like any stored meta.
-                serde_json::from_value::<MessageMeta>(meta.clone()).ok()
+            // Kept whole; Parlor's own fields (status, model) are read from it where they
+            // have Parlor's types (see `MessageMeta`).
+            message.meta = item.meta.as_ref().and_then(|meta| match meta {
+                Value::Object(fields) => Some(MessageMeta::from(fields.clone())),
+                _ => None,
             });
             message
         })

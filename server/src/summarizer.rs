@@ -10,7 +10,7 @@ use crate::histories::History;
 use crate::llm::{LlmEvent, ModelRequest};
 use crate::models::Provider;
 use crate::state::Services;
-use crate::store::{now_ms, StoreError};
+use crate::store::{now_ms, ConversationStore, StoreError};
 use futures::StreamExt;
 use parlor_domain::summary::{
     flat, fold, mirror_summary, parse_model_summary, Covers, SUMMARIZER_PROMPT,
@@ -27,6 +27,10 @@ pub enum Outcome {
     UpToDate,
     /// This many messages were newly summarized.
     Updated(usize),
+    /// The conversation was cleared, replaced or given another summary while the model
+    /// answered (a `!reset`, `history_clear`, `history_set_summary`): what it answered was
+    /// not written, and the next run starts from what is stored now.
+    Superseded,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,8 +140,37 @@ async fn run(
         .lock_summary(id)
         .await?
         .ok_or(SummarizeError::Busy)?;
-    let stored = history.store.load(id).await?;
-    let prev = history.store.summary(id).await?;
+    let result = update(
+        history.store.as_ref(),
+        id,
+        first_sent,
+        |prev, pending| async move {
+            summarize(services, agent, chosen_model, prev.as_ref(), &pending).await
+        },
+    )
+    .await;
+    lock.release().await;
+    result
+}
+
+/// One run's read, ask and write: reads the conversation's version, messages and summary;
+/// asks `ask` (the model) what the messages before `first_sent` not yet covered add to the
+/// summary; writes the folded result only if the version did not move meanwhile (a
+/// compare-and-set: no lock is held while the model answers, and a reset or another tool's
+/// summary written in between is never overwritten).
+pub(crate) async fn update<F, Fut>(
+    store: &dyn ConversationStore,
+    id: &SessionId,
+    first_sent: usize,
+    ask: F,
+) -> Result<Outcome, SummarizeError>
+where
+    F: FnOnce(Option<Value>, Vec<Message>) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, SummarizeError>>,
+{
+    let version = store.version(id).await?;
+    let stored = store.load(id).await?;
+    let prev = store.summary(id).await?;
     let covers = prev.as_ref().map(Covers::of).unwrap_or_default();
     let pending: Vec<Message> = stored[..first_sent.min(stored.len())]
         .iter()
@@ -145,20 +178,19 @@ async fn run(
         .cloned()
         .collect();
     if pending.is_empty() {
-        lock.release().await;
         return Ok(Outcome::UpToDate);
     }
-    let produced = summarize(services, agent, chosen_model, prev.as_ref(), &pending).await;
-    let result = match produced {
-        Ok(produced) => {
-            let next = fold(prev, produced, &pending, now_ms());
-            history.store.put_summary(id, &next).await?;
-            Ok(Outcome::Updated(pending.len()))
-        }
-        Err(e) => Err(e),
-    };
-    lock.release().await;
-    result
+    let produced = ask(prev.clone(), pending.clone()).await?;
+    let next = fold(prev, produced, &pending, now_ms());
+    if store.put_summary_if(id, version, &next).await? {
+        Ok(Outcome::Updated(pending.len()))
+    } else {
+        tracing::info!(
+            "[History] {id} changed while its summary was being written; the next run starts \
+             from what is stored now"
+        );
+        Ok(Outcome::Superseded)
+    }
 }
 
 /// Asks the summarizing model what `pending` adds to the summary.

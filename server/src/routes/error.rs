@@ -98,7 +98,7 @@ impl IntoResponse for TurnError {
                 });
                 return Sse::<_>::new(events).into_response();
             }
-            TurnError::Busy => StatusCode::CONFLICT,
+            TurnError::Busy | TurnError::Changed => StatusCode::CONFLICT,
             TurnError::NothingToRegenerate | TurnError::NotLastUserMessage => {
                 StatusCode::BAD_REQUEST
             }

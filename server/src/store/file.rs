@@ -23,7 +23,8 @@ mod lines;
 use dialog::{read_info, remove_leftovers, to_json, Dialog};
 
 use super::{
-    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Tail,
+    apply_edits, cap, newest_first, unchanged_since, BackupInfo, ConversationInfo,
+    ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
 use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
@@ -39,6 +40,8 @@ const MESSAGES: &str = "messages.json";
 const SUMMARY: &str = "summary.json";
 const INFO: &str = "conversation.json";
 const BACKUPS: &str = "backups";
+/// Parlor's version of the dialog (see `ConversationStore::version`).
+const VERSION: &str = "version";
 /// The folder of the dialogs' advisory lock files, inside `.chat-history`.
 const LOCKS: &str = ".locks";
 /// How many blocking threads file operations may keep busy at once (see `FileStore::io`).
@@ -82,19 +85,28 @@ impl FileStore {
         for entry in std::fs::read_dir(&root)? {
             let entry = entry?;
             let name = entry.file_name();
-            // A new dialog staged by a write that a crash cut short: it never existed.
-            if name
+            // A new dialog staged by a write that a crash cut short: it never existed. Only
+            // when no other process is writing that dialog now (its lock is free).
+            if let Some(staged) = name
                 .to_str()
-                .is_some_and(|n| n.starts_with('.') && n.contains(TMP_MARK))
+                .and_then(|n| n.strip_prefix('.'))
+                .and_then(|n| n.split_once(TMP_MARK))
+                .map(|(dialog, _)| dialog)
             {
-                let _ = std::fs::remove_dir_all(entry.path());
+                if unlocked(&root, staged) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
                 continue;
             }
             // Folders that are not valid dialog names were not made by Parlor: leave them.
             let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
                 continue;
             };
-            remove_leftovers(&entry.path());
+            // Another process (`parlor mcp`, a second server) may be writing it right now:
+            // its temporary files are not leftovers then.
+            if unlocked(&root, id.as_str()) {
+                remove_leftovers(&entry.path());
+            }
             if let Some(info) = read_info(&entry.path().join(INFO), &id) {
                 infos.insert(id, indexed(info));
             }
@@ -176,6 +188,17 @@ impl FileStore {
     }
 }
 
+/// Whether no process holds the lock of dialog `name` now (checked by taking it, and
+/// letting it go at once).
+fn unlocked(root: &Path, name: &str) -> bool {
+    let path = root.join(LOCKS).join(format!("{name}.lock"));
+    match std::fs::OpenOptions::new().write(true).open(&path) {
+        Ok(file) => file.try_lock().is_ok(),
+        // Never locked since the locks' folder was made: nobody holds it.
+        Err(e) => e.kind() == ErrorKind::NotFound,
+    }
+}
+
 /// Takes the advisory lock of a dialog (`.chat-history/.locks/<dialog>.lock`, outside the
 /// dialog's folder so that reading an unknown dialog creates nothing there); released when
 /// the returned file is dropped, also when the process dies.
@@ -250,6 +273,10 @@ impl ConversationStore for FileStore {
         format!("file ({})", self.root.display())
     }
 
+    fn max_turns(&self) -> MaxTurns {
+        self.max_turns
+    }
+
     fn kind(&self) -> &'static str {
         "file"
     }
@@ -279,7 +306,53 @@ impl ConversationStore for FileStore {
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         let mut messages = messages.to_vec();
         cap(&mut messages, self.max_turns);
-        self.locked(id, move |d| d.write_messages(&messages)).await
+        self.locked(id, move |d| {
+            d.bump_version()?;
+            d.write_messages(&messages)
+        })
+        .await
+    }
+
+    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+        self.locked(id, |d| d.version()).await
+    }
+
+    async fn put_summary_if(
+        &self,
+        id: &SessionId,
+        version: u64,
+        summary: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let text = summary.to_string();
+        self.locked(id, move |d| {
+            if d.version()? != version {
+                return Ok(false);
+            }
+            d.bump_version()?;
+            write_atomically(&d.dir, SUMMARY, text.as_bytes())?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn truncate_if(
+        &self,
+        id: &SessionId,
+        keep: usize,
+        total: usize,
+        last: &Message,
+    ) -> Result<bool, StoreError> {
+        let last = last.clone();
+        self.locked(id, move |d| {
+            let mut all = d.read_messages()?;
+            if !unchanged_since(&all, total, &last) {
+                return Ok(false);
+            }
+            all.truncate(keep);
+            d.write_messages(&all)?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn append_stamped(
@@ -287,8 +360,12 @@ impl ConversationStore for FileStore {
         id: &SessionId,
         make: super::StampedMessages,
     ) -> Result<usize, StoreError> {
+        let max_turns = self.max_turns;
         self.locked(id, move |d| {
-            d.append_with(|latest| make(latest, super::now_ms()))
+            let (tail, _) = d.read_tail(1)?;
+            let batch = make(tail.messages.last().map(|m| m.ts), super::now_ms());
+            super::check_room(max_turns, tail.total, batch.len())?;
+            d.append_with(|_| batch)
         })
         .await
     }
@@ -327,6 +404,7 @@ impl ConversationStore for FileStore {
     ) -> Result<(), StoreError> {
         let text = summary.to_string();
         self.locked(id, move |d| {
+            d.bump_version()?;
             write_atomically(&d.dir, SUMMARY, text.as_bytes())?;
             Ok(())
         })
@@ -339,7 +417,8 @@ impl ConversationStore for FileStore {
             if !d.messages_path().exists() && !summary.exists() {
                 return Ok(None);
             }
-            let backup = d.back_up()?;
+            let backup = d.back_up(None)?;
+            d.bump_version()?;
             for file in [d.messages_path(), summary] {
                 match std::fs::remove_file(&file) {
                     Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
@@ -360,7 +439,8 @@ impl ConversationStore for FileStore {
                     return Ok(None);
                 }
                 // The folder stays with its backups: `parlor store restore` brings it back.
-                let backup = d.back_up()?;
+                let backup = d.back_up(None)?;
+                d.bump_version()?;
                 for file in files {
                     match std::fs::remove_file(&file) {
                         Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
@@ -388,7 +468,8 @@ impl ConversationStore for FileStore {
                 else {
                     continue;
                 };
-                if entry.path().join(MESSAGES).is_file() {
+                // Holding messages or only a summary (a dialog written over MCP).
+                if entry.path().join(MESSAGES).is_file() || entry.path().join(SUMMARY).is_file() {
                     ids.push(id);
                 }
             }
@@ -430,20 +511,34 @@ impl ConversationStore for FileStore {
                 if !d.backup_ids()?.contains(&backup) {
                     return Err(StoreError::NoSuchBackup(backup));
                 }
+                // The backup is read whole before anything changes: the copy of the current
+                // state made next must never prune it away before it is put back.
                 let source = d.backups_dir().join(&backup);
-                d.back_up()?;
+                let mut files = Vec::new();
                 for name in BACKED_UP {
                     match std::fs::read(source.join(name)) {
-                        Ok(bytes) => write_atomically(&d.dir, name, &bytes)?,
-                        // The backup was made when there were no messages: there are none.
-                        Err(e) if e.kind() == ErrorKind::NotFound && name == MESSAGES => {
-                            match std::fs::remove_file(d.messages_path()) {
-                                Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                                _ => sync_dir(&d.dir)?,
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::NotFound => {}
+                        Ok(bytes) => files.push((name, Some(bytes))),
+                        Err(e) if e.kind() == ErrorKind::NotFound => files.push((name, None)),
                         Err(e) => return Err(e.into()),
+                    }
+                }
+                if files.iter().all(|(_, bytes)| bytes.is_none()) {
+                    return Err(StoreError::Corrupt(format!(
+                        "backup {backup:?} holds none of {}",
+                        BACKED_UP.join(", ")
+                    )));
+                }
+                d.back_up(Some(&backup))?;
+                d.bump_version()?;
+                for (name, bytes) in files {
+                    match bytes {
+                        Some(bytes) => write_atomically(&d.dir, name, &bytes)?,
+                        // The backup was made when there were no messages: there are none.
+                        None if name == MESSAGES => match std::fs::remove_file(d.messages_path()) {
+                            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                            _ => sync_dir(&d.dir)?,
+                        },
+                        None => {}
                     }
                 }
                 Ok(read_info(&d.dir.join(INFO), &session))

@@ -33,6 +33,9 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+    fn max_turns(&self) -> super::MaxTurns {
+        self.inner.max_turns()
+    }
     async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
         self.timed("load", self.inner.load(id)).await
     }
@@ -91,6 +94,31 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     }
     async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
         self.timed("rewrite", self.inner.rewrite(id, edits)).await
+    }
+    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+        self.timed("version", self.inner.version(id)).await
+    }
+    async fn put_summary_if(
+        &self,
+        id: &SessionId,
+        version: u64,
+        summary: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            "put_summary",
+            self.inner.put_summary_if(id, version, summary),
+        )
+        .await
+    }
+    async fn truncate_if(
+        &self,
+        id: &SessionId,
+        keep: usize,
+        total: usize,
+        last: &Message,
+    ) -> Result<bool, StoreError> {
+        self.timed("truncate", self.inner.truncate_if(id, keep, total, last))
+            .await
     }
     async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
         self.timed("summary", self.inner.summary(id)).await

@@ -3,7 +3,7 @@
 use super::{
     apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns,
 };
-use super::{Stats, StoreError, Tail};
+use super::{unchanged_since, Stats, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
@@ -21,6 +21,13 @@ struct Inner {
     messages: HashMap<SessionId, Vec<Message>>,
     infos: HashMap<SessionId, ConversationInfo>,
     summaries: HashMap<SessionId, serde_json::Value>,
+    versions: HashMap<SessionId, u64>,
+}
+
+impl Inner {
+    fn bump(&mut self, id: &SessionId) {
+        *self.versions.entry(id.clone()).or_default() += 1;
+    }
 }
 
 impl MemoryStore {
@@ -43,6 +50,10 @@ impl MemoryStore {
 impl ConversationStore for MemoryStore {
     fn describe(&self) -> String {
         "memory (lost when Parlor stops)".into()
+    }
+
+    fn max_turns(&self) -> MaxTurns {
+        self.max_turns
     }
 
     fn kind(&self) -> &'static str {
@@ -75,7 +86,10 @@ impl ConversationStore for MemoryStore {
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
         let mut messages = messages.to_vec();
         cap(&mut messages, self.max_turns);
-        self.with(|i| i.messages.insert(id.clone(), messages));
+        self.with(|i| {
+            i.bump(id);
+            i.messages.insert(id.clone(), messages)
+        });
         Ok(())
     }
 
@@ -101,12 +115,52 @@ impl ConversationStore for MemoryStore {
         id: &SessionId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.with(|i| i.summaries.insert(id.clone(), summary.clone()));
+        self.with(|i| {
+            i.bump(id);
+            i.summaries.insert(id.clone(), summary.clone())
+        });
         Ok(())
+    }
+
+    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+        Ok(self.with(|i| i.versions.get(id).copied().unwrap_or_default()))
+    }
+
+    async fn put_summary_if(
+        &self,
+        id: &SessionId,
+        version: u64,
+        summary: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|i| {
+            if i.versions.get(id).copied().unwrap_or_default() != version {
+                return false;
+            }
+            i.bump(id);
+            i.summaries.insert(id.clone(), summary.clone());
+            true
+        }))
+    }
+
+    async fn truncate_if(
+        &self,
+        id: &SessionId,
+        keep: usize,
+        total: usize,
+        last: &Message,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|i| match i.messages.get_mut(id) {
+            Some(stored) if unchanged_since(stored, total, last) => {
+                stored.truncate(keep);
+                true
+            }
+            _ => false,
+        }))
     }
 
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.with(|i| {
+            i.bump(id);
             i.messages.remove(id);
             i.summaries.remove(id);
         });
@@ -115,6 +169,7 @@ impl ConversationStore for MemoryStore {
 
     async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
         self.with(|i| {
+            i.bump(id);
             i.messages.remove(id);
             i.summaries.remove(id);
             i.infos.remove(id);
@@ -123,7 +178,17 @@ impl ConversationStore for MemoryStore {
     }
 
     async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
-        Ok(self.with(|i| i.messages.keys().cloned().collect()))
+        Ok(self.with(|i| {
+            let mut ids: Vec<SessionId> = i
+                .messages
+                .keys()
+                .chain(i.summaries.keys())
+                .cloned()
+                .collect();
+            ids.sort();
+            ids.dedup();
+            ids
+        }))
     }
 
     async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {

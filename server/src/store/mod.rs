@@ -213,6 +213,12 @@ pub enum StoreError {
     NoSuchBackup(String),
     #[error("the {0} backend keeps no backups")]
     NoBackups(&'static str),
+    #[error(
+        "this history keeps at most {max} messages per conversation (max_turns); the save \
+         would make {would} and drop the oldest, so nothing was saved: clear or compact the \
+         conversation first, or raise max_turns"
+    )]
+    Full { max: usize, would: usize },
 }
 
 impl From<serde_json::Error> for StoreError {
@@ -226,6 +232,22 @@ pub type StampedMessages = Box<dyn FnOnce(Option<i64>, i64) -> Vec<Message> + Se
 
 /// How many messages a history keeps per conversation (`max_turns`; `None` keeps all).
 pub type MaxTurns = Option<NonZeroUsize>;
+
+/// Refuses a save of `adding` messages to a conversation of `stored` that `max_turns`
+/// would trim (see [`ConversationStore::append_stamped`]).
+pub(crate) fn check_room(
+    max_turns: MaxTurns,
+    stored: usize,
+    adding: usize,
+) -> Result<(), StoreError> {
+    match max_turns {
+        Some(max) if stored + adding > max.get() => Err(StoreError::Full {
+            max: max.get(),
+            would: stored + adding,
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// Keeps the last `max_turns` messages.
 pub(crate) fn cap(messages: &mut Vec<Message>, max_turns: MaxTurns) {
@@ -290,7 +312,9 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
     /// Appends the messages `make` builds from the conversation's latest timestamp (`None`
     /// when empty) and the time now, in one step with reading that timestamp (the MCP
-    /// tools' saves: timestamps that never go back nor repeat). Returns how many.
+    /// tools' saves: timestamps that never go back nor repeat). Returns how many. Never
+    /// drops a message: a save that would take the conversation past `max_turns` stores
+    /// nothing and is [`StoreError::Full`].
     async fn append_stamped(
         &self,
         id: &SessionId,
@@ -298,8 +322,13 @@ pub trait ConversationStore: Send + Sync + 'static {
     ) -> Result<usize, StoreError> {
         let tail = self.load_tail(id, 1).await?;
         let messages = make(tail.messages.last().map(|m| m.ts), now_ms());
+        check_room(self.max_turns(), tail.total, messages.len())?;
         self.append(id, &messages).await?;
         Ok(messages.len())
+    }
+    /// How many messages the store keeps per conversation (`None`: all).
+    fn max_turns(&self) -> MaxTurns {
+        None
     }
     /// Applies a pruning pass ([`parlor_domain::context::prune`]) atomically: each edit's
     /// message, at `offset + edit.index`, is rewritten or removed, unless it is no longer
@@ -317,6 +346,33 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
         self.prune(id, 0, edits).await
     }
+    /// The conversation's version: a number that every write replacing or removing what a
+    /// slow step read changes (`replace`, `put_summary`, `put_summary_if`, `clear`,
+    /// `delete`, `restore_backup`); appends, trims to `max_turns`, prunes and rewrites in
+    /// place do not. Read before a step that waits (the summarizer's model call) and given
+    /// back to [`Self::put_summary_if`], it makes that step a compare-and-set that holds no
+    /// lock while it waits, across processes too.
+    async fn version(&self, id: &SessionId) -> Result<u64, StoreError>;
+    /// Replaces the rolling summary only if the conversation is still at `version` (see
+    /// [`Self::version`]); returns whether it did.
+    async fn put_summary_if(
+        &self,
+        id: &SessionId,
+        version: u64,
+        summary: &Value,
+    ) -> Result<bool, StoreError>;
+    /// Drops the messages after the first `keep` (a reply written again, an edit), only if
+    /// the conversation still holds `total` messages and the last is still `last` (same
+    /// role, time and text): nothing was appended, removed or cleared since it was read.
+    /// Messages kept are not rewritten, so a mark or prune made meanwhile stays. Returns
+    /// whether it did.
+    async fn truncate_if(
+        &self,
+        id: &SessionId,
+        keep: usize,
+        total: usize,
+        last: &Message,
+    ) -> Result<bool, StoreError>;
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
     /// is none, or it cannot be read.
     async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError>;
@@ -328,7 +384,7 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Removes the conversation: its messages, summary and details (backed up first where
     /// the backend keeps backups).
     async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
-    /// The conversations with stored messages, in no particular order.
+    /// The conversations with stored messages or a summary, in no particular order.
     async fn list(&self) -> Result<Vec<SessionId>, StoreError>;
     async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError>;
     /// The conversation's backups, oldest first.
@@ -359,6 +415,15 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;
+}
+
+/// Whether `stored` still has `total` messages ending with `last` (see
+/// [`ConversationStore::truncate_if`]).
+pub(crate) fn unchanged_since(stored: &[Message], total: usize, last: &Message) -> bool {
+    stored.len() == total
+        && stored
+            .last()
+            .is_some_and(|m| m.role == last.role && m.ts == last.ts && m.text == last.text)
 }
 
 /// Applies pruning edits to the messages of a store that rewrites them whole (see
@@ -688,10 +753,157 @@ pub(crate) mod contract {
 
         prune(store).await;
         summary(store).await;
+        conditional(store).await;
+        summary_races(store).await;
+    }
+
+    /// The version and the writes conditional on it (see `ConversationStore::version`).
+    async fn conditional(store: &dyn ConversationStore) {
+        use serde_json::json;
+        let s = id("versioned");
+        let v = store.version(&s).await.unwrap();
+        store
+            .append(&s, &[Message::user("q", 1), Message::assistant("a", 2)])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.version(&s).await.unwrap(),
+            v,
+            "appends do not move it"
+        );
+        assert!(store
+            .put_summary_if(&s, v, &json!({"facts": ["one"]}))
+            .await
+            .unwrap());
+        let v = store.version(&s).await.unwrap();
+        assert!(
+            !store
+                .put_summary_if(&s, v - 1, &json!({"facts": ["stale"]}))
+                .await
+                .unwrap(),
+            "a stale version writes nothing"
+        );
+        assert_eq!(
+            store.summary(&s).await.unwrap(),
+            Some(json!({"facts": ["one"]}))
+        );
+        // Every write that replaces or removes what was read moves it.
+        let mut last = v;
+        for step in 0..4 {
+            match step {
+                0 => store.put_summary(&s, &json!({"x": 1})).await.map(drop),
+                1 => store.clear(&s).await.map(drop),
+                2 => store.replace(&s, &[Message::user("r", 3)]).await,
+                _ => store.delete(&s).await.map(drop),
+            }
+            .unwrap();
+            let now = store.version(&s).await.unwrap();
+            assert_ne!(now, last, "write {step} moved the version");
+            last = now;
+        }
+
+        // Truncating what was read: refused once a message was appended, or the
+        // conversation cleared, since it was read; kept messages are not rewritten.
+        let t = id("truncated");
+        let read = [
+            Message::user("q1", 1),
+            Message::assistant("a1", 2),
+            Message::user("q2", 3),
+        ];
+        store.append(&t, &read).await.unwrap();
+        let saved_meanwhile = Message::assistant("saved over MCP", 4);
+        store
+            .append(&t, std::slice::from_ref(&saved_meanwhile))
+            .await
+            .unwrap();
+        assert!(!store.truncate_if(&t, 2, 3, &read[2]).await.unwrap());
+        assert_eq!(texts(store, &t).await, ["q1", "a1", "q2", "saved over MCP"]);
+        assert!(store.truncate_if(&t, 2, 4, &saved_meanwhile).await.unwrap());
+        assert_eq!(texts(store, &t).await, ["q1", "a1"]);
+        store.clear(&t).await.unwrap();
+        assert!(!store.truncate_if(&t, 0, 2, &read[1]).await.unwrap());
+        store.append(&t, &read[..1]).await.unwrap();
+        assert!(store.truncate_if(&t, 0, 1, &read[0]).await.unwrap());
+        assert!(store.load(&t).await.unwrap().is_empty());
+    }
+
+    /// The summarizer held at a barrier while its model answers, and each other writer of
+    /// the conversation acting then: a reset, a summary written by another tool (replace
+    /// and merge), a message appended. Only the append lets the run write.
+    async fn summary_races(store: &dyn ConversationStore) {
+        use crate::summarizer::{update, Outcome};
+        use serde_json::json;
+        let other_tools = json!({"decisions": ["from another tool"]});
+        for case in ["reset", "replace", "merge", "append"] {
+            let s = id(&format!("race-{case}"));
+            store
+                .append(
+                    &s,
+                    &[
+                        Message::user("old q", 1),
+                        Message::assistant("old a", 2),
+                        Message::user("new q", 3),
+                    ],
+                )
+                .await
+                .unwrap();
+            let (asked, mut asked_rx) = tokio::sync::mpsc::channel(1);
+            let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
+            let run = update(store, &s, 2, |_prev, pending| async move {
+                asked.send(pending.len()).await.unwrap();
+                go_rx.await.unwrap();
+                Ok(json!({"facts": ["what the model said"]}))
+            });
+            let other = async {
+                assert_eq!(asked_rx.recv().await, Some(2), "the model was asked");
+                match case {
+                    "reset" => store.clear(&s).await.map(drop),
+                    "replace" => store.put_summary(&s, &other_tools).await,
+                    "merge" => {
+                        let v = store.version(&s).await.unwrap();
+                        assert!(store.put_summary_if(&s, v, &other_tools).await.unwrap());
+                        Ok(())
+                    }
+                    _ => store.append(&s, &[Message::assistant("new a", 4)]).await,
+                }
+                .unwrap();
+                go.send(()).unwrap();
+            };
+            let (outcome, ()) = tokio::join!(run, other);
+            let summary = store.summary(&s).await.unwrap();
+            match case {
+                "reset" => {
+                    assert_eq!(outcome.unwrap(), Outcome::Superseded);
+                    assert_eq!(summary, None, "the reset stays a reset");
+                    assert!(store.load(&s).await.unwrap().is_empty());
+                }
+                "replace" | "merge" => {
+                    assert_eq!(outcome.unwrap(), Outcome::Superseded, "{case}");
+                    assert_eq!(summary.as_ref(), Some(&other_tools), "{case}: kept");
+                }
+                _ => {
+                    assert_eq!(outcome.unwrap(), Outcome::Updated(2));
+                    let facts = &summary.unwrap()["facts"];
+                    assert_eq!(facts, &json!(["what the model said"]));
+                    assert_eq!(store.load(&s).await.unwrap().len(), 4);
+                }
+            }
+            store.delete(&s).await.unwrap();
+        }
     }
 
     /// The rolling summary: absent, stored, replaced, and cleared with the messages.
     async fn summary(store: &dyn ConversationStore) {
+        let only = id("summary-only");
+        store
+            .put_summary(&only, &serde_json::json!({"facts": ["f"]}))
+            .await
+            .unwrap();
+        assert!(
+            store.list().await.unwrap().contains(&only),
+            "a conversation holding only a summary is listed"
+        );
+        store.delete(&only).await.unwrap();
         let s = id("summarized");
         assert_eq!(store.summary(&s).await.unwrap(), None);
         store.append(&s, &[Message::user("q", 1)]).await.unwrap();

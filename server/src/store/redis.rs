@@ -87,6 +87,43 @@ end
 return applied
 ";
 
+/// Writes the summary `KEYS[1]` (`ARGV[2]`, expiring in `ARGV[3]` seconds unless empty) and
+/// moves the version `KEYS[2]` on, only if the version is still `ARGV[1]`. Returns 1 if it
+/// wrote.
+const PUT_SUMMARY_IF: &str = r"
+if (tonumber(redis.call('GET', KEYS[2])) or 0) ~= tonumber(ARGV[1]) then
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('INCR', KEYS[2])
+if ARGV[3] ~= '' then
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    redis.call('EXPIRE', KEYS[2], ARGV[3])
+end
+return 1
+";
+
+/// Keeps the first `ARGV[5]` messages of the list `KEYS[1]`, only if it still holds
+/// `ARGV[1]` messages and the last still has the role, time and text `ARGV[2..4]`. Returns
+/// 1 if it did.
+const TRUNCATE_IF: &str = r"
+if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
+    return 0
+end
+local ok, last = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], -1) or '')
+if not ok or type(last) ~= 'table' or last.role ~= ARGV[2]
+    or last.ts ~= tonumber(ARGV[3]) or last.text ~= ARGV[4] then
+    return 0
+end
+local keep = tonumber(ARGV[5])
+if keep == 0 then
+    redis.call('DEL', KEYS[1])
+else
+    redis.call('LTRIM', KEYS[1], 0, keep - 1)
+end
+return 1
+";
+
 #[derive(Clone, Debug)]
 pub struct RedisOptions {
     pub url: String,
@@ -176,6 +213,19 @@ impl RedisStore {
 
     fn summary_key(&self, id: &SessionId) -> String {
         format!("{}{}:summary", self.base(), id.as_str())
+    }
+
+    fn version_key(&self, id: &SessionId) -> String {
+        format!("{}{}:version", self.base(), id.as_str())
+    }
+
+    /// Adds the step that moves the conversation's version on to `pipe`.
+    fn bump_version(&self, pipe: &mut redis::Pipeline, id: &SessionId) {
+        let key = self.version_key(id);
+        pipe.cmd("INCR").arg(&key).ignore();
+        if let Some(ttl) = self.options.ttl {
+            pipe.cmd("EXPIRE").arg(&key).arg(ttl.as_secs()).ignore();
+        }
     }
 
     fn owner_key(&self, owner: &str) -> String {
@@ -336,6 +386,10 @@ impl ConversationStore for RedisStore {
         format!("redis (keys {}*{ttl})", self.base())
     }
 
+    fn max_turns(&self) -> MaxTurns {
+        self.options.max_turns
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }
@@ -462,6 +516,7 @@ impl ConversationStore for RedisStore {
         let key = self.messages_key(id);
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("DEL").arg(&key).ignore();
+        self.bump_version(&mut pipe, id);
         if !messages.is_empty() {
             pipe.cmd("RPUSH").arg(&key).arg(encode(messages)?).ignore();
             self.finish_write(&mut pipe, id);
@@ -548,26 +603,90 @@ impl ConversationStore for RedisStore {
         id: &SessionId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(self.summary_key(id)).arg(summary.to_string());
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(self.summary_key(id))
+            .arg(summary.to_string());
         if let Some(ttl) = self.options.ttl {
-            cmd.arg("EX").arg(ttl.as_secs());
+            pipe.arg("EX").arg(ttl.as_secs());
         }
-        let cmd = &cmd;
+        pipe.ignore();
+        self.bump_version(&mut pipe, id);
+        let pipe = &pipe;
+        // Run twice, it moves the version once more: a concurrent step is only retried.
         retrying(&self.connection, |mut c| async move {
-            cmd.query_async::<()>(&mut c).await
+            pipe.query_async::<()>(&mut c).await
         })
         .await?;
         Ok(())
     }
 
+    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+        let cmd = &redis::cmd("GET").arg(self.version_key(id)).clone();
+        let version: Option<u64> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        Ok(version.unwrap_or_default())
+    }
+
+    async fn put_summary_if(
+        &self,
+        id: &SessionId,
+        version: u64,
+        summary: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let ttl = self
+            .options
+            .ttl
+            .map(|ttl| ttl.as_secs().to_string())
+            .unwrap_or_default();
+        let wrote: i64 = redis::cmd("EVAL")
+            .arg(PUT_SUMMARY_IF)
+            .arg(2)
+            .arg(self.summary_key(id))
+            .arg(self.version_key(id))
+            .arg(version)
+            .arg(summary.to_string())
+            .arg(ttl)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(wrote == 1)
+    }
+
+    async fn truncate_if(
+        &self,
+        id: &SessionId,
+        keep: usize,
+        total: usize,
+        last: &Message,
+    ) -> Result<bool, StoreError> {
+        let done: i64 = redis::cmd("EVAL")
+            .arg(TRUNCATE_IF)
+            .arg(1)
+            .arg(self.messages_key(id))
+            .arg(total)
+            .arg(last.role.as_str())
+            .arg(last.ts)
+            .arg(&last.text)
+            .arg(keep)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(done == 1)
+    }
+
     async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
-        let cmd = &redis::cmd("DEL")
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("DEL")
             .arg(self.messages_key(id))
             .arg(self.summary_key(id))
-            .clone();
+            .ignore();
+        self.bump_version(&mut pipe, id);
+        let pipe = &pipe;
         retrying(&self.connection, |mut c| async move {
-            cmd.query_async::<()>(&mut c).await
+            pipe.query_async::<()>(&mut c).await
         })
         .await?;
         Ok(None)
@@ -581,6 +700,13 @@ impl ConversationStore for RedisStore {
             .arg(self.messages_key(id))
             .arg(self.summary_key(id))
             .arg(self.info_key(id))
+            .ignore();
+        // The version outlives the conversation for a day: long enough for any step that
+        // read it before the delete to find it moved, not forever.
+        pipe.cmd("INCR").arg(self.version_key(id)).ignore();
+        pipe.cmd("EXPIRE")
+            .arg(self.version_key(id))
+            .arg(86_400)
             .ignore();
         if let Some(owner) = owner {
             pipe.cmd("ZREM")
@@ -611,9 +737,11 @@ impl ConversationStore for RedisStore {
                 .arg(500)
                 .query_async(&mut conn)
                 .await?;
+            // A conversation's messages, or its summary alone (a dialog written over MCP).
             ids.extend(
                 keys.iter()
                     .filter_map(|k| k.strip_prefix(&base))
+                    .map(|rest| rest.strip_suffix(":summary").unwrap_or(rest))
                     .filter_map(|rest| SessionId::parse(rest).ok()),
             );
             if next == 0 {

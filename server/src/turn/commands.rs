@@ -166,6 +166,10 @@ async fn compact(turn: &TurnContext<'_>, info: &ConversationInfo) -> Result<Stri
     Ok(match outcome {
         Ok(Outcome::Updated(n)) => format!("Summary updated: {n} more message(s) covered."),
         Ok(Outcome::UpToDate) => "The summary is up to date.".to_owned(),
+        Ok(Outcome::Superseded) => "The conversation changed while the summary was being \
+                                    written (a reset, or a summary from another tool); nothing \
+                                    was written. Try again."
+            .to_owned(),
         Err(SummarizeError::Store(e)) => return Err(e.into()),
         Err(e) => format!("The summary was not updated: {e}. The old one is kept."),
     })

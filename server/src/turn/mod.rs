@@ -64,6 +64,8 @@ pub enum TurnError {
          conversation before it"
     )]
     NotLastUserMessage,
+    #[error("the conversation changed while this was being done (a message saved by another tool, or a reset); reload it and try again")]
+    Changed,
     #[error("history store unavailable, your message was not saved ({0})")]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -369,7 +371,7 @@ impl TurnContext<'_> {
     /// edited text takes its place.
     async fn rewind(&self, id: &SessionId, message_id: &str) -> Result<(), TurnError> {
         let store = &self.history.store;
-        let mut stored = store.load(id).await?;
+        let stored = store.load(id).await?;
         let index = stored
             .iter()
             .position(|m| m.id() == message_id)
@@ -379,8 +381,11 @@ impl TurnContext<'_> {
         {
             return Err(TurnError::NotLastUserMessage);
         }
-        stored.truncate(index);
-        store.replace(id, &stored).await?;
+        let (total, last) = (stored.len(), stored[stored.len() - 1].clone());
+        // Only what was read is cut: a message saved since (over MCP, say) is never lost.
+        if !store.truncate_if(id, index, total, &last).await? {
+            return Err(TurnError::Changed);
+        }
         Ok(())
     }
 
@@ -394,8 +399,11 @@ impl TurnContext<'_> {
             .rposition(|m| m.role == Role::User)
             .ok_or(TurnError::NothingToRegenerate)?;
         if last_user + 1 < stored.len() {
+            let (total, last) = (stored.len(), stored[stored.len() - 1].clone());
+            if !store.truncate_if(id, last_user + 1, total, &last).await? {
+                return Err(TurnError::Changed);
+            }
             stored.truncate(last_user + 1);
-            store.replace(id, &stored).await?;
         }
         let current = stored.pop().ok_or(TurnError::NothingToRegenerate)?;
         let total = stored.len() + 1;
@@ -502,6 +510,13 @@ impl TurnContext<'_> {
             context,
             summary,
             older_pins,
+            // Full before this message: `max_turns` may have dropped the question of a
+            // reply that now opens the stored conversation.
+            capped: self
+                .history
+                .store
+                .max_turns()
+                .is_some_and(|max| total > max.get()),
         })
     }
 

@@ -150,6 +150,34 @@ fn the_tools_are_listed_with_their_parameters() {
         schema("history_restore_backup")["required"],
         json!(["dialog", "id"])
     );
+    // A message's shape is described, for clients and models to see.
+    let save = schema("history_save");
+    let shape = |at: &Value| -> Value {
+        // Either inline or a reference into the schema's definitions.
+        match at["$ref"].as_str() {
+            Some(path) => {
+                let name = path.rsplit('/').next().unwrap();
+                save["$defs"][name].clone()
+            }
+            None => at.clone(),
+        }
+    };
+    let entry_schema = &save["properties"]["entry"];
+    let entry = shape(
+        entry_schema["anyOf"]
+            .as_array()
+            .and_then(|variants| variants.iter().find(|v| v["type"] != "null"))
+            .unwrap_or(entry_schema),
+    );
+    let items = shape(&save["properties"]["entries"]["items"]);
+    for message in [&entry, &items] {
+        assert_eq!(message["required"], json!(["role", "text"]), "{save}");
+        let role = shape(&message["properties"]["role"]);
+        assert_eq!(role["enum"], json!(["user", "assistant"]), "{save}");
+        assert_eq!(message["properties"]["text"]["type"], "string", "{save}");
+        assert!(message["properties"]["ts"].is_object(), "{save}");
+        assert!(message["properties"]["meta"].is_object(), "{save}");
+    }
     let detail = schema("history_get_dialog_detail");
     for parameter in [
         "recentTurns",
@@ -643,4 +671,169 @@ async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
             response.status()
         );
     }
+}
+
+/// Saves `text` to `dialog`, clears it (a backup), and returns the backup's id.
+fn save_and_clear(mcp: &mut Mcp, dialog: &str, text: &str) -> String {
+    mcp.ok(
+        "history_save",
+        json!({"dialog": dialog, "entry": {"role": "user", "text": text}}),
+    );
+    let cleared = mcp.ok("history_clear", json!({"dialog": dialog}));
+    cleared["backup"].as_str().unwrap().to_owned()
+}
+
+/// The dialog's backup ids, newest first.
+fn backup_ids(mcp: &mut Mcp, dialog: &str) -> Vec<String> {
+    let backups = mcp.ok("history_list_backups", json!({"dialog": dialog}));
+    backups["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn texts_of(mcp: &mut Mcp, dialog: &str) -> Vec<String> {
+    let detail = mcp.ok(
+        "history_get_dialog_detail",
+        json!({"dialog": dialog, "format": "json", "recentTurns": 100}),
+    );
+    detail["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_restore_never_deletes_the_backup_it_puts_back() {
+    // With one backup kept, the restore's own backup of the current state used to prune the
+    // backup being restored before it was read, then delete the conversation.
+    let data = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::start(data.path(), &[("HISTORY_BACKUP_RETENTION", "1")]);
+    let only = save_and_clear(&mut mcp, "solo", "precious");
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "solo", "entry": {"role": "user", "text": "current"}}),
+    );
+    assert_eq!(
+        mcp.ok(
+            "history_restore_backup",
+            json!({"dialog": "solo", "id": only})
+        ),
+        json!({"ok": true, "restored": only})
+    );
+    assert_eq!(texts_of(&mut mcp, "solo"), ["precious"]);
+    // Both are there: the one restored and the state it replaced (so the restore can be
+    // undone).
+    let ids = backup_ids(&mut mcp, "solo");
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[1], only);
+    mcp.ok(
+        "history_restore_backup",
+        json!({"dialog": "solo", "id": ids[0]}),
+    );
+    assert_eq!(
+        texts_of(&mut mcp, "solo"),
+        ["current"],
+        "the restore is undone"
+    );
+    drop(mcp);
+
+    // The default retention (5): restoring the oldest of five.
+    let mut mcp = Mcp::start(data.path(), &[]);
+    let made: Vec<String> = (0..5)
+        .map(|i| save_and_clear(&mut mcp, "five", &format!("round {i}")))
+        .collect();
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "five", "entry": {"role": "user", "text": "now"}}),
+    );
+    mcp.ok(
+        "history_restore_backup",
+        json!({"dialog": "five", "id": made[0]}),
+    );
+    assert_eq!(texts_of(&mut mcp, "five"), ["round 0"]);
+    let ids = backup_ids(&mut mcp, "five");
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    assert!(ids.contains(&made[0]), "the restored backup is kept");
+    assert!(!ids.contains(&made[1]), "the oldest other one made room");
+}
+
+#[test]
+fn messages_since_summary_only_dialogs_any_meta_and_max_turns_as_the_spec_says() {
+    let data = tempfile::tempdir().unwrap();
+    let config = crate::support::config_file(
+        "[[histories]]\nid = \"default\"\nbackend = { type = \"file\", max_turns = 4 }\n",
+    );
+    let config_path = config.path().to_str().unwrap();
+    let mut mcp = Mcp::start(data.path(), &[("PARLOR_CONFIG", config_path)]);
+
+    // Every message whose ts is greater, also after an older one.
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "times", "entries": [
+            {"role": "user", "text": "a", "ts": 50},
+            {"role": "assistant", "text": "old", "ts": 5},
+            {"role": "user", "text": "b", "ts": 60},
+        ]}),
+    );
+    let since = mcp.ok(
+        "history_get_messages_since",
+        json!({"dialog": "times", "sinceTs": 10}),
+    );
+    let texts: Vec<&str> = since["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["a", "b"]);
+
+    // A dialog holding only a summary is listed.
+    mcp.ok(
+        "history_set_summary",
+        json!({"dialog": "notes", "summary": "{\"facts\": [\"f\"]}"}),
+    );
+    assert_eq!(
+        mcp.ok("history_list_dialogs", json!({})),
+        json!({"dialogs": ["notes", "times"]})
+    );
+
+    // A meta whose status and model have other types is kept as given.
+    let meta = json!({"status": 7, "model": {"name": "x"}, "tag": "t"});
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "meta", "entry": {"role": "assistant", "text": "m", "meta": meta}}),
+    );
+    let stored = mcp.ok(
+        "history_get_messages_since",
+        json!({"dialog": "meta", "sinceTs": 0}),
+    );
+    assert_eq!(stored["messages"][0]["meta"], meta);
+
+    // max_turns never drops what a save stores: a save past it is refused whole.
+    let error = mcp.error(
+        "history_save",
+        json!({"dialog": "times", "entries": [
+            {"role": "user", "text": "c"},
+            {"role": "assistant", "text": "d"},
+        ]}),
+    );
+    assert!(error.contains("max_turns"), "{error}");
+    assert!(error.contains("at most 4"), "{error}");
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "times"}))["messages"],
+        3
+    );
+    mcp.ok(
+        "history_save",
+        json!({"dialog": "times", "entry": {"role": "user", "text": "fits"}}),
+    );
+    assert_eq!(
+        mcp.ok("history_stats", json!({"dialog": "times"}))["messages"],
+        4
+    );
 }

@@ -383,6 +383,38 @@ fn operators_list_clear_and_restore_conversations_from_the_command_line() {
 }
 
 #[test]
+fn a_restore_from_the_command_line_keeps_the_backup_it_puts_back() {
+    let data = tempfile::tempdir().unwrap();
+    let dialog = data.path().join(".chat-history/talk");
+    std::fs::create_dir_all(&dialog).unwrap();
+    let keep = [("HISTORY_BACKUP_RETENTION", "1")];
+    std::fs::write(
+        dialog.join("messages.json"),
+        r#"[{"role":"user","text":"precious","ts":5}]"#,
+    )
+    .unwrap();
+    let (ok, out, err) = parlor_cli(&keep, &["store", "clear", "talk"], data.path());
+    assert!(ok, "{err}");
+    let backup = out.trim().rsplit("backup ").next().unwrap().to_owned();
+    std::fs::write(
+        dialog.join("messages.json"),
+        r#"[{"role":"user","text":"current","ts":9}]"#,
+    )
+    .unwrap();
+    let (ok, _, err) = parlor_cli(&keep, &["store", "restore", "talk", &backup], data.path());
+    assert!(ok, "{err}");
+    let restored = std::fs::read_to_string(dialog.join("messages.json")).unwrap();
+    assert!(restored.contains("precious"), "{restored}");
+    let (ok, out, _) = parlor_cli(&keep, &["store", "backups", "talk"], data.path());
+    assert!(ok);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.contains(&backup),
+        "the restored backup is still there: {out}"
+    );
+}
+
+#[test]
 fn operators_export_import_and_search_conversations_from_the_command_line() {
     let data = tempfile::tempdir().unwrap();
     let dialog = data.path().join(".chat-history/talk");
@@ -598,7 +630,7 @@ fn trim(args: &[&str], stdin: &str) -> (bool, String, String) {
 #[test]
 fn history_trim_prints_what_a_policy_sends() {
     let conversation = r#"[
-        {"role": "assistant", "content": "orphaned reply"},
+        {"role": "assistant", "content": "opening reply"},
         {"role": "user", "content": "q1"},
         {"role": "system", "content": "be brief"},
         {"role": "assistant", "content": "a1"},
@@ -640,10 +672,12 @@ fn history_trim_prints_what_a_policy_sends() {
         sent(&["--policy", "lastN", "--length", "0", "--no-preserve-system"]),
         pairs(&[("user", "q2"), ("tool", "t2"), ("assistant", "a2")])
     );
-    // all: everything in order, but never an orphaned reply first.
+    // all: everything in order, the opening reply too (nothing before it was cut: an agent's
+    // greeting is such a reply).
     assert_eq!(
         sent(&["--policy", "all", "--length", "5"]),
         pairs(&[
+            ("assistant", "opening reply"),
             ("user", "q1"),
             ("system", "be brief"),
             ("assistant", "a1"),

@@ -3,7 +3,7 @@
 //! folder, serializes the operations on it and runs them on blocking threads.
 
 use super::lines;
-use super::{BACKED_UP, BACKUPS, INFO, MESSAGES};
+use super::{BACKED_UP, BACKUPS, INFO, MESSAGES, VERSION};
 use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{Message, SessionId};
@@ -223,6 +223,30 @@ impl Dialog {
         }
     }
 
+    /// The dialog's version (see `ConversationStore::version`): the number in its `version`
+    /// file, 0 when there is none.
+    pub(super) fn version(&self) -> Result<u64, StoreError> {
+        match std::fs::read_to_string(self.dir.join(VERSION)) {
+            Ok(text) => text.trim().parse().map_err(|_| {
+                StoreError::Corrupt(format!(
+                    "{} does not hold a number",
+                    self.dir.join(VERSION).display()
+                ))
+            }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Moves the version on, before the write it stands for: a crash between the two leaves
+    /// a version that moved for nothing (a summarizer run is discarded), never a change that
+    /// a compare-and-set would miss.
+    pub(super) fn bump_version(&self) -> Result<(), StoreError> {
+        let next = self.version().unwrap_or_default() + 1;
+        write_atomically(&self.dir, VERSION, next.to_string().as_bytes())?;
+        Ok(())
+    }
+
     pub(super) fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
         write_atomically(&self.dir, MESSAGES, &lines::encode(messages)?)?;
         Ok(())
@@ -233,8 +257,9 @@ impl Dialog {
     }
 
     /// Copies the dialog's files into a new backup folder and prunes the oldest beyond the
-    /// retention. `None` when there is nothing to back up.
-    pub(super) fn back_up(&self) -> Result<Option<BackupInfo>, StoreError> {
+    /// retention, never the new one nor `spare` (the backup a restore is putting back).
+    /// `None` when there is nothing to back up.
+    pub(super) fn back_up(&self, spare: Option<&str>) -> Result<Option<BackupInfo>, StoreError> {
         let present: Vec<&str> = BACKED_UP
             .into_iter()
             .filter(|name| self.dir.join(name).is_file())
@@ -258,8 +283,11 @@ impl Dialog {
         std::fs::rename(&staging, &target)?;
         sync_dir(&self.backups_dir())?;
         let mut all = self.backup_ids()?;
-        while all.len() > self.backup_retention {
-            let oldest = all.remove(0);
+        all.retain(|kept| kept != &id && Some(kept.as_str()) != spare);
+        // The new backup (and a spared one) count towards the retention but are never pruned.
+        let spared = 1 + usize::from(spare.is_some());
+        let excess = (all.len() + spared).saturating_sub(self.backup_retention);
+        for oldest in all.iter().take(excess) {
             std::fs::remove_dir_all(self.backups_dir().join(oldest))?;
         }
         Ok(Some(BackupInfo {
