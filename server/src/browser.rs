@@ -1,6 +1,7 @@
 //! Browser sessions: an unguessable id in the `parlor_session` cookie (HttpOnly,
-//! SameSite=Lax, and Secure when Parlor is served over HTTPS). It owns the conversations started in that browser; no other browser can
-//! read them.
+//! SameSite=Lax, and Secure when Parlor is served over HTTPS), signed with the server's
+//! cookie key so that only a session Parlor issued is one. It owns the conversations started
+//! in that browser; no other browser can read them.
 
 use crate::state::Services;
 use axum::extract::{Request, State};
@@ -10,13 +11,173 @@ use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use hmac::{Hmac, Mac};
 use parlor_app::ssr::BrowserSession;
+use sha2::Sha256;
 use std::sync::Arc;
 
 pub const COOKIE: &str = "parlor_session";
 
-/// Reads the browser session from the request's cookie.
-pub fn from_jar(jar: &CookieJar) -> Option<BrowserSession> {
+/// The secret that signs browser session cookies. Processes that share a history share it:
+/// the operator's `PARLOR_COOKIE_KEY`, else kept in Redis when the `default` history is
+/// there (`<prefix>cookie-key`), else in the data folder (`cookie.key`), made once by
+/// whichever process comes first.
+#[derive(Clone)]
+pub struct CookieKey(Arc<[u8; 32]>);
+
+impl std::fmt::Debug for CookieKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieKey(..)")
+    }
+}
+
+/// How many hex digits of the signature a cookie carries (128 bits).
+const SIGNATURE_HEX: usize = 32;
+
+impl CookieKey {
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        CookieKey(Arc::new(bytes))
+    }
+
+    fn random() -> [u8; 32] {
+        let mut key = [0u8; 32];
+        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key
+    }
+
+    fn mac(&self, id: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0[..])
+            .expect("HMAC takes a key of any length");
+        mac.update(id.as_bytes());
+        mac
+    }
+
+    /// The cookie value of session `id`: the id and its signature.
+    pub fn sign(&self, id: &str) -> String {
+        let tag = self.mac(id).finalize().into_bytes();
+        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{id}.{}", &hex[..SIGNATURE_HEX])
+    }
+
+    /// The session id of a cookie value this key signed (compared in constant time).
+    pub fn verify<'a>(&self, value: &'a str) -> Option<&'a str> {
+        let (id, signature) = value.split_once('.')?;
+        if !is_well_formed(id) || signature.len() != SIGNATURE_HEX {
+            return None;
+        }
+        let bytes: Vec<u8> = (0..SIGNATURE_HEX / 2)
+            .map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
+            .collect::<Option<_>>()?;
+        self.mac(id).verify_truncated_left(&bytes).ok()?;
+        Some(id)
+    }
+
+    /// The key the processes of this deployment share (see [`CookieKey`]).
+    pub async fn load(
+        config: &crate::config::Config,
+        histories: &crate::histories::Histories,
+    ) -> anyhow::Result<CookieKey> {
+        if let Some(key) = &config.cookie_key {
+            return Ok(key.clone());
+        }
+        let data_dir = &config.data_dir;
+        if let Some((connection, prefix)) = histories.get("default").and_then(|h| h.redis.clone()) {
+            return Self::in_redis(connection, &prefix).await;
+        }
+        let store_is_memory = histories
+            .get("default")
+            .is_some_and(|h| h.store.kind() == "memory");
+        if store_is_memory {
+            // Its conversations end with the process: so may its sessions.
+            return Ok(CookieKey::from_bytes(Self::random()));
+        }
+        Self::in_file(&data_dir.join("cookie.key"))
+    }
+
+    async fn in_redis(
+        mut connection: redis::aio::ConnectionManager,
+        prefix: &str,
+    ) -> anyhow::Result<CookieKey> {
+        let key = format!("{prefix}cookie-key");
+        let fresh = hex(&Self::random());
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&fresh)
+            .arg("NX")
+            .query_async(&mut connection)
+            .await?;
+        let stored: String = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await?;
+        CookieKey::parse(&stored)
+            .ok_or_else(|| anyhow::anyhow!("Redis key {key} is not a cookie key"))
+    }
+
+    fn in_file(path: &std::path::Path) -> anyhow::Result<CookieKey> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return CookieKey::parse(&text).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{} does not hold a cookie key (64 hex digits)",
+                    path.display()
+                )
+            });
+        }
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // Written whole under another name, then linked into place: a process starting at
+        // the same moment either links first or reads the key this one linked.
+        let staged = dir.join(format!(".cookie.key.tmp-{}", uuid::Uuid::new_v4().simple()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            // Only the owner may read it: it signs every browser's session.
+            .mode(0o600)
+            .open(&staged)?;
+        file.write_all(hex(&Self::random()).as_bytes())?;
+        file.sync_all()?;
+        let linked = std::fs::hard_link(&staged, path);
+        let _ = std::fs::remove_file(&staged);
+        match linked {
+            Ok(()) => crate::atomic::sync_dir(dir)?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+        let text = std::fs::read_to_string(path)?;
+        CookieKey::parse(&text)
+            .ok_or_else(|| anyhow::anyhow!("{} does not hold a cookie key", path.display()))
+    }
+
+    /// A key written as 64 hex digits.
+    pub fn parse(text: &str) -> Option<CookieKey> {
+        let text = text.trim();
+        if text.len() != 64 {
+            return None;
+        }
+        let mut key = [0u8; 32];
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(CookieKey::from_bytes(key))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads the browser session from the request's cookie: only one this server signed.
+pub fn from_jar(jar: &CookieJar, key: &CookieKey) -> Option<BrowserSession> {
+    jar.get(COOKIE)
+        .and_then(|c| key.verify(c.value()))
+        .map(|id| BrowserSession(id.to_owned()))
+}
+
+/// A cookie from before cookies were signed: the bare session id.
+fn legacy_from_jar(jar: &CookieJar) -> Option<BrowserSession> {
     jar.get(COOKIE)
         .map(|c| c.value())
         .filter(|v| is_well_formed(v))
@@ -51,9 +212,14 @@ pub async fn ensure_browser_session(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let (session, fresh) = match from_jar(&jar) {
+    let key = &services.cookie_key;
+    let (session, fresh) = match from_jar(&jar, key) {
         Some(session) => (session, false),
-        None => (BrowserSession(new_id()), true),
+        None => match legacy_owner(&services, &jar).await {
+            // Signed again on this response; it keeps its conversations.
+            Some(session) => (session, true),
+            None => (BrowserSession(new_id()), true),
+        },
     };
     if !fresh && takes_slot(&request) {
         let admitted = services
@@ -77,21 +243,33 @@ pub async fn ensure_browser_session(
     if fresh {
         // A year, so the sidebar keeps this browser's conversations across visits.
         let secure = services.config.cookie_secure;
-        if let Some(value) = set_cookie(COOKIE, session.0, "/", 365, secure) {
+        if let Some(value) = set_cookie(COOKIE, key.sign(&session.0), "/", 365, secure) {
             response.headers_mut().append(SET_COOKIE, value);
         }
     }
     response
 }
 
+/// A cookie Parlor issued before it signed them, which owns conversations: kept (and signed
+/// on the response) so an upgrade loses no browser its conversations. A made-up value owns
+/// none, so it is a stranger's and gets a new session.
+async fn legacy_owner(services: &Services, jar: &CookieJar) -> Option<BrowserSession> {
+    let session = legacy_from_jar(jar)?;
+    let owner = owner(&session);
+    for id in services.histories.ids() {
+        let history = services.histories.get(id)?;
+        if matches!(history.store.list_owned(&owner).await, Ok(owned) if !owned.is_empty()) {
+            return Some(session);
+        }
+    }
+    None
+}
+
 /// Whether a request with a browser cookie counts as that browser being here: pages and
 /// the pages' server functions do; static files (a path whose last part has an extension,
 /// or the site's package folder) and clients that call themselves bots do not.
 fn takes_slot(request: &Request) -> bool {
-    let path = request.uri().path();
-    let last = path.rsplit('/').next().unwrap_or_default();
-    let is_static = path.starts_with("/pkg/") || last.contains('.');
-    !is_static && !is_bot(request.headers())
+    !crate::rate_limit::is_static(request.uri().path()) && !is_bot(request.headers())
 }
 
 /// A client whose User-Agent says it is a crawler, a link previewer or a monitor.

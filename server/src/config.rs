@@ -54,6 +54,8 @@ struct ParlorEnv {
     admin_token: Option<ApiKey>,
     /// Serves the history tools over MCP at `/mcp` to requests carrying it as a bearer token.
     mcp_token: Option<ApiKey>,
+    /// Signs browser session cookies (64 hex digits); made and kept by Parlor when unset.
+    cookie_key: Option<ApiKey>,
     /// The address users reach Parlor at (behind a proxy, its https address).
     public_url: Option<String>,
     /// Mark cookies `Secure`; by default when `public_url` is https.
@@ -187,6 +189,11 @@ pub fn variables() -> Vec<Variable> {
             "PARLOR_MCP_TOKEN",
             "unset",
             "serves the history tools over MCP at /mcp to requests with this bearer token",
+        ),
+        v(
+            "PARLOR_COOKIE_KEY",
+            "made once, kept in Redis or the data folder",
+            "64 hex digits: the key that signs browser session cookies (set the same on processes that share no Redis or data folder)",
         ),
         v(
             "PARLOR_ADMIN_TOKEN",
@@ -343,6 +350,8 @@ pub struct Config {
     pub admin_token: Option<ApiKey>,
     /// `PARLOR_MCP_TOKEN`: without it, `/mcp` is off.
     pub mcp_token: Option<ApiKey>,
+    /// `PARLOR_COOKIE_KEY`: the operator's key for browser session cookies.
+    pub cookie_key: Option<crate::browser::CookieKey>,
     /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
     pub public_url: Option<String>,
     /// Cookies carry `Secure`.
@@ -523,6 +532,20 @@ impl Config {
             }
             token => token,
         };
+        let cookie_key = match parlor.cookie_key {
+            None => None,
+            Some(key) => Some(
+                crate::browser::CookieKey::parse(key.expose()).ok_or_else(|| {
+                    ConfigError::Invalid {
+                        var: "PARLOR_COOKIE_KEY",
+                        value: "[redacted]".into(),
+                        reason:
+                            "must be 64 hex digits (32 random bytes, e.g. `openssl rand -hex 32`)"
+                                .into(),
+                    }
+                })?,
+            ),
+        };
         let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
             None => defaults::BACKUP_RETENTION,
             Some(value) => match value.parse::<usize>() {
@@ -586,6 +609,7 @@ impl Config {
             maintenance,
             admin_token: parlor.admin_token,
             mcp_token,
+            cookie_key,
             public_url: parlor.public_url.clone(),
             shutdown_grace: Duration::from_secs(parlor.shutdown_grace_secs),
             rate_limit_chat: parlor.rate_limit_chat,

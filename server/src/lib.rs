@@ -67,6 +67,8 @@ pub struct Setup {
     pub settings: crate::settings::ServerSettings,
     /// The configuration file (where admin changes are saved; created when first needed).
     pub config_path: std::path::PathBuf,
+    /// Signs browser session cookies (shared by the processes sharing the `default` history).
+    pub cookie_key: browser::CookieKey,
 }
 
 /// Reads the configuration file (if any), opens every history and checks that each agent's
@@ -92,10 +94,12 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let config_path = file
         .map(|(path, _)| path)
         .unwrap_or_else(|| "parlor.toml".into());
+    let cookie_key = browser::CookieKey::load(config, &histories).await?;
     Ok(Setup {
         histories,
         settings,
         config_path,
+        cookie_key,
     })
 }
 
@@ -127,6 +131,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         replies: state::Replies::default(),
         summarizers: Default::default(),
         summary_model: settings.summary_model,
+        cookie_key: setup.cookie_key,
     });
     // The metrics recorder is installed before anything is measured.
     metrics::handle();
@@ -225,6 +230,9 @@ fn request_span(request: &axum::extract::Request) -> tracing::Span {
 
 const REQUEST_ID: &str = "x-request-id";
 
+/// Failed `/metrics` authorizations one client address may make per minute.
+pub const METRICS_FAILURES_PER_MINUTE: u32 = 10;
+
 /// The router of `PARLOR_METRICS_ADDR`: `/metrics` only, without the admin token (the operator
 /// chose a private address for it).
 pub fn metrics_router(services: Arc<Services>) -> Router {
@@ -270,23 +278,26 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
             services.clone(),
             pages::decide_chat_head,
         ));
-    // Pages and their data are limited per client address; static files (the fallback) not.
+    // Unknown paths render the app's 404 page, which needs the same context as every
+    // page (without it, rendering panicked and the connection was dropped).
+    let pages = pages
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(context, shell))
+        .layer(middleware::from_fn_with_state(
+            services.clone(),
+            browser::ensure_browser_session,
+        ));
+    // Pages, their data and unknown paths are limited per client address, before a browser
+    // session can take a slot; static files are not.
     let pages = rate_limit::limit(
         pages,
         services.config.rate_limit_pages,
         addresses.clone(),
         rate_limit::Answer::Html,
+        rate_limit::Counts::NotStatic,
     )
-    // Unknown paths render the app's 404 page, which needs the same context as every
-    // page (without it, rendering panicked and the connection was dropped).
-    .fallback(leptos_axum::file_and_error_handler_with_context::<
-        AppState,
-        _,
-    >(context, shell))
-    .layer(middleware::from_fn_with_state(
-        services.clone(),
-        browser::ensure_browser_session,
-    ))
     .layer(middleware::from_fn(server_fn_errors));
     // The release binary answers its site's files itself, before any session handling.
     #[cfg(feature = "embed-site")]
@@ -300,14 +311,30 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
             services.config.rate_limit_chat,
             addresses.clone(),
             rate_limit::Answer::Json,
+            rate_limit::Counts::All,
         )
     });
     let api = rate_limit::limit(
         routes::api(),
         services.config.rate_limit_chat,
-        addresses,
+        addresses.clone(),
         rate_limit::Answer::Json,
+        rate_limit::Counts::All,
     );
+    // Readiness counts like pages; the metrics' token cannot be guessed by trying.
+    let probes = rate_limit::limit(
+        routes::ready(),
+        services.config.rate_limit_pages,
+        addresses.clone(),
+        rate_limit::Answer::Json,
+        rate_limit::Counts::All,
+    )
+    .merge(rate_limit::limit_failures(
+        routes::metrics(),
+        METRICS_FAILURES_PER_MINUTE,
+        addresses,
+        axum::http::StatusCode::UNAUTHORIZED,
+    ));
     Router::new()
         // Chat requests with images may be larger; the chat route refuses the others over
         // `MAX_BODY_BYTES`.
@@ -320,6 +347,7 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
             )),
         )
         .merge(routes::health())
+        .merge(probes)
         .merge(mcp.unwrap_or_default())
         .merge(pages)
         // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the

@@ -45,6 +45,8 @@ pub struct Services {
     pub summarizers: crate::summarizer::Summarizers,
     /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
     pub summary_model: Option<String>,
+    /// Signs and checks browser session cookies.
+    pub cookie_key: crate::browser::CookieKey,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

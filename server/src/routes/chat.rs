@@ -69,7 +69,7 @@ pub async fn post_chat(
         session_id: request.session_id,
         cookie_session: browser::chat_from_jar(&jar),
         new_conversation: request.new_conversation,
-        browser: browser::from_jar(&jar),
+        browser: browser::from_jar(&jar, &services.cookie_key),
         message: request.message,
         context: request.context,
         url_policy: first_value(&query, "historyPolicy").map(str::to_owned),

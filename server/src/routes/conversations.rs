@@ -47,7 +47,7 @@ pub(super) async fn visible(
         .await
         .map_err(unavailable)?
         .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-    let owner = browser::from_jar(jar).map(|b| browser::owner(&b));
+    let owner = browser::from_jar(jar, &services.cookie_key).map(|b| browser::owner(&b));
     info.visible_to(owner.as_deref(), &agent.id)?;
     Ok(Visible {
         agent,
@@ -292,7 +292,7 @@ pub async fn post_import(
         .agents
         .get(&agent_id)
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
-    let owner = browser::from_jar(&jar).map(|b| browser::owner(&b));
+    let owner = browser::from_jar(&jar, &services.cookie_key).map(|b| browser::owner(&b));
     let store = services.histories.for_agent(&agent).store.clone();
     let (info, messages) = conversations::import(store.as_ref(), &agent.id, owner, &body).await?;
     Ok((StatusCode::CREATED, Json(Summary::new(&info, messages))))
@@ -324,7 +324,7 @@ pub async fn get_search(
 ) -> Result<Response, ApiError> {
     let text = first_value(&query, "q").unwrap_or_default().to_owned();
     // Only a browser's own conversations: API clients' conversations are listed nowhere.
-    let results = match browser::from_jar(&jar) {
+    let results = match browser::from_jar(&jar, &app.services.cookie_key) {
         Some(b) => conversations::search_owned(&app.services.histories, &browser::owner(&b), &text)
             .await
             .map_err(unavailable)?,

@@ -60,7 +60,7 @@ pub async fn get_debug(
                 .await
                 .map_err(unavailable)?
                 .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-            let owner = browser::from_jar(&jar).map(|b| browser::owner(&b));
+            let owner = browser::from_jar(&jar, &services.cookie_key).map(|b| browser::owner(&b));
             info.visible_to(owner.as_deref(), &agent.id)?;
             Some(info)
         }

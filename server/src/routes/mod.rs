@@ -55,8 +55,16 @@ pub fn health() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/openapi.json", get(openapi::get_openapi))
-        .route("/readyz", get(ready::get_ready))
-        .route("/metrics", get(metrics::get_metrics))
+}
+
+/// Readiness: rate-limited per client address (see `crate::router`).
+pub fn ready() -> Router<AppState> {
+    Router::new().route("/readyz", get(ready::get_ready))
+}
+
+/// The metrics: their failed authorizations are limited (see `crate::router`).
+pub fn metrics() -> Router<AppState> {
+    Router::new().route("/metrics", get(metrics::get_metrics))
 }
 
 /// The process is up.

@@ -69,7 +69,13 @@ pub struct FileStore {
     /// Syncs the root after new dialogs are renamed into it, one sync for those arriving
     /// together.
     root_sync: Arc<GroupSync>,
+    /// When the index last caught up with the folder (see [`FileStore::catch_up`]).
+    caught_up: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often a browser's list of conversations looks for conversations other processes
+/// wrote.
+const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl FileStore {
     /// Opens (creating if needed) the store under `base/.chat-history`.
@@ -118,6 +124,7 @@ impl FileStore {
             infos: Mutex::new(infos),
             io: tokio::sync::Semaphore::new(IO_PERMITS),
             root_sync: Arc::new(GroupSync::new(root.clone())),
+            caught_up: Mutex::new(Some(std::time::Instant::now())),
             root,
         })
     }
@@ -177,6 +184,61 @@ impl FileStore {
             locks.remove(id);
         }
         result?
+    }
+
+    /// Adds to the index the conversations other processes wrote since it was last read
+    /// (a `parlor store import` or `restore`, another server on the same folder): the
+    /// dialogs not indexed yet whose details exist now. At most once every
+    /// [`CATCH_UP_EVERY`]; a folder listing and one check per dialog not indexed.
+    async fn catch_up(&self) {
+        {
+            let mut last = self.caught_up.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at.elapsed() < CATCH_UP_EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        let root = self.root.clone();
+        let known: std::collections::HashSet<SessionId> = self
+            .infos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let permit = self.io.acquire().await;
+        let found = tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            let Ok(entries) = std::fs::read_dir(&root) else {
+                return found;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let Some(id) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| SessionId::parse(n).ok())
+                else {
+                    continue;
+                };
+                if known.contains(&id) {
+                    continue;
+                }
+                let path = entry.path().join(INFO);
+                if path.exists() {
+                    if let Some(info) = read_info(&path, &id) {
+                        found.push(info);
+                    }
+                }
+            }
+            found
+        })
+        .await
+        .unwrap_or_default();
+        drop(permit);
+        for info in found {
+            let id = info.session_id.clone();
+            self.remember(Some(info), &id);
+        }
     }
 
     fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
@@ -550,6 +612,26 @@ impl ConversationStore for FileStore {
         Ok(())
     }
 
+    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+        if self
+            .infos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
+        {
+            return Ok(true);
+        }
+        // The folder holds whatever is left of it (backups outlive a delete); reading an
+        // unknown dialog never makes one.
+        let dir = self.dialog(id).dir;
+        let permit = self.io.acquire().await;
+        let found = tokio::task::spawn_blocking(move || dir.exists())
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        drop(permit);
+        Ok(found)
+    }
+
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         let known = self
             .infos
@@ -558,7 +640,28 @@ impl ConversationStore for FileStore {
             .get(id)
             .cloned();
         let Some(known) = known else {
-            return Ok(None);
+            // Not in this process's index: another process (`parlor store import` or
+            // `restore`, a second server, a folder written by hand) may have written it
+            // since; the disk is the truth.
+            let path = self.dialog(id).dir.join(INFO);
+            let session = id.clone();
+            let permit = self.io.acquire().await;
+            let read = tokio::task::spawn_blocking(move || {
+                path.exists().then(|| read_info(&path, &session))
+            })
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+            drop(permit);
+            return match read {
+                None => Ok(None),
+                Some(Some(info)) => {
+                    self.remember(Some(info.clone()), id);
+                    Ok(Some(info))
+                }
+                Some(None) => Err(StoreError::Corrupt(format!(
+                    "the details of conversation {id} cannot be read (see the log)"
+                ))),
+            };
         };
         // The whole details (with the last turn's report) are on disk; files are replaced
         // atomically, so they are read without the dialog's lock.
@@ -611,6 +714,7 @@ impl ConversationStore for FileStore {
     }
 
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+        self.catch_up().await;
         let infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
         Ok(newest_first(
             infos

@@ -161,6 +161,9 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("lock_summary", self.inner.lock_summary(id))
             .await
     }
+    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+        self.timed("exists", self.inner.exists(id)).await
+    }
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         self.timed("info", self.inner.info(id)).await
     }

@@ -203,6 +203,12 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
+    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+        Ok(self.with(|i| {
+            i.messages.contains_key(id) || i.summaries.contains_key(id) || i.infos.contains_key(id)
+        }))
+    }
+
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         Ok(self.with(|i| i.infos.get(id).cloned()))
     }

@@ -412,6 +412,9 @@ pub trait ConversationStore: Send + Sync + 'static {
         Ok(Some(ReplyLock::default()))
     }
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError>;
+    /// Whether anything is stored under `id`: messages, a summary, details or backups (a
+    /// name a client proposes for a new conversation must name nothing).
+    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;

@@ -783,6 +783,19 @@ impl ConversationStore for RedisStore {
         Err(StoreError::NoBackups("redis"))
     }
 
+    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+        let cmd = &redis::cmd("EXISTS")
+            .arg(self.messages_key(id))
+            .arg(self.summary_key(id))
+            .arg(self.info_key(id))
+            .clone();
+        let found: usize = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        Ok(found > 0)
+    }
+
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
         let key = self.info_key(id);
         let cmd = &redis::cmd("GET").arg(&key).clone();

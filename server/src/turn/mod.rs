@@ -199,9 +199,11 @@ async fn resolve_conversation(
         (Some(id), _) => {
             let info = history.store.info(id).await?;
             visible(&info)?;
-            if info.is_none() && !history.store.load_tail(id, 1).await?.messages.is_empty() {
-                // Written by another tool (`parlor mcp`): it has no web owner, so no request
-                // may read it by guessing its name.
+            // A name for a new conversation: only API clients choose one (a browser's are
+            // made here), and only a name under which nothing is stored: anything there
+            // (another tool's messages or summary, backups) has no web owner, so no request
+            // may claim it by guessing its name.
+            if info.is_none() && (input.browser.is_some() || history.store.exists(id).await?) {
                 return Err(AccessDenied::NotFound.into());
             }
             Ok((id.clone(), info))

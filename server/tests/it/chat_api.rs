@@ -438,8 +438,10 @@ async fn bad_input_gets_a_clear_json_error_and_stores_nothing() {
 #[tokio::test]
 async fn a_browsers_conversation_is_invisible_to_other_browsers() {
     let server = TestServer::start(&[]).await;
-    let alice = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let bob = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let alice = &crate::support::browser("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    let alice = alice.as_str();
+    let bob = &crate::support::browser("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    let bob = bob.as_str();
     let reply = server
         .chat_with(
             "general",
@@ -577,6 +579,41 @@ async fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
     assert_eq!(post(&trusted, "198.51.100.1").await.unwrap().status(), 200);
     assert_eq!(post(&trusted, "198.51.100.2").await.unwrap().status(), 200);
     assert_eq!(post(&trusted, "198.51.100.1").await.unwrap().status(), 429);
+    // A client that forges a first line, with a proxy that adds its own line (HAProxy), or
+    // that appends `ip:port`: the proxy's entry counts, not the forged one.
+    let lines = |lines: &[&str]| {
+        let mut request = trusted
+            .http
+            .post(trusted.url("/api/chat/general"))
+            .json(&json!({"message": "hi"}));
+        for line in lines {
+            request = request.header("x-forwarded-for", line.to_string());
+        }
+        request.send()
+    };
+    assert_eq!(
+        lines(&["203.0.113.50", "198.51.100.1"])
+            .await
+            .unwrap()
+            .status(),
+        429
+    );
+    assert_eq!(
+        lines(&["198.51.100.9, 198.51.100.1:4711"])
+            .await
+            .unwrap()
+            .status(),
+        429
+    );
+    // An IPv6 client counts by its /64: another address in it shares the allowance.
+    assert_eq!(
+        post(&trusted, "2001:db8:1:2::1").await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        post(&trusted, "2001:db8:1:2::ffff").await.unwrap().status(),
+        429
+    );
     // Without trust, the header is the client's word and changes nothing.
     let direct = TestServer::start(&[("PARLOR_RATE_LIMIT_CHAT", "1")]).await;
     assert_eq!(post(&direct, "198.51.100.1").await.unwrap().status(), 200);

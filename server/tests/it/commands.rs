@@ -274,9 +274,9 @@ async fn admin_commands_need_the_operators_token() {
     assert!(usage.notice().unwrap().starts_with("Usage: !maxusers"));
 }
 
-/// A browser's cookie, `n` as its 32 hex digits.
+/// A browser's cookie (signed, as the server issues it), `n` as its 32 hex digits.
 fn browser(n: u8) -> String {
-    format!("parlor_session={}", format!("{n:02x}").repeat(16))
+    crate::support::browser(&format!("{n:02x}").repeat(16))
 }
 
 #[tokio::test]
@@ -299,8 +299,9 @@ async fn the_session_limit_refuses_new_sessions_only() {
         "{}",
         refused.body
     );
+    // A browser cannot name a new conversation (only the server makes its ids).
     let named = chat(c.clone(), json!({"session_id": "mine", "message": "c"})).await;
-    assert_eq!(named.status, 503);
+    assert_eq!(named.status, 404);
     assert!(
         server.stored("mine").is_empty(),
         "nothing stored for a refused session"
@@ -441,8 +442,10 @@ async fn reaping_frees_idle_sessions_slots_and_keeps_their_conversations() {
     .await;
     let now = parlor_server::store::now_ms();
     let minutes = |n: i64| now + n * 60_000;
-    let a = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let b = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let a = &crate::support::browser("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    let a = a.as_str();
+    let b = &crate::support::browser("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    let b = b.as_str();
     let first = server
         .chat_with("general", "", json!({"message": "still here?"}), Some(a))
         .await;
@@ -484,8 +487,10 @@ async fn reaping_frees_idle_sessions_slots_and_keeps_their_conversations() {
 #[tokio::test]
 async fn a_browser_is_one_session_however_many_conversations_it_starts() {
     let (_fake, server, _config) = server_with("max_users = 1\n", &[]).await;
-    let a = "parlor_session=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let b = "parlor_session=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let a = &crate::support::browser("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    let a = a.as_str();
+    let b = &crate::support::browser("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    let b = b.as_str();
     let (status, _) = server.get("/chat?agent=general", Some(a)).await;
     assert_eq!(status, 200);
     for text in ["first chat", "second chat", "third chat"] {
@@ -536,7 +541,8 @@ async fn metrics_are_for_the_operator_and_count_turns_errors_latency_sessions_an
     assert_eq!(get(None).await.unwrap().status(), 401);
     assert_eq!(get(Some("wrong")).await.unwrap().status(), 401);
 
-    let browser = "parlor_session=abababababababababababababababab";
+    let browser = &crate::support::browser("abababababababababababababababab");
+    let browser = browser.as_str();
     let turn = server
         .chat_with("general", "", json!({"message": "hi"}), Some(browser))
         .await;

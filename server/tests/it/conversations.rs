@@ -9,8 +9,10 @@ use parlor_domain::transfer::Export;
 use parlor_domain::{Message, SendMark, SessionId};
 use serde_json::{json, Value};
 
-const ALICE: &str = "parlor_session=a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
-const BOB: &str = "parlor_session=b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
+static ALICE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"));
+static BOB: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"));
 
 async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
@@ -114,7 +116,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
             json!({"message": "alpha question", "context": [
                 {"source": "notes.md", "save": true, "blocks": [{"type": "text", "text": "the notes"}]}
             ]}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     let session = first.session_id();
@@ -124,7 +126,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
                 "general",
                 "",
                 json!({"message": text, "session_id": session}),
-                Some(ALICE),
+                Some(ALICE.as_str()),
             )
             .await;
         assert!(reply.done().is_some(), "{}", reply.body);
@@ -140,7 +142,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
             Method::PUT,
             &format!("{base_path}/messages/{message}"),
             Some(json!({"send": send})),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
         assert_eq!(status, 200, "{body}");
@@ -164,7 +166,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::POST,
         &fork_path,
         Some(through.clone()),
-        Some(BOB),
+        Some(BOB.as_str()),
     )
     .await;
     assert_eq!(status, 404);
@@ -173,19 +175,26 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::POST,
         &fork_path,
         Some(json!({})),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 400, "{body}");
     let both = json!({"through": id(3), "before": id(3)});
-    let (status, _) = call(&server, Method::POST, &fork_path, Some(both), Some(ALICE)).await;
+    let (status, _) = call(
+        &server,
+        Method::POST,
+        &fork_path,
+        Some(both),
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert_eq!(status, 400);
     let (status, body) = call(
         &server,
         Method::POST,
         &fork_path,
         Some(json!({"through": "nope"})),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 404, "{body}");
@@ -194,7 +203,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::POST,
         &fork_path,
         Some(through),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 201, "{fork}");
@@ -221,7 +230,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
             "general",
             "?historyPolicy=lastN&historyLength=1",
             json!({"message": "delta question", "session_id": fork_id}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert!(turn.done().is_some(), "{}", turn.body);
@@ -236,7 +245,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::POST,
         &fork_path,
         Some(json!({"before": id(0)})),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 201, "{empty}");
@@ -245,12 +254,22 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     // Edit: only the last user message in place; an earlier one is refused (fork instead).
     let edit = |message: String, text: &str| json!({"session_id": session, "message": text, "edit": message});
     let refused = server
-        .chat_with("general", "", edit(id(2), "beta edited"), Some(ALICE))
+        .chat_with(
+            "general",
+            "",
+            edit(id(2), "beta edited"),
+            Some(ALICE.as_str()),
+        )
         .await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.json_error().contains("only the last user message"));
     let unknown = server
-        .chat_with("general", "", edit("nope".into(), "x"), Some(ALICE))
+        .chat_with(
+            "general",
+            "",
+            edit("nope".into(), "x"),
+            Some(ALICE.as_str()),
+        )
         .await;
     assert_eq!(unknown.status, 404);
     let no_session = server
@@ -258,13 +277,18 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
             "general",
             "",
             json!({"message": "x", "edit": id(4)}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(no_session.status, 400);
     assert_eq!(stored(&server, &session).await, original);
     let edited = server
-        .chat_with("general", "", edit(id(4), "gamma edited"), Some(ALICE))
+        .chat_with(
+            "general",
+            "",
+            edit(id(4), "gamma edited"),
+            Some(ALICE.as_str()),
+        )
         .await;
     assert!(edited.done().is_some(), "{}", edited.body);
     let after_edit = stored(&server, &session).await;
@@ -280,7 +304,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::PATCH,
         &base_path,
         Some(json!({"title": "x"})),
-        Some(BOB),
+        Some(BOB.as_str()),
     )
     .await;
     assert_eq!(status, 404);
@@ -289,7 +313,14 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         json!({"title": "x".repeat(201)}),
         json!({"name": "x"}),
     ] {
-        let (status, body) = call(&server, Method::PATCH, &base_path, Some(bad), Some(ALICE)).await;
+        let (status, body) = call(
+            &server,
+            Method::PATCH,
+            &base_path,
+            Some(bad),
+            Some(ALICE.as_str()),
+        )
+        .await;
         assert_eq!(status, 400, "{body}");
     }
     let (status, renamed) = call(
@@ -297,7 +328,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         Method::PATCH,
         &base_path,
         Some(json!({"title": "  My \n notes "})),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 200, "{renamed}");
@@ -306,16 +337,16 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
 
     // Export: JSON is the stored form, Markdown reads well; only Alice.
     let export_path = format!("{base_path}/export");
-    let (status, _) = server.get(&export_path, Some(BOB)).await;
+    let (status, _) = server.get(&export_path, Some(BOB.as_str())).await;
     assert_eq!(status, 404);
     let (status, _) = server
-        .get(&format!("{export_path}?format=pdf"), Some(ALICE))
+        .get(&format!("{export_path}?format=pdf"), Some(ALICE.as_str()))
         .await;
     assert_eq!(status, 400);
     let response = server
         .http
         .get(server.url(&export_path))
-        .header("cookie", ALICE)
+        .header("cookie", ALICE.as_str())
         .send()
         .await
         .unwrap();
@@ -334,7 +365,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert_eq!(exported.agent_id, "general");
     assert_eq!(exported.messages, after_edit);
     let (status, markdown) = server
-        .get(&format!("{export_path}?format=md"), Some(ALICE))
+        .get(&format!("{export_path}?format=md"), Some(ALICE.as_str()))
         .await;
     assert_eq!(status, 200);
     assert!(markdown.starts_with("# My notes\n"), "{markdown}");
@@ -345,7 +376,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert!(markdown.contains("## User · "), "{markdown}");
 
     // Import: an export comes back as a new conversation of this browser, message for message.
-    let (status, imported) = import(&server, &exported_text, Some(ALICE)).await;
+    let (status, imported) = import(&server, &exported_text, Some(ALICE.as_str())).await;
     assert_eq!(status, 201, "{imported}");
     let imported_id = imported["session_id"].as_str().unwrap().to_owned();
     assert_ne!(imported_id, session);
@@ -360,14 +391,14 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     let (status, _) = server
         .get(
             &format!("/api/chat/general/sessions/{imported_id}/export"),
-            Some(BOB),
+            Some(BOB.as_str()),
         )
         .await;
     assert_eq!(status, 404);
     let (status, openai) = import(
         &server,
         r#"[{"role": "system", "content": "Be kind."}, {"role": "user", "content": "epsilon?"}, {"role": "assistant", "content": "Yes."}]"#,
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 201, "{openai}");
@@ -385,7 +416,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         ),
         ("[]", "no messages"),
     ] {
-        let (status, body) = import(&server, bad, Some(ALICE)).await;
+        let (status, body) = import(&server, bad, Some(ALICE.as_str())).await;
         assert_eq!(status, 400, "{bad}: {body}");
         assert!(
             body["error"].as_str().unwrap().contains(says),
@@ -397,7 +428,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert_eq!(history.store.list().await.unwrap().len(), listed_before);
 
     // Search: this browser's conversations only, with the matching line.
-    let hits = search(&server, "GAMMA%20edited", ALICE).await;
+    let hits = search(&server, "GAMMA%20edited", ALICE.as_str()).await;
     let sessions: Vec<&str> = hits
         .iter()
         .map(|h| h["session_id"].as_str().unwrap())
@@ -413,37 +444,58 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert_eq!(hit["line"], "gamma edited");
     assert_eq!(hit["role"], "user");
     assert_eq!(hit["message_id"], after_edit[4].id().as_ref());
-    assert!(search(&server, "gamma", BOB).await.is_empty());
-    let titled = search(&server, "notes", ALICE).await;
+    assert!(search(&server, "gamma", BOB.as_str()).await.is_empty());
+    let titled = search(&server, "notes", ALICE.as_str()).await;
     assert!(
         titled.iter().any(|h| h["session_id"] == session.as_str()
             && h["line"] == "My notes"
             && h.get("message_id").is_none()),
         "{titled:?}"
     );
-    assert!(search(&server, "zeta", ALICE).await.is_empty());
+    assert!(search(&server, "zeta", ALICE.as_str()).await.is_empty());
 
     // Delete: only Alice; gone from every list, backed up where the backend keeps backups.
-    let (status, _) = call(&server, Method::DELETE, &base_path, None, Some(BOB)).await;
+    let (status, _) = call(
+        &server,
+        Method::DELETE,
+        &base_path,
+        None,
+        Some(BOB.as_str()),
+    )
+    .await;
     assert_eq!(status, 404);
-    let (status, deleted) = call(&server, Method::DELETE, &base_path, None, Some(ALICE)).await;
+    let (status, deleted) = call(
+        &server,
+        Method::DELETE,
+        &base_path,
+        None,
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert_eq!(status, 200, "{deleted}");
     assert_eq!(deleted["session_id"], session.as_str());
     assert_eq!(deleted.get("backup").is_some(), backups, "{deleted}");
     assert!(info(&server, &session).await.is_none());
     assert!(stored(&server, &session).await.is_empty());
-    let (status, _) = server.get(&export_path, Some(ALICE)).await;
+    let (status, _) = server.get(&export_path, Some(ALICE.as_str())).await;
     assert_eq!(status, 404);
-    let (status, _) = call(&server, Method::DELETE, &base_path, None, Some(ALICE)).await;
+    let (status, _) = call(
+        &server,
+        Method::DELETE,
+        &base_path,
+        None,
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert_eq!(status, 404);
-    assert!(!search(&server, "gamma%20edited", ALICE)
+    assert!(!search(&server, "gamma%20edited", ALICE.as_str())
         .await
         .iter()
         .any(|h| h["session_id"] == session.as_str()));
     let (status, page) = server
         .get(
             &format!("/chat?agent=general&session={session}"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(status, 404, "{page}");
@@ -472,7 +524,12 @@ async fn a_conversation_is_not_renamed_or_deleted_while_a_reply_is_written() {
     let base = fake.base_url();
     let server = TestServer::start(&[("OPENAI_BASE_URL", base.as_str())]).await;
     let first = server
-        .chat_with("general", "", json!({"message": "hello"}), Some(ALICE))
+        .chat_with(
+            "general",
+            "",
+            json!({"message": "hello"}),
+            Some(ALICE.as_str()),
+        )
         .await;
     let session = first.session_id();
     let slow = {
@@ -480,26 +537,40 @@ async fn a_conversation_is_not_renamed_or_deleted_while_a_reply_is_written() {
         let request = server
             .http
             .post(server.url("/api/chat/general"))
-            .header("cookie", ALICE)
+            .header("cookie", ALICE.as_str())
             .json(&body);
         tokio::spawn(async move { request.send().await.unwrap().text().await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let path = format!("/api/chat/general/sessions/{session}");
-    let (status, body) = call(&server, reqwest::Method::DELETE, &path, None, Some(ALICE)).await;
+    let (status, body) = call(
+        &server,
+        reqwest::Method::DELETE,
+        &path,
+        None,
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert_eq!(status, 409, "{body}");
     let (status, _) = call(
         &server,
         reqwest::Method::PATCH,
         &path,
         Some(json!({"title": "t"})),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 409);
     let finished = slow.await.unwrap().unwrap();
     assert!(finished.contains("event: done"), "{finished}");
     assert_eq!(stored(&server, &session).await.len(), 4);
-    let (status, _) = call(&server, reqwest::Method::DELETE, &path, None, Some(ALICE)).await;
+    let (status, _) = call(
+        &server,
+        reqwest::Method::DELETE,
+        &path,
+        None,
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert_eq!(status, 200);
 }

@@ -229,7 +229,8 @@ async fn the_debug_panel_can_be_turned_off_and_respects_ownership() {
     assert!(!page.contains("History debug"));
 
     let server = TestServer::start(&[]).await;
-    let owner = "parlor_session=cccccccccccccccccccccccccccccccc";
+    let owner = &crate::support::browser("cccccccccccccccccccccccccccccccc");
+    let owner = owner.as_str();
     let reply = server
         .chat_with("general", "", json!({"message": "mine"}), Some(owner))
         .await;
@@ -240,7 +241,10 @@ async fn the_debug_panel_can_be_turned_off_and_respects_ownership() {
     let other = server
         .http
         .get(&url)
-        .header("cookie", "parlor_session=dddddddddddddddddddddddddddddddd")
+        .header(
+            "cookie",
+            crate::support::browser("dddddddddddddddddddddddddddddddd"),
+        )
         .send()
         .await
         .unwrap();

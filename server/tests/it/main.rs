@@ -8,6 +8,7 @@ mod chat_api;
 mod commands;
 mod context;
 mod conversations;
+mod faults;
 mod history;
 mod marks;
 mod mcp;

@@ -8,8 +8,10 @@ use fake_llm::FakeLlm;
 use parlor_domain::{Message, Role, SessionId};
 use serde_json::{json, Value};
 
-const ALICE: &str = "parlor_session=a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
-const BOB: &str = "parlor_session=b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
+static ALICE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"));
+static BOB: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"));
 
 async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
@@ -74,7 +76,12 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
     // `concise` sends the last two turns. Eight turns: the tail a turn reads no longer
     // holds the first ones.
     let first = server
-        .chat_with("concise", "", json!({"message": "turn 0"}), Some(ALICE))
+        .chat_with(
+            "concise",
+            "",
+            json!({"message": "turn 0"}),
+            Some(ALICE.as_str()),
+        )
         .await;
     let session = first.session_id();
     for i in 1..8 {
@@ -83,7 +90,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
                 "concise",
                 "",
                 json!({"message": format!("turn {i}"), "session_id": session}),
-                Some(ALICE),
+                Some(ALICE.as_str()),
             )
             .await;
         assert_eq!(reply.status, 200, "{}", reply.body);
@@ -101,7 +108,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         &pinned,
         json!({"send": "always"}),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 200, "{reply}");
@@ -111,7 +118,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         &excluded,
         json!({"send": "never"}),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 200);
@@ -121,7 +128,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
             "concise",
             "",
             json!({"message": "turn 8", "session_id": session}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(sent_user_texts(&fake), ["turn 0", "turn 8"]);
@@ -151,7 +158,14 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
 
     // Clearing the marks sends the window as before.
     for id in [&pinned, &excluded] {
-        let (status, reply) = mark(&server, &session, id, json!({"send": null}), Some(ALICE)).await;
+        let (status, reply) = mark(
+            &server,
+            &session,
+            id,
+            json!({"send": null}),
+            Some(ALICE.as_str()),
+        )
+        .await;
         assert_eq!(status, 200, "{reply}");
     }
     server
@@ -159,7 +173,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
             "concise",
             "",
             json!({"message": "turn 9", "session_id": session}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(sent_user_texts(&fake), ["turn 8", "turn 9"]);
@@ -170,7 +184,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         &pinned,
         json!({"send": "always"}),
-        Some(BOB),
+        Some(BOB.as_str()),
     )
     .await;
     assert_eq!(status, 404);
@@ -179,7 +193,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         "h0000000000000000",
         json!({"send": "always"}),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 404, "{reply}");
@@ -192,7 +206,7 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         &pinned,
         json!({"send": "sometimes"}),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 400, "{reply}");
@@ -201,11 +215,18 @@ async fn pins_and_exclusions(config: Option<tempfile::NamedTempFile>) {
         &session,
         &pinned,
         json!({"pin": true}),
-        Some(ALICE),
+        Some(ALICE.as_str()),
     )
     .await;
     assert_eq!(status, 400);
-    let (status, _) = mark(&server, "not a session", &pinned, json!({}), Some(ALICE)).await;
+    let (status, _) = mark(
+        &server,
+        "not a session",
+        &pinned,
+        json!({}),
+        Some(ALICE.as_str()),
+    )
+    .await;
     assert!(status == 400 || status == 404, "{status}");
     assert!(
         stored(&server, &session)

@@ -9,7 +9,8 @@ use parlor_domain::meter::{Cost, Meter};
 use parlor_domain::{DoneEvent, MetaEvent, SessionId};
 use serde_json::json;
 
-const ALICE: &str = "parlor_session=a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
+static ALICE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"));
 
 /// `quick` is gpt-4o-mini with a declared window and prices; `tiny` has a window of 200
 /// tokens; `local` has neither and no known family.
@@ -67,7 +68,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
             "concise",
             "",
             json!({"message": "hello there"}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     let session = first.session_id();
@@ -120,7 +121,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
             "concise",
             "",
             json!({"message": "again [cached]", "session_id": session}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     let before = meter(second.meta());
@@ -142,7 +143,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
     let (status, body) = server
         .get(
             &format!("/api/chat/concise/debug?session_id={session}"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -152,7 +153,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
     let (status, page) = server
         .get(
             &format!("/chat?agent=concise&session={session}"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(status, 200);
@@ -167,7 +168,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
     let (_, debug_page) = server
         .get(
             &format!("/chat?agent=concise&session={session}&debug=true"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     for tokens in [first.meta().message_tokens.unwrap(), reply_tokens] {
@@ -182,7 +183,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
             "concise",
             "",
             json!({"message": "!model local", "session_id": session}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(meter(switched.meta()).window, None);
@@ -191,7 +192,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
             "concise",
             "",
             json!({"message": "third", "session_id": session}),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     let unknown = meter(local.meta());
@@ -202,7 +203,7 @@ async fn the_meter_follows_each_call(redis: Option<&RedisServer>) {
     let (_, page) = server
         .get(
             &format!("/chat?agent=concise&session={session}"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert!(page.contains("tokens · limit unknown"));

@@ -8,8 +8,10 @@ use fake_llm::redis_server::RedisServer;
 use parlor_domain::{Message, SessionId};
 use serde_json::{json, Value};
 
-const ALICE: &str = "parlor_session=a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
-const BOB: &str = "parlor_session=b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
+static ALICE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"));
+static BOB: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"));
 
 /// Imports a conversation of `turns` questions ("question 007") and answers ("answer
 /// **7**") for Alice: its session id.
@@ -25,7 +27,7 @@ async fn long_conversation(server: &TestServer, turns: usize) -> String {
     let response = server
         .http
         .post(server.url("/api/chat/general/sessions/import"))
-        .header("cookie", ALICE)
+        .header("cookie", ALICE.as_str())
         .json(&messages)
         .send()
         .await
@@ -78,7 +80,7 @@ async fn pages(config: Option<tempfile::NamedTempFile>) {
     let (status, page) = server
         .get(
             &format!("/chat?agent=general&session={session}"),
-            Some(ALICE),
+            Some(ALICE.as_str()),
         )
         .await;
     assert_eq!(status, 200);
@@ -92,7 +94,7 @@ async fn pages(config: Option<tempfile::NamedTempFile>) {
 
     // The page before the first one shown: messages 20..60, replies rendered as HTML.
     let query = format!("before=60&before_id={}", all[60].id());
-    let (status, first) = older(&server, &session, &query, ALICE).await;
+    let (status, first) = older(&server, &session, &query, ALICE.as_str()).await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["first_index"], 20);
     let expected: Vec<_> = all[20..60].iter().map(|m| m.text.clone()).collect();
@@ -103,7 +105,7 @@ async fn pages(config: Option<tempfile::NamedTempFile>) {
 
     // Then the first 20, which start the conversation.
     let query = format!("before=20&before_id={}", all[20].id());
-    let (_, second) = older(&server, &session, &query, ALICE).await;
+    let (_, second) = older(&server, &session, &query, ALICE.as_str()).await;
     assert_eq!(second["first_index"], 0);
     assert_eq!(texts(&second).len(), 20);
     assert_eq!(texts(&second)[0], "question 000");
@@ -111,25 +113,34 @@ async fn pages(config: Option<tempfile::NamedTempFile>) {
     // A conversation that lost its oldest messages since the page was opened: the message
     // is no longer at `before`, the page still ends right before it.
     let query = format!("before=61&before_id={}", all[60].id());
-    let (_, moved) = older(&server, &session, &query, ALICE).await;
+    let (_, moved) = older(&server, &session, &query, ALICE.as_str()).await;
     assert_eq!(texts(&moved), expected);
     // A message that is gone: nothing older to show.
-    let (status, gone) = older(&server, &session, "before=60&before_id=nope", ALICE).await;
+    let (status, gone) = older(
+        &server,
+        &session,
+        "before=60&before_id=nope",
+        ALICE.as_str(),
+    )
+    .await;
     assert_eq!(status, 200);
     assert!(texts(&gone).is_empty());
 
     // Another browser does not see it, bad queries are refused clearly.
     let query = format!("before=60&before_id={}", all[60].id());
-    let (status, body) = older(&server, &session, &query, BOB).await;
+    let (status, body) = older(&server, &session, &query, BOB.as_str()).await;
     assert_eq!(status, 404, "{body}");
-    let (status, body) = older(&server, &session, "before=many&before_id=x", ALICE).await;
+    let (status, body) = older(&server, &session, "before=many&before_id=x", ALICE.as_str()).await;
     assert_eq!(status, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("before"), "{body}");
 
     // A conversation shorter than a page is shown whole, without the button.
     let short = long_conversation(&server, 20).await;
     let (_, page) = server
-        .get(&format!("/chat?agent=general&session={short}"), Some(ALICE))
+        .get(
+            &format!("/chat?agent=general&session={short}"),
+            Some(ALICE.as_str()),
+        )
         .await;
     assert_eq!(page.matches("<article data-role=").count(), 40);
     assert!(!page.contains("Show earlier messages"));

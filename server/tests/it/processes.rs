@@ -5,7 +5,8 @@ use crate::support::process::{refuses, start, Running};
 use fake_llm::redis_server::RedisServer;
 use std::io::Read;
 
-const BROWSER: &str = "parlor_session=00112233445566778899aabbccddeeff";
+static BROWSER: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("00112233445566778899aabbccddeeff"));
 
 fn write_config(dir: &std::path::Path, text: &str) -> String {
     let path = dir.join("parlor.toml");
@@ -101,7 +102,7 @@ fn an_invalid_configuration_file_stops_the_server_naming_the_entry_and_field() {
 fn chat(server: &Running, body: serde_json::Value) -> String {
     reqwest::blocking::Client::new()
         .post(server.url("/api/chat/general"))
-        .header("cookie", BROWSER)
+        .header("cookie", BROWSER.as_str())
         .json(&body)
         .send()
         .unwrap()
@@ -154,7 +155,7 @@ fn a_conversation_started_on_one_process_continues_on_another() {
     // B's page shows the whole conversation in this browser's sidebar and transcript.
     let page = reqwest::blocking::Client::new()
         .get(b.url(&format!("/chat?agent=general&session={session}")))
-        .header("cookie", BROWSER)
+        .header("cookie", BROWSER.as_str())
         .send()
         .unwrap()
         .text()
@@ -759,7 +760,7 @@ fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging
         let mut server = start(&vars, data.path());
         let mut response = reqwest::blocking::Client::new()
             .post(server.url("/api/chat/general"))
-            .header("cookie", BROWSER)
+            .header("cookie", BROWSER.as_str())
             .json(&serde_json::json!({"message": format!("first message {attempt}")}))
             .send()
             .unwrap();
@@ -784,9 +785,10 @@ fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging
             .send()
             .unwrap()
     };
-    let stranger = "parlor_session=0123456789abcdef0123456789abcdef";
+    let stranger = &crate::support::browser("0123456789abcdef0123456789abcdef");
+    let stranger = stranger.as_str();
     for (attempt, session) in sessions.iter().enumerate() {
-        let own = page(session, BROWSER);
+        let own = page(session, BROWSER.as_str());
         assert_eq!(own.status(), 200, "attempt {attempt}");
         assert!(own
             .text()
@@ -844,7 +846,7 @@ fn start_reply(
     use std::io::Read;
     let mut response = client
         .post(server.url("/api/chat/general"))
-        .header("cookie", BROWSER)
+        .header("cookie", BROWSER.as_str())
         .json(&serde_json::json!({"message": "tell me everything"}))
         .send()
         .unwrap();

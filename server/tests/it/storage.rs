@@ -5,7 +5,8 @@ use crate::support::{config_file, redis_history, Reply, TestServer};
 use fake_llm::redis_server::RedisServer;
 use serde_json::{json, Value};
 
-const BROWSER: &str = "parlor_session=0123456789abcdef0123456789abcdef";
+static BROWSER: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::support::browser("0123456789abcdef0123456789abcdef"));
 
 /// Writes `templates` (id → template JSON) as an agents folder.
 fn agents(templates: &[(&str, Value)]) -> tempfile::TempDir {
@@ -94,7 +95,13 @@ async fn session_ids_resolve_from_the_body_then_the_cookie_then_a_new_one() {
     let (reply, _) = post(&server, "concise", json!({"message": "x"}), &[&chat_cookie]).await;
     assert_eq!(reply.status, 200);
     assert_ne!(reply.session_id(), a);
-    let (owned, _) = post(&server, "general", json!({"message": "mine"}), &[BROWSER]).await;
+    let (owned, _) = post(
+        &server,
+        "general",
+        json!({"message": "mine"}),
+        &[BROWSER.as_str()],
+    )
+    .await;
     let owned_cookie = format!("parlor_chat={}", owned.session_id());
     let (reply, _) = post(
         &server,

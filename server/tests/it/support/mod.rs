@@ -37,6 +37,16 @@ fn server_runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// The cookie key test servers sign browser sessions with (`PARLOR_COOKIE_KEY`), so tests
+/// can name browsers ahead of time.
+pub const COOKIE_KEY: &str = "7061726c6f7220696e746567726174696f6e207465737420636f6f6b6965206b";
+
+/// The `Cookie` header of browser `id` (32 hex digits) as a test server issues it: signed.
+pub fn browser(id: &str) -> String {
+    let key = parlor_server::browser::CookieKey::parse(COOKIE_KEY).expect("a valid key");
+    format!("parlor_session={}", key.sign(id))
+}
+
 pub fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents")
 }
@@ -52,6 +62,7 @@ impl TestServer {
             ),
             ("PARLOR_DATA_DIR".into(), data.path().display().to_string()),
             ("PARLOR_MIRROR_DELAY_MS".into(), "0".into()),
+            ("PARLOR_COOKIE_KEY".into(), COOKIE_KEY.into()),
         ];
         for (key, value) in vars {
             env.retain(|(k, _)| k != key);

@@ -17,6 +17,7 @@ pub fn command(vars: &[(&str, &str)], data: &Path) -> Command {
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
         .env("PARLOR_DATA_DIR", data)
+        .env("PARLOR_COOKIE_KEY", super::COOKIE_KEY)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in vars {

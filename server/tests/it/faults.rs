@@ -1,0 +1,245 @@
+//! The faults a review found (issue 28), each as an outsider would try them: forged cookies,
+//! names of things already stored, conversations written by another process.
+
+use crate::support::{redis_history, TestServer};
+use fake_llm::redis_server::RedisServer;
+use serde_json::json;
+
+/// A random 32-hex-digit value (a forged session id).
+fn forged(n: usize) -> String {
+    format!(
+        "{:032x}",
+        (n as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+    )
+}
+
+/// Sets of requests a forger might send, each with its own made-up cookie.
+async fn forge(server: &TestServer, count: usize) {
+    let key = parlor_server::browser::CookieKey::parse(&"ab".repeat(32)).unwrap();
+    let mut tasks = Vec::new();
+    for n in 0..count {
+        let http = server.http.clone();
+        let id = forged(n);
+        // Bare ids (as Parlor issued before it signed), ids signed with another key, and
+        // garbage after a dot.
+        let cookie = match n % 3 {
+            0 => format!("parlor_session={id}"),
+            1 => format!("parlor_session={}", key.sign(&id)),
+            _ => format!("parlor_session={id}.{}", "0".repeat(32)),
+        };
+        let path = match n % 4 {
+            0 => "/".to_owned(),
+            1 => format!("/anything-{n}"),
+            2 => "/chat/general".to_owned(),
+            _ => String::new(),
+        };
+        let url = server.url(&path);
+        let chat = server.url("/api/chat/general");
+        tasks.push(tokio::spawn(async move {
+            if path.is_empty() {
+                let _ = http
+                    .post(chat)
+                    .header("cookie", cookie)
+                    .json(&json!({"message": "let me in"}))
+                    .send()
+                    .await;
+            } else {
+                let _ = http.get(url).header("cookie", cookie).send().await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn forged_cookies_never_take_a_slot() {
+    let config = crate::support::config_file("max_users = 2\n");
+    let config_path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_RATE_LIMIT_PAGES", "0"),
+        ("PARLOR_RATE_LIMIT_CHAT", "0"),
+    ])
+    .await;
+    forge(&server, 1000).await;
+    // A real browser: its first visit gets a signed cookie; it comes back and chats.
+    let first = server.http.get(server.url("/")).send().await.unwrap();
+    let cookie = first
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("parlor_session="))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (status, _) = server.get("/", Some(&cookie)).await;
+    assert_eq!(status, 200, "the real browser gets in");
+    let reply = server
+        .chat_with("general", "", json!({"message": "hello"}), Some(&cookie))
+        .await;
+    assert!(reply.done().is_some(), "{}", reply.body);
+}
+
+#[tokio::test]
+async fn unknown_paths_are_rate_limited_static_files_not() {
+    let server = TestServer::start(&[("PARLOR_RATE_LIMIT_PAGES", "3")]).await;
+    let mut statuses = Vec::new();
+    for n in 0..5 {
+        statuses.push(server.get(&format!("/nothing-{n}"), None).await.0);
+    }
+    assert_eq!(statuses, [404, 404, 404, 429, 429]);
+    // Static files are not counted.
+    assert_ne!(server.get("/pkg/nothing.wasm", None).await.0, 429);
+    // Readiness is limited too (on its own count); liveness never.
+    let mut ready = Vec::new();
+    for _ in 0..4 {
+        ready.push(server.get("/readyz", None).await.0);
+    }
+    assert_eq!(ready[3], 429, "{ready:?}");
+    for _ in 0..5 {
+        assert_eq!(server.get("/healthz", None).await.0, 200);
+    }
+}
+
+#[tokio::test]
+async fn failed_metrics_authorizations_are_limited() {
+    let server = TestServer::start(&[("PARLOR_ADMIN_TOKEN", "right")]).await;
+    let get = |token: &'static str| {
+        server
+            .http
+            .get(server.url("/metrics"))
+            .bearer_auth(token)
+            .send()
+    };
+    for _ in 0..parlor_server::METRICS_FAILURES_PER_MINUTE {
+        assert_eq!(get("guess").await.unwrap().status(), 401);
+    }
+    let limited = get("guess").await.unwrap();
+    assert_eq!(limited.status(), 429);
+    assert!(limited.headers().contains_key("retry-after"));
+    // Even the right token waits now: a guess cannot be confirmed by trying.
+    assert_eq!(get("right").await.unwrap().status(), 429);
+}
+
+/// A proposed name under which something is stored is refused: the chat and the debug
+/// panel never reveal it.
+async fn names_of_stored_things_are_refused(server: &TestServer) {
+    let store = &server.services.histories.get("default").unwrap().store;
+    let id = |s: &str| parlor_domain::SessionId::parse(s).unwrap();
+    store
+        .put_summary(
+            &id("only-summary"),
+            &json!({"facts": ["the MCP client's secret"]}),
+        )
+        .await
+        .unwrap();
+    store
+        .append(
+            &id("only-messages"),
+            &[parlor_domain::Message::user("x", 1)],
+        )
+        .await
+        .unwrap();
+    for name in ["only-summary", "only-messages"] {
+        for message in ["!summary", "hello"] {
+            let reply = server
+                .chat("general", json!({"session_id": name, "message": message}))
+                .await;
+            assert_eq!(reply.status, 404, "{name} {message}: {}", reply.body);
+        }
+    }
+    assert_eq!(
+        store.summary(&id("only-summary")).await.unwrap(),
+        Some(json!({"facts": ["the MCP client's secret"]}))
+    );
+    // A fresh name is an API client's to choose.
+    let reply = server
+        .chat(
+            "general",
+            json!({"session_id": "fresh-name", "message": "hi"}),
+        )
+        .await;
+    assert!(reply.done().is_some(), "{}", reply.body);
+    // A browser's new conversations get names the server makes.
+    let browser = crate::support::browser("c0ffeec0ffeec0ffeec0ffeec0ffeec0");
+    let reply = server
+        .chat_with(
+            "general",
+            "",
+            json!({"session_id": "browser-named", "message": "hi"}),
+            Some(&browser),
+        )
+        .await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_name_under_which_something_is_stored_cannot_be_claimed_on_files() {
+    let server = TestServer::start(&[]).await;
+    names_of_stored_things_are_refused(&server).await;
+    // Backups alone (a conversation deleted) are something too.
+    let folder = server.data.path().join(".chat-history/deleted/backups/x");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("messages.json"), "[]").unwrap();
+    let reply = server
+        .chat(
+            "general",
+            json!({"session_id": "deleted", "message": "mine now?"}),
+        )
+        .await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_name_under_which_something_is_stored_cannot_be_claimed_on_redis() {
+    let redis = RedisServer::start().unwrap();
+    let config = redis_history(&redis.url(), "faults:");
+    let config_path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &config_path)]).await;
+    names_of_stored_things_are_refused(&server).await;
+}
+
+#[test]
+fn a_conversation_imported_while_the_server_runs_is_reachable_by_its_id() {
+    let data = tempfile::tempdir().unwrap();
+    let server = crate::support::process::start(&[("PARLOR_MIRROR_DELAY_MS", "0")], data.path());
+    let export = data.path().join("talk.json");
+    std::fs::write(
+        &export,
+        r#"[{"role":"user","content":"imported question"},{"role":"assistant","content":"imported answer"}]"#,
+    )
+    .unwrap();
+    let output = crate::support::process::command(&[], data.path())
+        .args([
+            "store",
+            "import",
+            export.to_str().unwrap(),
+            "--agent",
+            "general",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id = out.split_whitespace().nth(4).unwrap().to_owned();
+    let http = reqwest::blocking::Client::new();
+    let response = http
+        .post(server.url("/api/chat/general"))
+        .json(&json!({"session_id": id, "message": "and now?"}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().unwrap();
+    assert!(body.contains("event: done"), "{body}");
+    // The mirror saw the imported messages before the new one.
+    assert!(body.contains("imported question"), "{body}");
+}
