@@ -18,10 +18,24 @@ use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long a reply lock outlives a holder that stopped renewing it (a process that died).
-pub const REPLY_LOCK_TTL: Duration = Duration::from_secs(30);
+/// How long a reply lock outlives a holder that stopped renewing it (a process that died):
+/// renewed every third of it while the reply is written.
+pub const REPLY_LOCK_TTL: Duration = Duration::from_secs(6);
+
+/// Takes over the lock `KEYS[1]` from `ARGV[1]` (a holder of this process whose reply is
+/// over, whose release did not reach Redis): sets `ARGV[2]` for `ARGV[3]` ms if the lock
+/// still holds `ARGV[1]`. Returns 1 if it did.
+const TAKE_OVER: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    return 1
+end
+return 0
+";
 
 /// Extends the lock `KEYS[1]` to `ARGV[2]` ms if it still holds the token `ARGV[1]`.
 const RENEW_IF_HELD: &str = r"
@@ -137,6 +151,11 @@ pub struct RedisOptions {
 pub struct RedisStore {
     options: RedisOptions,
     connection: ConnectionManager,
+    /// This process's mark in the locks it takes (`<instance>:<token>`).
+    instance: String,
+    /// The locks this process holds now, by value: a lock of this process's that is not
+    /// among them belongs to a reply that is over (its release did not reach Redis).
+    held: Arc<Mutex<HashSet<String>>>,
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -160,6 +179,8 @@ impl RedisStore {
         let store = RedisStore {
             options,
             connection,
+            instance: uuid::Uuid::new_v4().simple().to_string(),
+            held: Arc::default(),
         };
         let _: String = redis::cmd("PING")
             .query_async(&mut store.connection.clone())
@@ -247,13 +268,15 @@ impl RedisStore {
 
     /// Takes the lock `key` for every process sharing this Redis: `SET NX PX`, renewed
     /// while held, so it outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only
-    /// by its holder) when dropped or released.
+    /// by its holder) when dropped or released. A lock this process took for a reply that is
+    /// over (its release did not reach Redis, which was away) is taken over at once: a reply
+    /// that has ended never holds its conversation.
     async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
+        let value = format!("{}:{}", self.instance, uuid::Uuid::new_v4().simple());
         let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
         let cmd = &redis::cmd("SET")
             .arg(&key)
-            .arg(&token)
+            .arg(&value)
             .arg("NX")
             .arg("PX")
             .arg(ttl_ms)
@@ -262,12 +285,16 @@ impl RedisStore {
             cmd.query_async(&mut c).await
         })
         .await?;
-        if taken.is_none() {
+        if taken.is_none() && !self.take_over_stale(&key, &value, ttl_ms).await? {
             return Ok(None);
         }
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(value.clone());
         let connection = self.conn();
         let renew = tokio::spawn({
-            let (mut connection, key, token) = (connection.clone(), key.clone(), token.clone());
+            let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
             async move {
                 let mut tick = tokio::time::interval(REPLY_LOCK_TTL / 3);
                 tick.tick().await;
@@ -277,31 +304,67 @@ impl RedisStore {
                         .arg(RENEW_IF_HELD)
                         .arg(1)
                         .arg(&key)
-                        .arg(&token)
+                        .arg(&value)
                         .arg(ttl_ms)
                         .query_async(&mut connection)
                         .await;
-                    if !matches!(renewed, Ok(1)) {
-                        tracing::warn!("lost the lock {key}");
-                        return;
+                    match renewed {
+                        Ok(1) => {}
+                        // Redis away for a moment: try again at the next tick.
+                        Err(e) if is_disconnect(&e) || e.is_timeout() => {}
+                        _ => {
+                            tracing::warn!("lost the lock {key}");
+                            return;
+                        }
                     }
                 }
             }
         });
+        let held = self.held.clone();
         Ok(Some(ReplyLock::new(async move {
             renew.abort();
-            let mut connection = connection;
-            let released: redis::RedisResult<i64> = redis::cmd("EVAL")
-                .arg(RELEASE_IF_HELD)
-                .arg(1)
-                .arg(&key)
-                .arg(&token)
-                .query_async(&mut connection)
-                .await;
-            if let Err(e) = released {
-                tracing::warn!("could not release the reply lock {key}: {e}");
-            }
+            // Over for this process at once, whatever Redis says.
+            held.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&value);
+            release(connection, key, value).await;
         })))
+    }
+
+    /// Whether the lock `key`, held by a reply of this process that is over, was taken over
+    /// for `value`.
+    async fn take_over_stale(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let holder: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut self.conn())
+            .await?;
+        let Some(holder) = holder else {
+            return Ok(false);
+        };
+        let ours = holder.starts_with(&format!("{}:", self.instance));
+        let live = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&holder);
+        if !ours || live {
+            return Ok(false);
+        }
+        let took: i64 = redis::cmd("EVAL")
+            .arg(TAKE_OVER)
+            .arg(1)
+            .arg(key)
+            .arg(&holder)
+            .arg(value)
+            .arg(ttl_ms)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(took == 1)
     }
 
     /// Adds the trim and TTL steps of a write to `pipe`.
@@ -322,6 +385,43 @@ impl RedisStore {
                 .ignore();
         }
     }
+}
+
+/// How long a release waits for Redis before the reply's end goes on without it (the
+/// release then goes on trying in the background).
+const RELEASE_WAIT: Duration = Duration::from_millis(300);
+
+/// Deletes the lock `key` if it still holds `value`: at once when Redis answers, else
+/// again every so often until it does or the lock has lapsed anyway.
+async fn release(connection: ConnectionManager, key: String, value: String) {
+    let attempt = {
+        let (connection, key, value) = (connection.clone(), key.clone(), value.clone());
+        move || {
+            let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
+            async move {
+                redis::cmd("EVAL")
+                    .arg(RELEASE_IF_HELD)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(&value)
+                    .query_async::<i64>(&mut connection)
+                    .await
+            }
+        }
+    };
+    if let Ok(Ok(_)) = tokio::time::timeout(RELEASE_WAIT, attempt()).await {
+        return;
+    }
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + REPLY_LOCK_TTL;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if let Ok(Ok(_)) = tokio::time::timeout(RELEASE_WAIT, attempt()).await {
+                return;
+            }
+        }
+        tracing::warn!("could not release the lock {key}; it has lapsed");
+    });
 }
 
 /// Whether an error means the connection was lost (not that Redis refused the command).

@@ -243,3 +243,68 @@ fn a_conversation_imported_while_the_server_runs_is_reachable_by_its_id() {
     // The mirror saw the imported messages before the new one.
     assert!(body.contains("imported question"), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_redis_outage_no_conversation_stays_locked() {
+    // Redis keeps its data across the restart, as in production: the locks survive it.
+    let mut redis = RedisServer::start_persistent().unwrap();
+    let config = redis_history(&redis.url(), "outage:");
+    let config_path = config.path().display().to_string();
+    // The mirror writes word by word: each reply takes a while, so the outage falls in the
+    // middle of replies.
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_MIRROR_DELAY_MS", "15"),
+        ("PARLOR_RATE_LIMIT_CHAT", "0"),
+    ])
+    .await;
+    let server = std::sync::Arc::new(server);
+    let mut sessions = Vec::new();
+    for n in 0..8 {
+        let reply = server
+            .chat("general", json!({"message": format!("conversation {n}")}))
+            .await;
+        assert!(reply.done().is_some(), "{}", reply.body);
+        sessions.push(reply.session_id());
+    }
+    // Every conversation chats on while Redis goes away for 1.5 s and comes back.
+    let chatting: Vec<_> = sessions
+        .iter()
+        .map(|session| {
+            let (server, session) = (server.clone(), session.clone());
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for turn in 0..6 {
+                    let reply = server
+                        .chat(
+                            "general",
+                            json!({"session_id": session, "message": format!("turn {turn}")}),
+                        )
+                        .await;
+                    statuses.push(reply.status);
+                }
+                statuses
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    redis.stop();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    redis.restart().unwrap();
+    for task in chatting {
+        let statuses = task.await.unwrap();
+        // During the outage: the error event (200), never "a reply is being written".
+        assert!(!statuses.contains(&409), "{statuses:?}");
+    }
+    // Once Redis is back, every conversation takes its next message at once.
+    for session in &sessions {
+        let reply = server
+            .chat(
+                "general",
+                json!({"session_id": session, "message": "after"}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(reply.done().is_some(), "{}", reply.body);
+    }
+}

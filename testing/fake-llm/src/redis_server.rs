@@ -12,13 +12,32 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// Where a persistent server keeps its append-only file (kept across restarts).
+    persist: Option<tempfile::TempDir>,
 }
 
 impl RedisServer {
     /// Starts `redis-server` and waits until it answers PING.
     pub fn start() -> std::io::Result<RedisServer> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let mut server = RedisServer { port, child: None };
+        let mut server = RedisServer {
+            port,
+            child: None,
+            persist: None,
+        };
+        server.restart()?;
+        Ok(server)
+    }
+
+    /// Starts a server that writes every change to disk before answering, so a restart
+    /// brings its data back (as a production Redis with an append-only file does).
+    pub fn start_persistent() -> std::io::Result<RedisServer> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut server = RedisServer {
+            port,
+            child: None,
+            persist: Some(tempfile::tempdir()?),
+        };
         server.restart()?;
         Ok(server)
     }
@@ -43,9 +62,20 @@ impl RedisServer {
     /// Starts the server again on the same port.
     pub fn restart(&mut self) -> std::io::Result<()> {
         self.stop();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        let mut command = Command::new("redis-server");
+        command.args(["--port", &self.port.to_string()]).args([
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ]);
+        match &self.persist {
+            Some(dir) => command
+                .args(["--appendonly", "yes", "--appendfsync", "always", "--dir"])
+                .arg(dir.path()),
+            None => command.args(["--appendonly", "no"]),
+        };
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
