@@ -260,7 +260,20 @@ impl HistoryProcessor for TokenBudget {
             .iter()
             .rposition(|m| m.role() == Role::User)
             .unwrap_or(rest.len());
-        let mut used = cost(prompt) + cost(&rest[last_turn..]);
+        // A summary the chain sends after this step takes room too: counted here wherever
+        // `summary` sits in the chain (once it is among the system messages, it is counted
+        // with them).
+        let summary_to_come = ctx
+            .summary
+            .filter(|_| {
+                !prompt
+                    .iter()
+                    .any(|m| m.message.text.starts_with(crate::summary::SUMMARY_LABEL))
+            })
+            .map_or(0, |summary| {
+                ctx.tokens.count(&crate::summary::summary_message(summary))
+            });
+        let mut used = summary_to_come + cost(prompt) + cost(&rest[last_turn..]);
         if used > budget {
             return Err(ChainError::OverBudget {
                 model: ctx.model.name.clone(),

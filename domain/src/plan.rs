@@ -671,6 +671,32 @@ mod tests {
     }
 
     #[test]
+    fn the_token_budget_counts_the_summary_wherever_it_sits_in_the_chain() {
+        let summary = r#"{"facts":["a long summary"]}"#;
+        for names in [["summary", "token_budget"], ["token_budget", "summary"]] {
+            let mut case = Case::new("uauauauaua");
+            case.chain = Chain::from_names(&names).unwrap();
+            // The ceiling leaves out the first four (so the summary is sent); OnePerMessage:
+            // the prompt, the summary and three turns would take 8, two turns 6.
+            case.max_ctx = 6;
+            case.model = limits(None, Some(7));
+            case.settings = settings(HistoryPolicy::All, 20);
+            let plan = plan(PlanInput {
+                summary: Some(summary),
+                ..case.input()
+            });
+            assert!(plan.error.is_none(), "{names:?}");
+            let texts = texts(&plan.messages);
+            assert_eq!(plan.messages.len(), 6, "{names:?}: {texts:?}");
+            assert!(
+                plan.messages[1].text.contains("a long summary"),
+                "{names:?}: {texts:?}"
+            );
+            assert_eq!(&texts[2..], ["6", "7", "8", "9"], "{names:?}");
+        }
+    }
+
+    #[test]
     fn a_reply_opening_the_conversation_is_sent_when_nothing_before_it_was_cut() {
         // An agent's greeting: nothing was removed before it, so it is no orphan.
         for (policy, length) in [(HistoryPolicy::LastN, 1), (HistoryPolicy::All, 1)] {

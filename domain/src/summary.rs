@@ -392,11 +392,15 @@ impl HistoryProcessor for SummaryStep {
             .is_some_and(|first| first > 0);
         if left_out {
             let at = leading_systems(&messages);
-            let text = format!("{SUMMARY_LABEL}\n{summary}");
-            messages.insert(at, Outgoing::prompt(Message::system(text, 0)));
+            messages.insert(at, Outgoing::prompt(summary_message(summary)));
         }
         Ok(messages)
     }
+}
+
+/// The system message the `summary` processor sends for `summary` (compact JSON).
+pub fn summary_message(summary: &str) -> Message {
+    Message::system(format!("{SUMMARY_LABEL}\n{summary}"), 0)
 }
 
 /// An empty object, for callers building summaries field by field.

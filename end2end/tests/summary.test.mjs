@@ -42,7 +42,7 @@ describe('rolling summary', () => {
     await replyFinished(page);
     const fact = page.locator('[data-fact=summary]');
     await fact.waitFor();
-    assert.match(await fact.innerText(), /sent in place of what was left out · covers 2 messages · \d+ tokens/);
+    assert.match(await fact.innerText(), /sent in place of what was left out · covers 2 messages · \d+ tokens · updated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
     await fact.locator('details summary').click();
     assert.match(await fact.locator('pre').innerText(), /"facts":\["Rust is my language\."\]/);
     // The marker follows the second stored message (the first turn's reply).

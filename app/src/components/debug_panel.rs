@@ -224,14 +224,21 @@ fn block_line(block: &BlockReport) -> String {
 fn SummaryFacts(report: SummaryReport) -> impl IntoView {
     let sent = if report.sent {
         "sent in place of what was left out"
+    } else if report.text.is_empty() {
+        "none yet"
     } else {
         "not sent (nothing was left out)"
+    };
+    let updated = match report.updated_ms {
+        0 if report.text.is_empty() => String::new(),
+        0 => " · not updated by Parlor yet".to_owned(),
+        ms => format!(" · updated {}", parlor_domain::transfer::utc_time(ms)),
     };
     view! {
         <dt>"Summary"</dt>
         <dd data-fact="summary">
             {format!(
-                "{sent} · covers {} · {} tokens",
+                "{sent} · covers {} · {} tokens{updated}",
                 count_of(report.covers, "message"),
                 report.tokens
             )}
@@ -245,10 +252,12 @@ fn SummaryFacts(report: SummaryReport) -> impl IntoView {
                     )}
                 </p>
             })}
-            <details class="summary-text">
-                <summary>"Show the summary"</summary>
-                <pre>{report.text}</pre>
-            </details>
+            {(!report.text.is_empty()).then(|| view! {
+                <details class="summary-text">
+                    <summary>"Show the summary"</summary>
+                    <pre>{report.text}</pre>
+                </details>
+            })}
         </dd>
     }
 }

@@ -170,7 +170,8 @@ struct Durable {
 
 /// A conversation's rolling summary and its maintenance signal.
 pub(crate) struct StoredSummary {
-    summary: serde_json::Value,
+    /// `None` while there is none yet (the maintenance signal is still reported).
+    summary: Option<serde_json::Value>,
     maintenance: Option<parlor_domain::summary::Maintenance>,
 }
 
@@ -461,14 +462,13 @@ impl TurnContext<'_> {
             return Ok(None);
         }
         let store = &self.history.store;
-        let Some(summary) = store.summary(id).await? else {
-            return Ok(None);
-        };
+        let summary = store.summary(id).await?;
         let stats = store.stats(id).await?;
         let pending_bytes = pending.map_or(0, |m| {
             serde_json::to_string(m).map_or(m.text.len(), |json| json.len() + 2)
         });
-        let bytes = stats.approx_bytes as usize + pending_bytes + summary.to_string().len();
+        let summary_bytes = summary.as_ref().map_or(0, |s| s.to_string().len());
+        let bytes = stats.approx_bytes as usize + pending_bytes + summary_bytes;
         let maintenance = parlor_domain::summary::Maintenance::check(
             stats.messages + usize::from(pending.is_some()),
             bytes,
@@ -590,7 +590,8 @@ impl TurnContext<'_> {
             .for_conversation(self.agent, info.model.as_deref());
         let sent_summary = summary
             .as_ref()
-            .map(|s| parlor_domain::summary::for_model(&s.summary));
+            .and_then(|s| s.summary.as_ref())
+            .map(parlor_domain::summary::for_model);
         let message_id = tail.last().map(|m| m.id().into_owned());
         let tokens = token_counter(
             model
@@ -673,17 +674,23 @@ impl TurnContext<'_> {
         info: &ConversationInfo,
     ) -> parlor_domain::summary::SummaryReport {
         use parlor_domain::summary::{SummaryReport, SUMMARY_LABEL};
-        let summary = &stored.summary;
+        let failure = self
+            .services
+            .summarizers
+            .failure(&self.history.id, &info.session_id);
+        let Some(summary) = &stored.summary else {
+            return SummaryReport {
+                failure,
+                maintenance: stored.maintenance.clone(),
+                ..SummaryReport::default()
+            };
+        };
         let sent = plan
             .messages
             .iter()
             .find(|m| m.role == Role::System && m.text.starts_with(SUMMARY_LABEL));
         let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
         let text = Message::system(parlor_domain::summary::for_model(summary), 0);
-        let failure = self
-            .services
-            .summarizers
-            .failure(&self.history.id, &info.session_id);
         let tokens = tokens.count(sent.unwrap_or(&text));
         SummaryReport {
             maintenance: stored.maintenance.clone(),

@@ -40,6 +40,24 @@ async fn say(server: &TestServer, session: &str, text: &str) -> crate::support::
 }
 
 #[tokio::test]
+async fn the_maintenance_signal_is_reported_before_there_is_a_summary() {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &path),
+        ("HISTORY_CONTEXT_MAX_MESSAGES", "1"),
+    ])
+    .await;
+    let first = server.chat("concise", json!({"message": "one"})).await;
+    let second = say(&server, &first.session_id(), "two").await;
+    let report = second.meta().history.summary.clone().expect("a report");
+    assert!(report.text.is_empty(), "no summary yet");
+    let signal = report.maintenance.expect("the maintenance signal");
+    assert_eq!(signal.reason, "messages_count_exceeds_comfort_zone");
+    assert_eq!(signal.metrics.messages, 3);
+}
+
+#[tokio::test]
 async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_place() {
     let config = config_file(CHAIN);
     let path = config.path().display().to_string();
@@ -53,12 +71,15 @@ async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_plac
         .chat("concise", json!({"message": "Fact zero. Ignore this."}))
         .await;
     let session = first.session_id();
-    say(&server, &session, "Fact one. Also ignored.").await;
+    let second = say(&server, &session, "Fact one. Also ignored.").await;
     assert_eq!(
         summary_of(&server, &session).await,
         None,
         "nothing left out yet"
     );
+    // No summary yet: the report says so (and would carry the maintenance signal).
+    let none_yet = second.meta().history.summary.clone().expect("a report");
+    assert!(!none_yet.sent && none_yet.text.is_empty() && none_yet.updated_ms == 0);
     say(&server, &session, "Fact two.").await;
     // The first turn fell out: summarized after the reply, in the background.
     let summary = covering(&server, &session, 2).await;
@@ -86,10 +107,16 @@ async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_plac
     let signal = report.maintenance.expect("the maintenance signal");
     assert_eq!(signal.reason, "messages_count_exceeds_comfort_zone");
     assert_eq!(signal.metrics.messages, 7);
-    // The page marks where the summarized part of the transcript ends.
+    // The page marks where the summarized part of the transcript ends; its debug panel says
+    // when the summary was last updated.
     let (_, page) = server
-        .get(&format!("/chat?agent=concise&session={session}"), None)
+        .get(
+            &format!("/chat?agent=concise&session={session}&debug=true"),
+            None,
+        )
         .await;
+    let updated = parlor_domain::transfer::utc_time(report.updated_ms);
+    assert!(page.contains(&format!("updated {updated}")), "{updated}");
     assert!(
         page.contains("Messages above are summarized"),
         "the marker is rendered"
