@@ -10,61 +10,64 @@ pub mod openapi;
 mod ready;
 
 use crate::state::AppState;
-use axum::routing::{get, patch, post, put};
 use axum::Router;
 
 /// The most a request body without images may hold (those with images:
 /// `PARLOR_MAX_CONTEXT_BYTES`); messages have their own, smaller limit.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The chat API (rate-limited per client address by the caller) and the health check.
-pub fn api() -> Router<AppState> {
-    Router::new()
-        .route("/api/chat/{agent_id}", post(chat::post_chat))
-        .route("/api/chat/{agent_id}/debug", get(debug::get_debug))
-        .route(
-            "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}",
-            put(messages::put_mark),
-        )
-        .route(
-            "/api/chat/{agent_id}/sessions/{session_id}/messages",
-            get(messages::get_older),
-        )
-        .route(
-            "/api/chat/{agent_id}/sessions/import",
-            post(conversations::post_import),
-        )
-        .route(
-            "/api/chat/{agent_id}/sessions/{session_id}",
-            patch(conversations::patch_conversation).delete(conversations::delete_conversation),
-        )
-        .route(
-            "/api/chat/{agent_id}/sessions/{session_id}/fork",
-            post(conversations::post_fork),
-        )
-        .route(
-            "/api/chat/{agent_id}/sessions/{session_id}/export",
-            get(conversations::get_export),
-        )
-        .route("/api/conversations/search", get(conversations::get_search))
+/// Declares routers and, from the same list, the routes each answers (`(path, method)`),
+/// so the OpenAPI test checks the document against what is really served: a route added
+/// here and not documented fails it.
+macro_rules! routes {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident, $list:ident {
+            $( $path:literal => $( $method:ident ( $handler:path ) ),+ ; )*
+        }
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name() -> Router<AppState> {
+                Router::new() $( .route($path, axum::routing::MethodRouter::new() $( .$method($handler) )+ ) )*
+            }
+
+            /// The `(path, method)` pairs the router of the same name answers.
+            pub const $list: &[(&str, &str)] = &[ $( $( ($path, stringify!($method)) ),+ ),* ];
+        )*
+
+        /// Every documented route of the HTTP API: all the routers above.
+        pub const ALL_ROUTES: &[&[(&str, &str)]] = &[ $( $list ),* ];
+    };
 }
 
-/// `/healthz` (the process is up) and `/readyz` (it can serve chats): never limited, never
-/// a session.
-pub fn health() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/api/openapi.json", get(openapi::get_openapi))
-}
-
-/// Readiness: rate-limited per client address (see `crate::router`).
-pub fn ready() -> Router<AppState> {
-    Router::new().route("/readyz", get(ready::get_ready))
-}
-
-/// The metrics: their failed authorizations are limited (see `crate::router`).
-pub fn metrics() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics::get_metrics))
+routes! {
+    /// The chat API (rate-limited per client address by the caller).
+    api, API_ROUTES {
+        "/api/chat/{agent_id}" => post(chat::post_chat);
+        "/api/chat/{agent_id}/debug" => get(debug::get_debug);
+        "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}" => put(messages::put_mark);
+        "/api/chat/{agent_id}/sessions/{session_id}/messages" => get(messages::get_older);
+        "/api/chat/{agent_id}/sessions/import" => post(conversations::post_import);
+        "/api/chat/{agent_id}/sessions/{session_id}" =>
+            patch(conversations::patch_conversation), delete(conversations::delete_conversation);
+        "/api/chat/{agent_id}/sessions/{session_id}/fork" => post(conversations::post_fork);
+        "/api/chat/{agent_id}/sessions/{session_id}/export" => get(conversations::get_export);
+        "/api/conversations/search" => get(conversations::get_search);
+    }
+    /// Liveness and this document: never limited.
+    health, HEALTH_ROUTES {
+        "/healthz" => get(healthz);
+        "/api/openapi.json" => get(openapi::get_openapi);
+    }
+    /// Readiness: rate-limited per client address (see `crate::router`).
+    ready, READY_ROUTES {
+        "/readyz" => get(ready::get_ready);
+    }
+    /// The metrics: their failed authorizations are limited (see `crate::router`).
+    metrics, METRICS_ROUTES {
+        "/metrics" => get(metrics::get_metrics);
+    }
 }
 
 /// The process is up.
