@@ -124,6 +124,8 @@ pub struct ChatData {
     pub summarized: usize,
     /// The context meter of the conversation's last model call.
     pub meter: Option<parlor_domain::meter::Meter>,
+    /// The conversation this one was forked from, when it was.
+    pub forked_from: Option<ConversationItem>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -170,6 +170,7 @@ impl FromJson for ChatData {
             max_context_bytes: required(json, "max_context_bytes")?,
             summarized: required(json, "summarized")?,
             meter: optional(json, "meter")?,
+            forked_from: optional(json, "forked_from")?,
         })
     }
 }
@@ -395,6 +396,12 @@ mod tests {
                 }),
                 max_context_bytes: 10 << 20,
                 summarized: 4,
+                forked_from: Some(ConversationItem {
+                    session_id: "s-0".into(),
+                    agent_id: "general".into(),
+                    title: "Origin".into(),
+                    updated_ms: 1_763_000_000_000,
+                }),
                 meter: Some(Meter {
                     window: Some(128_000),
                     sent: 900,

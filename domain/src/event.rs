@@ -412,6 +412,9 @@ pub struct DebugInfo {
     pub settings: SettingsReport,
     /// The conversation's last model call, if it had one.
     pub last_turn: Option<TurnReport>,
+    /// The conversation it was forked from, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<crate::transfer::ForkLink>,
 }
 
 /// What the last model call of a conversation was sent.

@@ -25,7 +25,19 @@ pub struct Export {
     pub title: String,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// The conversation this one was forked from, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkLink>,
     pub messages: Vec<Message>,
+}
+
+/// Where a fork came from: its conversation, and the last message it copied.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkLink {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 impl Export {
@@ -43,6 +55,7 @@ impl Export {
             title: title.into(),
             created_ms,
             updated_ms,
+            forked_from: None,
             messages,
         }
     }
@@ -56,6 +69,12 @@ impl Export {
             self.agent_id,
             plural(self.messages.len(), "message")
         ));
+        if let Some(origin) = &self.forked_from {
+            out.push_str(&format!(
+                "Forked from conversation `{}`\n",
+                origin.session_id
+            ));
+        }
         for message in &self.messages {
             let role = match message.role {
                 Role::System => "System",

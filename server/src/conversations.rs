@@ -227,13 +227,16 @@ pub async fn export(
     info: &ConversationInfo,
 ) -> Result<Export, StoreError> {
     let messages = store.load(&info.session_id).await?;
-    Ok(Export::new(
-        &info.agent_id,
-        &info.title,
-        info.created_ms,
-        info.updated_ms,
-        messages,
-    ))
+    Ok(Export {
+        forked_from: info.forked_from.as_ref().map(|f| f.link()),
+        ..Export::new(
+            &info.agent_id,
+            &info.title,
+            info.created_ms,
+            info.updated_ms,
+            messages,
+        )
+    })
 }
 
 /// Imports `text` (see [`transfer::parse_import`]) as a new conversation of `agent_id`,

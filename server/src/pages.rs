@@ -70,6 +70,22 @@ impl Backend for PageBackend {
             session_id = Some(id.to_string());
             conversation = info;
         }
+        // The conversation it was forked from (its title, when it is still there).
+        let forked_from = match conversation.as_ref().and_then(|c| c.forked_from.as_ref()) {
+            None => None,
+            Some(origin) => {
+                let title = store
+                    .info(&origin.session_id)
+                    .await?
+                    .map_or_else(|| "a deleted conversation".to_owned(), |i| i.title);
+                Some(ConversationItem {
+                    session_id: origin.session_id.to_string(),
+                    agent_id: agent.id.clone(),
+                    title,
+                    updated_ms: 0,
+                })
+            }
+        };
         let conversations = match &browser {
             Some(b) => services
                 .histories
@@ -140,6 +156,7 @@ impl Backend for PageBackend {
             }),
             max_context_bytes: services.config.max_context_bytes,
             summarized,
+            forked_from,
         })))
     }
 }

@@ -156,6 +156,17 @@ fn ChatView() -> impl IntoView {
                     </button>
                     <div class="title">
                         <h1>{agent.name.clone()}</h1>
+                        {data.forked_from.clone().map(|origin| {
+                            let href = format!(
+                                "/chat?agent={}&session={}",
+                                origin.agent_id, origin.session_id
+                            );
+                            view! {
+                                <a class="forked-from" href=href data-fact="forked-from">
+                                    {format!("forked from “{}”", origin.title)}
+                                </a>
+                            }
+                        })}
                         <span class="model" title="Model and provider">
                             // One picker for every case (a second view for a single model
                             // would cost the bundle KBs): with one model it is disabled and

@@ -68,6 +68,16 @@ pub struct ForkOrigin {
     pub message_id: Option<String>,
 }
 
+impl ForkOrigin {
+    /// As the export and the debug panel show it.
+    pub fn link(&self) -> parlor_domain::transfer::ForkLink {
+        parlor_domain::transfer::ForkLink {
+            session_id: self.session_id.to_string(),
+            message_id: self.message_id.clone(),
+        }
+    }
+}
+
 fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }

@@ -221,6 +221,46 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         info(&server, &session).await.unwrap().owner
     );
     assert_eq!(fork_info.pinned, 1);
+    // The link to its origin is in its export (JSON and Markdown) and its debug facts.
+    let export_of = |format: &'static str| {
+        let path = format!("/api/chat/general/sessions/{fork_id}/export?format={format}");
+        let server = &server;
+        async move { server.get(&path, Some(ALICE.as_str())).await.1 }
+    };
+    let exported: serde_json::Value = serde_json::from_str(&export_of("json").await).unwrap();
+    assert_eq!(exported["forked_from"]["session_id"], session.as_str());
+    assert_eq!(exported["forked_from"]["message_id"], id(3).as_str());
+    assert!(export_of("md")
+        .await
+        .contains(&format!("Forked from conversation `{session}`")));
+    let (_, debug) = server
+        .get(
+            &format!("/api/chat/general/debug?session_id={fork_id}"),
+            Some(ALICE.as_str()),
+        )
+        .await;
+    let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
+    assert_eq!(
+        debug["forked_from"]["session_id"],
+        session.as_str(),
+        "{debug}"
+    );
+    let (_, page) = server
+        .get(
+            &format!("/chat?agent=general&session={fork_id}"),
+            Some(ALICE.as_str()),
+        )
+        .await;
+    assert!(
+        page.contains(&format!(
+            "href=\"/chat?agent=general&amp;session={session}\""
+        )) || page.contains(&format!("href=\"/chat?agent=general&session={session}\"")),
+        "the page links to the origin"
+    );
+    assert!(
+        page.contains("forked from “alpha question”"),
+        "the origin's title"
+    );
     let fork_sid = SessionId::parse(&fork_id).unwrap();
     assert_eq!(history.store.summary(&fork_sid).await.unwrap(), None);
     // The original is unchanged; the fork goes on by itself, with its marks applied.
