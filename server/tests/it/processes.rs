@@ -749,12 +749,14 @@ fn history_trim_refuses_bad_input_with_a_clear_message() {
     }
 }
 
-#[test]
-fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging_it() {
+/// Kills the server (SIGKILL) right after the first event (`meta`) of a new browser
+/// conversation, five times, and checks every conversation is still its browser's alone.
+fn owners_survive_a_kill_after_meta(extra: &[(&str, &str)]) {
     use std::io::Read;
     let data = tempfile::tempdir().unwrap();
     // A slow reply: the server is killed while the model is still answering.
-    let vars = [("PARLOR_MIRROR_DELAY_MS", "500")];
+    let mut vars = vec![("PARLOR_MIRROR_DELAY_MS", "500")];
+    vars.extend_from_slice(extra);
     let mut sessions = Vec::new();
     for attempt in 0..5 {
         let mut server = start(&vars, data.path());
@@ -800,6 +802,19 @@ fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging
             "attempt {attempt}: another browser must not see it"
         );
     }
+}
+
+#[test]
+fn a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging_it() {
+    owners_survive_a_kill_after_meta(&[]);
+}
+
+#[test]
+fn on_redis_a_conversation_keeps_its_owner_when_the_server_dies_right_after_acknowledging_it() {
+    let redis = RedisServer::start().unwrap();
+    let config = crate::support::redis_history(&redis.url(), "crash:");
+    let path = config.path().display().to_string();
+    owners_survive_a_kill_after_meta(&[("PARLOR_CONFIG", &path)]);
 }
 
 #[test]
