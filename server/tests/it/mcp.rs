@@ -1,6 +1,6 @@
-//! `parlor mcp --stdio`: the history store's tools through a real MCP exchange with the
-//! binary (JSON-RPC lines on stdin/stdout), each rule of the spec, and the web chat and the
-//! MCP server seeing each other's writes.
+//! `parlor mcp --stdio` and `/mcp`: the history store's tools through a real MCP client
+//! (rmcp's, over stdio and streamable HTTP), each rule of the spec, and the web chat and the
+//! MCP server seeing each other's writes; raw JSON-RPC lines only for what no client sends.
 
 use crate::support::TestServer;
 use serde_json::{json, Value};
@@ -8,85 +8,83 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
+/// `parlor mcp --stdio` through rmcp's client (a real MCP client: initialization, requests,
+/// the server's own requests answered): what every tool test uses.
 struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
+    runtime: tokio::runtime::Runtime,
+    client: Option<rmcp::service::RunningService<rmcp::RoleClient, ()>>,
 }
 
 impl Drop for Mcp {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.cancel());
+        }
     }
 }
 
 impl Mcp {
     /// Starts `parlor mcp --stdio` on `data` and initializes the session.
     fn start(data: &Path, vars: &[(&str, &str)]) -> Mcp {
+        use rmcp::ServiceExt;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let mut command = crate::support::process::command(vars, data);
-        command.args(["mcp", "--stdio"]).stdin(Stdio::piped());
-        let mut child = command.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut mcp = Mcp {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        let init = mcp.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "parlor-history");
-        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        mcp
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-        );
-        loop {
-            let message = self.read();
-            // The server's own notifications and requests (a ping) may come in between.
-            if message.get("method").is_some() {
-                if let Some(request) = message.get("id") {
-                    let pong = json!({"jsonrpc": "2.0", "id": request, "result": {}});
-                    self.send(&pong.to_string());
-                }
-                continue;
-            }
-            assert_eq!(message["id"], id, "{message}");
-            return message;
+        command.args(["mcp", "--stdio"]).stderr(Stdio::inherit());
+        let client = runtime.block_on(async {
+            let transport =
+                rmcp::transport::TokioChildProcess::new(tokio::process::Command::from(command))
+                    .unwrap();
+            ().serve(transport).await.unwrap()
+        });
+        let server = client
+            .peer_info()
+            .unwrap()
+            .server_info
+            .as_ref()
+            .unwrap()
+            .name
+            .clone();
+        assert_eq!(server, "parlor-history");
+        Mcp {
+            runtime,
+            client: Some(client),
         }
+    }
+
+    fn client(&self) -> &rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        self.client.as_ref().unwrap()
+    }
+
+    /// The tools as listed, as JSON.
+    fn tools(&mut self) -> Value {
+        let tools = self
+            .runtime
+            .block_on(self.client().list_all_tools())
+            .unwrap();
+        serde_json::to_value(tools).unwrap()
     }
 
     /// Calls a tool: whether it failed, and its one text item.
     fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
-        let reply = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        let result = &reply["result"];
-        let content = result["content"]
+        let Value::Object(arguments) = arguments else {
+            panic!("arguments must be an object");
+        };
+        let params =
+            rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let result = self
+            .runtime
+            .block_on(self.client().call_tool(params))
+            .unwrap();
+        let reply = serde_json::to_value(&result).unwrap();
+        let content = reply["content"]
             .as_array()
             .unwrap_or_else(|| panic!("{reply}"));
         assert_eq!(content.len(), 1, "one text item: {reply}");
         (
-            result["isError"] == json!(true),
+            result.is_error == Some(true),
             content[0]["text"].as_str().unwrap().to_owned(),
         )
     }
@@ -106,11 +104,62 @@ impl Mcp {
     }
 }
 
+/// `parlor mcp --stdio` spoken to line by line, for what no real client sends: malformed
+/// input, a process killed in the middle of a call.
+struct Lines {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Lines {
+    /// Starts `parlor mcp --stdio` on `data` and initializes the session.
+    fn start(data: &Path) -> Lines {
+        let mut command = crate::support::process::command(&[], data);
+        command.args(["mcp", "--stdio"]).stdin(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Lines {
+            child,
+            stdin,
+            stdout,
+        };
+        lines.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}})
+            .to_string(),
+        );
+        assert_eq!(lines.read()["id"], 1);
+        lines.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        lines
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+}
+
 #[test]
 fn the_tools_are_listed_with_their_parameters() {
     let data = tempfile::tempdir().unwrap();
     let mut mcp = Mcp::start(data.path(), &[]);
-    let tools = mcp.request("tools/list", json!({}))["result"]["tools"].clone();
+    let tools = mcp.tools();
     let mut names: Vec<String> = tools
         .as_array()
         .unwrap()
@@ -361,15 +410,26 @@ fn saves_reads_summaries_backups_and_every_refusal_through_mcp() {
         mcp.ok("history_stats", json!({"dialog": "Project X"}))["backups"],
         2
     );
+}
 
-    // A line that is not JSON gets a JSON-RPC error, and the server goes on.
-    mcp.send("{not json");
-    let error = mcp.read();
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error_and_the_server_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let mut lines = Lines::start(data.path());
+    lines.send("{not json");
+    let error = lines.read();
     assert_eq!(error["error"]["code"], -32700, "{error}");
-    assert_eq!(
-        mcp.ok("history_stats", json!({"dialog": "Project X"}))["messages"],
-        4
+    lines.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "history_stats", "arguments": {"dialog": "x"}}})
+        .to_string(),
     );
+    let reply = lines.read();
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert!(reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("\"messages\":0"));
 }
 
 #[tokio::test]
@@ -478,8 +538,8 @@ fn a_client_that_goes_away_mid_call_leaves_the_store_consistent() {
             assert!(status.code().is_some(), "round {round}: exits by itself");
         } else {
             // The process is killed in the middle of the call.
-            let mut mcp = Mcp::start(data.path(), &[]);
-            mcp.send(&save);
+            let mut lines = Lines::start(data.path());
+            lines.send(&save);
             std::thread::sleep(std::time::Duration::from_millis(round * 3));
         }
         // Whatever happened, the dialog holds whole saves only and stays readable.
@@ -506,22 +566,6 @@ fn a_client_that_goes_away_mid_call_leaves_the_store_consistent() {
     );
     let last = last.as_str().unwrap();
     assert!(last.ends_with("\nU: after"), "{last}");
-}
-
-/// The JSON-RPC message of an `/mcp` response: a JSON body, or the first `data:` line of a
-/// server-sent event stream.
-async fn mcp_message(response: reqwest::Response) -> Value {
-    let body = response.text().await.unwrap();
-    if let Ok(value) = serde_json::from_str(&body) {
-        return value;
-    }
-    let data = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|d| !d.is_empty())
-        .unwrap_or_else(|| panic!("no message in {body:?}"));
-    serde_json::from_str(data).unwrap()
 }
 
 #[tokio::test]
@@ -555,50 +599,38 @@ async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
         let response = post(initialize.clone(), token, None).await.unwrap();
         assert_eq!(response.status(), 401, "{token:?}");
     }
-    let response = post(initialize.clone(), Some("s3cret-token"), None)
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mcp_session = response
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let init = mcp_message(response).await;
-    assert_eq!(
-        init["result"]["serverInfo"]["name"], "parlor-history",
-        "{init}"
+    // With the token, a real MCP client (rmcp's, over streamable HTTP) gets every tool, on
+    // the same store as the web chat.
+    use rmcp::transport::streamable_http_client::{
+        StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+    };
+    use rmcp::ServiceExt;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"))
+            .auth_header("s3cret-token"),
     );
-    let notified = post(
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        Some("s3cret-token"),
-        mcp_session.as_deref(),
-    )
-    .await
-    .unwrap();
-    assert!(notified.status().is_success(), "{}", notified.status());
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "history_get_dialog_detail", "arguments": {"dialog": session}}});
-    let response = post(call, Some("s3cret-token"), mcp_session.as_deref())
-        .await
-        .unwrap();
-    let detail = mcp_message(response).await;
-    let text = detail["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("U: hello\nA: "), "{detail}");
-
-    // Every other tool answers over HTTP too, on the same store as the web chat.
-    let mut id = 3;
-    let mut call = |tool: &str, arguments: Value| {
-        id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}});
-        let request = post(body, Some("s3cret-token"), mcp_session.as_deref());
+    let client = ().serve(transport).await.unwrap();
+    let info = client.peer_info().unwrap().server_info.clone().unwrap();
+    assert_eq!(info.name, "parlor-history");
+    let call = |tool: &'static str, arguments: Value| {
+        let client = &client;
         async move {
-            let reply = mcp_message(request.await.unwrap()).await;
-            assert_ne!(reply["result"]["isError"], json!(true), "{reply}");
-            let text = reply["result"]["content"][0]["text"].as_str().unwrap();
-            serde_json::from_str::<Value>(text).unwrap_or_else(|_| json!(text))
+            let Value::Object(arguments) = arguments else {
+                panic!("arguments must be an object")
+            };
+            let params = rmcp::model::CallToolRequestParams::new(tool).with_arguments(arguments);
+            let result = client.call_tool(params).await.unwrap();
+            let reply = serde_json::to_value(&result).unwrap();
+            assert_ne!(result.is_error, Some(true), "{reply}");
+            let text = reply["content"][0]["text"].as_str().unwrap().to_owned();
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))
         }
     };
+    let detail = call("history_get_dialog_detail", json!({"dialog": session})).await;
+    assert!(
+        detail.as_str().unwrap().starts_with("U: hello\nA: "),
+        "{detail}"
+    );
     let saved = call(
         "history_save",
         json!({"dialog": "over-http", "entry": {"role": "user", "text": "via http", "ts": 5}}),
@@ -646,6 +678,7 @@ async fn the_same_tools_answer_at_slash_mcp_only_with_the_token() {
     )
     .await;
     assert_eq!(detail, json!("U: via http"));
+    client.cancel().await.unwrap();
 
     // A foreign Host or Origin (DNS rebinding, a web page calling in) is refused; this
     // server's own origin passes.
