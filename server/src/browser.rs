@@ -343,3 +343,76 @@ fn limit_page(message: &str) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_values_this_key_signed_are_sessions() {
+        let key = CookieKey::from_bytes([7; 32]);
+        let other = CookieKey::from_bytes([8; 32]);
+        let id = "0123456789abcdef0123456789abcdef";
+        let signed = key.sign(id);
+        assert_eq!(key.verify(&signed), Some(id));
+        assert_eq!(other.verify(&signed), None, "another key's signature");
+        let (_, tag) = signed.split_once('.').unwrap();
+        for forged in [
+            id.to_owned(),
+            format!("{id}."),
+            format!("{id}.{}", "0".repeat(32)),
+            format!("{}.{tag}", "f".repeat(32)),
+            format!("{id}.{}", &tag[..31]),
+            format!("{id}.{tag}0"),
+            format!("{}.{tag}", id.to_uppercase()),
+            format!("{id}.{}", tag.replace(|c: char| c.is_ascii_digit(), "z")),
+            String::new(),
+            ".".to_owned(),
+        ] {
+            assert_eq!(key.verify(&forged), None, "{forged:?}");
+        }
+    }
+
+    #[test]
+    fn processes_on_one_data_folder_share_one_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cookie.key");
+        // Processes starting together: every one ends up with the key one of them made.
+        let keys: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| CookieKey::in_file(&path).unwrap().sign("a")))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(keys.windows(2).all(|w| w[0] == w[1]), "{keys:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "only the owner reads it");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+        std::fs::write(&path, "not a key").unwrap();
+        let error = CookieKey::in_file(&path).unwrap_err().to_string();
+        assert!(error.contains("cookie.key"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn processes_on_one_redis_share_one_key() {
+        let redis = fake_llm::redis_server::RedisServer::start().unwrap();
+        let connect = || async {
+            let client = redis::Client::open(redis.url()).unwrap();
+            redis::aio::ConnectionManager::new(client).await.unwrap()
+        };
+        let first = CookieKey::in_redis(connect().await, "p:").await.unwrap();
+        let second = CookieKey::in_redis(connect().await, "p:").await.unwrap();
+        assert_eq!(first.sign("a"), second.sign("a"));
+        let elsewhere = CookieKey::in_redis(connect().await, "q:").await.unwrap();
+        assert_ne!(
+            first.sign("a"),
+            elsewhere.sign("a"),
+            "prefixes are separate"
+        );
+    }
+}

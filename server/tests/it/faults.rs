@@ -308,3 +308,71 @@ async fn after_a_redis_outage_no_conversation_stays_locked() {
         assert!(reply.done().is_some(), "{}", reply.body);
     }
 }
+
+#[tokio::test]
+async fn a_conversation_restored_while_the_server_runs_comes_back_for_its_browser() {
+    let server = TestServer::start(&[]).await;
+    let browser = crate::support::browser("5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e");
+    let first = server
+        .chat_with(
+            "general",
+            "",
+            json!({"message": "a conversation worth keeping"}),
+            Some(&browser),
+        )
+        .await;
+    let session = first.session_id();
+    let deleted = server
+        .http
+        .delete(server.url(&format!("/api/chat/general/sessions/{session}")))
+        .header("cookie", &browser)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let backup = deleted.json::<serde_json::Value>().await.unwrap()["backup"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The operator brings it back with the CLI while the server runs.
+    let output = crate::support::process::command(&[], server.data.path())
+        .args(["store", "restore", &session, &backup])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Its browser finds it in its list of conversations (before anything asked for it by
+    // its id), and chats in it again.
+    let mut listed = false;
+    for _ in 0..40 {
+        let (_, page) = server.get("/chat?agent=general", Some(&browser)).await;
+        if page.contains("a conversation worth keeping") {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(listed, "the sidebar lists it again");
+    let again = server
+        .chat_with(
+            "general",
+            "",
+            json!({"session_id": session, "message": "still here?"}),
+            Some(&browser),
+        )
+        .await;
+    assert!(again.done().is_some(), "{}", again.body);
+    assert!(again.text().contains("a conversation worth keeping"));
+    // Another browser still cannot see it.
+    let stranger = crate::support::browser("6f6f6f6f6f6f6f6f6f6f6f6f6f6f6f6f");
+    let (status, _) = server
+        .get(
+            &format!("/chat?agent=general&session={session}"),
+            Some(&stranger),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
