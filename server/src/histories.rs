@@ -296,6 +296,24 @@ impl Histories {
         Ok(Histories { by_id })
     }
 
+    /// Puts `wrap(store)` in place of history `id`'s store: for tests that act between the
+    /// steps of a request (another writer's save), and tools that observe a store.
+    pub fn wrap_store(
+        &mut self,
+        id: &str,
+        wrap: impl FnOnce(Arc<dyn ConversationStore>) -> Arc<dyn ConversationStore>,
+    ) {
+        if let Some(history) = self.by_id.get_mut(id) {
+            let store = wrap(history.store.clone());
+            *history = Arc::new(History {
+                id: history.id.clone(),
+                store,
+                system_message: history.system_message.clone(),
+                redis: history.redis.clone(),
+            });
+        }
+    }
+
     /// One file-backed `default` history in `data_dir`: what Parlor runs without a
     /// configuration file.
     pub fn file_default(

@@ -376,3 +376,199 @@ async fn a_conversation_restored_while_the_server_runs_comes_back_for_its_browse
         .await;
     assert_eq!(status, 404);
 }
+
+mod interleaving {
+    //! A store that lets another writer act between a request's read and its write: the
+    //! next `load` of the armed conversation returns what was stored, then (before the
+    //! request goes on) appends a message as an MCP client's save would.
+    use async_trait::async_trait;
+    use parlor_domain::context::Edit;
+    use parlor_domain::{Message, SessionId};
+    use parlor_server::store::{
+        BackupInfo, ConversationInfo, ConversationStore, Stats, StoreError, Tail,
+    };
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+
+    pub struct Interleaving {
+        pub inner: Arc<dyn ConversationStore>,
+        pub armed: Mutex<Option<(SessionId, Message)>>,
+    }
+
+    #[async_trait]
+    impl ConversationStore for Interleaving {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn kind(&self) -> &'static str {
+            self.inner.kind()
+        }
+        async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+            let read = self.inner.load(id).await?;
+            let save = {
+                let mut armed = self.armed.lock().unwrap();
+                match armed.take() {
+                    Some((at, message)) if &at == id => Some(message),
+                    other => {
+                        *armed = other;
+                        None
+                    }
+                }
+            };
+            if let Some(message) = save {
+                self.inner.append(id, &[message]).await?;
+            }
+            Ok(read)
+        }
+        async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+            self.inner.load_tail(id, count).await
+        }
+        async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+            self.inner.append(id, messages).await
+        }
+        async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+            self.inner.replace(id, messages).await
+        }
+        async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+            self.inner.version(id).await
+        }
+        async fn put_summary_if(
+            &self,
+            id: &SessionId,
+            version: u64,
+            summary: &Value,
+        ) -> Result<bool, StoreError> {
+            self.inner.put_summary_if(id, version, summary).await
+        }
+        async fn truncate_if(
+            &self,
+            id: &SessionId,
+            keep: usize,
+            total: usize,
+            last: &Message,
+        ) -> Result<bool, StoreError> {
+            self.inner.truncate_if(id, keep, total, last).await
+        }
+        async fn prune(
+            &self,
+            id: &SessionId,
+            offset: usize,
+            edits: &[Edit],
+        ) -> Result<usize, StoreError> {
+            self.inner.prune(id, offset, edits).await
+        }
+        async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+            self.inner.rewrite(id, edits).await
+        }
+        async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError> {
+            self.inner.summary(id).await
+        }
+        async fn put_summary(&self, id: &SessionId, summary: &Value) -> Result<(), StoreError> {
+            self.inner.put_summary(id, summary).await
+        }
+        async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+            self.inner.clear(id).await
+        }
+        async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+            self.inner.delete(id).await
+        }
+        async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+            self.inner.list().await
+        }
+        async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+            self.inner.stats(id).await
+        }
+        async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+            self.inner.info(id).await
+        }
+        async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+            self.inner.exists(id).await
+        }
+        async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
+            self.inner.put_info(info).await
+        }
+        async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+            self.inner.list_owned(owner).await
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_save_made_while_an_edit_or_a_regenerate_reads_is_never_lost() {
+    use interleaving::Interleaving;
+    use std::sync::Arc;
+    let mut armed = None;
+    let server = TestServer::start_with(&[], |setup| {
+        setup.histories.wrap_store("default", |inner| {
+            let store = Arc::new(Interleaving {
+                inner,
+                armed: Default::default(),
+            });
+            armed = Some(store.clone());
+            store
+        })
+    })
+    .await;
+    let store = armed.unwrap();
+    let first = server.chat("general", json!({"message": "question"})).await;
+    let session = first.session_id();
+    let id = parlor_domain::SessionId::parse(&session).unwrap();
+    let texts = |server: &TestServer| -> Vec<String> {
+        server
+            .stored(&session)
+            .into_iter()
+            .map(|m| m.text)
+            .collect()
+    };
+    let arm = |text: &str| {
+        *store.armed.lock().unwrap() = Some((
+            id.clone(),
+            parlor_domain::Message::assistant(text, parlor_server::store::now_ms()),
+        ));
+    };
+    // Regenerate reads the conversation; an MCP save lands before it cuts the reply.
+    arm("saved over MCP during a regenerate");
+    let regenerate = server
+        .chat(
+            "general",
+            json!({"session_id": session, "regenerate": true}),
+        )
+        .await;
+    assert_eq!(regenerate.status, 409, "{}", regenerate.body);
+    assert!(regenerate.body.contains("changed"), "{}", regenerate.body);
+    assert_eq!(
+        texts(&server).last().unwrap(),
+        "saved over MCP during a regenerate",
+        "the save is kept"
+    );
+    // The same for an edit of the last question.
+    let second = server
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "second"}),
+        )
+        .await;
+    let question = second.meta().message_id.clone().unwrap();
+    arm("saved over MCP during an edit");
+    let edit = server
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "second, edited", "edit": question}),
+        )
+        .await;
+    assert_eq!(edit.status, 409, "{}", edit.body);
+    let now = texts(&server);
+    assert_eq!(now.last().unwrap(), "saved over MCP during an edit");
+    assert!(now.contains(&"second".to_owned()), "{now:?}");
+    // Nothing in between: both work.
+    let edit = server
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "second, edited", "edit": question}),
+        )
+        .await;
+    assert!(edit.done().is_some(), "{}", edit.body);
+    let now = texts(&server);
+    assert_eq!(now[now.len() - 2], "second, edited", "{now:?}");
+    assert!(now.contains(&"saved over MCP during a regenerate".to_owned()));
+}

@@ -54,6 +54,15 @@ pub fn agents_dir() -> PathBuf {
 impl TestServer {
     /// Starts Parlor with the shipped agents and `vars` as its environment.
     pub async fn start(vars: &[(&str, &str)]) -> TestServer {
+        TestServer::start_with(vars, |_| {}).await
+    }
+
+    /// [`TestServer::start`], with `change` applied to what the configuration set up (e.g.
+    /// a history's store wrapped) before the server starts.
+    pub async fn start_with(
+        vars: &[(&str, &str)],
+        change: impl FnOnce(&mut parlor_server::Setup),
+    ) -> TestServer {
         let data = tempfile::tempdir().expect("temp dir");
         let mut env: Vec<(String, String)> = vec![
             (
@@ -71,9 +80,10 @@ impl TestServer {
         let config = Config::from_vars(env).expect("valid test config");
         let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir).expect("agents");
         assert!(problems.is_empty(), "{problems:?}");
-        let setup = parlor_server::setup(&config, &agents)
+        let mut setup = parlor_server::setup(&config, &agents)
             .await
             .expect("histories");
+        change(&mut setup);
         let services = parlor_server::services(config, agents, setup);
         let options = leptos::config::LeptosOptions::builder()
             .output_name("parlor")
