@@ -413,6 +413,26 @@ fn a_restore_from_the_command_line_keeps_the_backup_it_puts_back() {
         out.contains(&backup),
         "the restored backup is still there: {out}"
     );
+
+    // The default retention (5): restoring the oldest of five.
+    let mut made = Vec::new();
+    for round in 0..5 {
+        std::fs::write(
+            dialog.join("messages.json"),
+            format!(r#"[{{"role":"user","text":"round {round}","ts":{round}}}]"#),
+        )
+        .unwrap();
+        let (ok, out, err) = parlor_cli(&[], &["store", "clear", "talk"], data.path());
+        assert!(ok, "{err}");
+        made.push(out.trim().rsplit("backup ").next().unwrap().to_owned());
+    }
+    let (ok, _, err) = parlor_cli(&[], &["store", "restore", "talk", &made[0]], data.path());
+    assert!(ok, "{err}");
+    let restored = std::fs::read_to_string(dialog.join("messages.json")).unwrap();
+    assert!(restored.contains("round 0"), "{restored}");
+    let (_, out, _) = parlor_cli(&[], &["store", "backups", "talk"], data.path());
+    assert!(out.contains(&made[0]), "the restored backup is kept: {out}");
+    assert_eq!(out.lines().count(), 5, "{out}");
 }
 
 #[test]
