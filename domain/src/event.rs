@@ -5,6 +5,7 @@
 
 use crate::command::{parse_command, Parsed};
 use crate::context::{ContextEntry, ContextError, ContextReport};
+pub use crate::meter::Usage;
 use crate::session::{SessionId, SessionIdError};
 use crate::settings::SettingSource;
 use serde::{Deserialize, Serialize};
@@ -452,17 +453,6 @@ impl TurnReport {
         }
         self
     }
-}
-
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-    /// Prompt tokens the provider served from its cache, when it says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_tokens: Option<u64>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

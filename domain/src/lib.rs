@@ -5,6 +5,7 @@
 //! Parlor depends on it; it depends on nothing of Parlor's.
 
 pub mod agent;
+pub mod block;
 pub mod chain;
 pub mod command;
 pub mod context;

@@ -3,7 +3,7 @@
 //! The serialized shape (`role`, `text`, `ts` in epoch milliseconds, optional `meta`) is the
 //! one the MCP History Store keeps in `messages.json`, so either tool can read the other's files.
 
-use crate::context::{ContextBlock, Part};
+use crate::block::{ContextBlock, Part};
 use serde::{Deserialize, Serialize};
 
 /// Who a message is from.

@@ -5,10 +5,21 @@
 //! floating-point code.
 
 use crate::chain::TokenCounter;
-use crate::event::Usage;
 use crate::message::{title_of, Message, Role};
 use crate::summary::SUMMARY_LABEL;
 use serde::{Deserialize, Serialize};
+
+/// The tokens a provider reported for one model call.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    /// Prompt tokens the provider served from its cache, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
 
 /// The share of the window from which the meter warns (percent).
 pub const NEAR_LIMIT_PERCENT: u64 = 80;

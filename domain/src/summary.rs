@@ -4,7 +4,6 @@
 //!
 //! All pure: the MCP tools and the chat's `summary` processor share these rules.
 
-use crate::chain::{leading_systems, ChainContext, ChainError, HistoryProcessor, Outgoing};
 use crate::message::{Message, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -364,40 +363,6 @@ pub const SUMMARIZER_PROMPT: &str =
 pub const SUMMARY_LABEL: &str = "Summary of the earlier conversation (the messages before this \
     point that are not repeated below), as JSON:";
 
-/// The `summary` processor: when the steps before it left earlier stored messages out, the
-/// conversation's rolling summary goes in as one system message right after the system
-/// prompt, so the model does not simply forget them. Steps after it (the token budget)
-/// count it.
-pub struct SummaryStep;
-
-impl HistoryProcessor for SummaryStep {
-    fn name(&self) -> &'static str {
-        "summary"
-    }
-    fn describe(&self) -> &'static str {
-        "sends the rolling summary of the messages left out, as one system message after the system prompt"
-    }
-    fn process(
-        &self,
-        mut messages: Vec<Outgoing>,
-        ctx: &ChainContext<'_>,
-    ) -> Result<Vec<Outgoing>, ChainError> {
-        let Some(summary) = ctx.summary else {
-            return Ok(messages);
-        };
-        let left_out = messages
-            .iter()
-            .filter_map(|m| m.stored_at)
-            .min()
-            .is_some_and(|first| first > 0);
-        if left_out {
-            let at = leading_systems(&messages);
-            messages.insert(at, Outgoing::prompt(summary_message(summary)));
-        }
-        Ok(messages)
-    }
-}
-
 /// The system message the `summary` processor sends for `summary` (compact JSON).
 pub fn summary_message(summary: &str) -> Message {
     Message::system(format!("{SUMMARY_LABEL}\n{summary}"), 0)
@@ -500,40 +465,6 @@ mod tests {
         ];
         let positions: Vec<usize> = keys.iter().map(|k| json.find(k).expect(k)).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{json}");
-    }
-
-    #[test]
-    fn the_summary_processor_speaks_only_for_what_was_left_out() {
-        use crate::chain::{EstimatedTokens, ModelLimits};
-        let model = ModelLimits::default();
-        let ctx = |summary| ChainContext {
-            model: &model,
-            effective_ctx: 10,
-            tokens: &EstimatedTokens,
-            summary,
-        };
-        let outgoing = |first: usize| {
-            vec![
-                Outgoing::prompt(Message::system("prompt", 0)),
-                Outgoing::stored(Message::user("q", 1), first),
-                Outgoing::stored(Message::assistant("a", 2), first + 1),
-            ]
-        };
-        let step = SummaryStep;
-        let sent = step
-            .process(outgoing(4), &ctx(Some("{\"facts\":[\"x\"]}")))
-            .unwrap();
-        assert_eq!(sent.len(), 4);
-        assert_eq!(sent[1].role(), Role::System);
-        assert!(sent[1].message.text.starts_with(SUMMARY_LABEL));
-        assert!(sent[1].message.text.ends_with("{\"facts\":[\"x\"]}"));
-        assert_eq!(sent[1].stored_at, None, "not a stored message");
-        // Nothing left out, or no summary: unchanged.
-        assert_eq!(
-            step.process(outgoing(0), &ctx(Some("{}"))).unwrap().len(),
-            3
-        );
-        assert_eq!(step.process(outgoing(4), &ctx(None)).unwrap().len(), 3);
     }
 
     #[test]

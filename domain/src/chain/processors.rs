@@ -1,0 +1,295 @@
+//! The built-in history processors after the policy step: the sliding window, the token
+//! budget, role alternation and the rolling summary (see [`super::HistoryProcessor`]).
+
+use super::{leading_systems, ChainContext, ChainError, HistoryProcessor, Outgoing};
+use crate::message::{Message, Role};
+use crate::summary::summary_message;
+
+/// `messages` without the `count` messages after its `systems` leading system messages.
+fn drop_after_systems(mut messages: Vec<Outgoing>, systems: usize, count: usize) -> Vec<Outgoing> {
+    messages.drain(systems..systems + count);
+    messages
+}
+
+/// The same, but pinned messages in that range stay.
+fn drop_after_systems_but_pins(
+    messages: Vec<Outgoing>,
+    systems: usize,
+    count: usize,
+) -> Vec<Outgoing> {
+    messages
+        .into_iter()
+        .enumerate()
+        .filter(|(i, m)| !(systems..systems + count).contains(i) || m.pinned())
+        .map(|(_, m)| m)
+        .collect()
+}
+
+/// Index (in `rest`) of the first user message at or after `from`; the last user message
+/// when there is none after `from`, so the latest user message is never dropped.
+fn user_at_or_after(rest: &[Outgoing], from: usize) -> usize {
+    rest[from.min(rest.len())..]
+        .iter()
+        .position(|m| m.role() == Role::User)
+        .map(|i| from + i)
+        .or_else(|| rest.iter().rposition(|m| m.role() == Role::User))
+        .unwrap_or(rest.len())
+}
+
+/// Keeps the last `effective_ctx` messages (system messages aside), moving the cut forward
+/// to the next user message so that no request starts with an orphaned reply.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlidingWindow;
+
+impl SlidingWindow {
+    /// The window itself: the last `window` messages after the leading system messages,
+    /// from a user message on. Pinned messages stay and do not count against the window.
+    pub fn keep_last(messages: Vec<Outgoing>, window: usize) -> Vec<Outgoing> {
+        let systems = leading_systems(&messages);
+        let rest = &messages[systems..];
+        let unpinned: Vec<usize> = (0..rest.len()).filter(|&i| !rest[i].pinned()).collect();
+        let start = match unpinned.len().checked_sub(window) {
+            None | Some(0) => 0,
+            Some(cut) => user_at_or_after(rest, unpinned[cut]),
+        };
+        drop_after_systems_but_pins(messages, systems, start)
+    }
+}
+
+impl HistoryProcessor for SlidingWindow {
+    fn name(&self) -> &'static str {
+        "sliding_window"
+    }
+    fn describe(&self) -> &'static str {
+        "keeps the last effective_ctx = min(agent max_ctx, model max_context) messages, starting on a user message"
+    }
+    fn process(
+        &self,
+        messages: Vec<Outgoing>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Outgoing>, ChainError> {
+        Ok(Self::keep_last(messages, ctx.effective_ctx))
+    }
+}
+
+/// Drops the oldest whole turns (a user message and what follows it) until the messages fit
+/// the model's token budget. The latest turn is never dropped; if it alone does not fit, the
+/// turn fails with [`ChainError::OverBudget`]. A model without a budget is not limited.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokenBudget;
+
+impl HistoryProcessor for TokenBudget {
+    fn name(&self) -> &'static str {
+        "token_budget"
+    }
+    fn describe(&self) -> &'static str {
+        "drops the oldest whole turns until the request fits the model's token budget"
+    }
+    fn process(
+        &self,
+        messages: Vec<Outgoing>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Outgoing>, ChainError> {
+        let Some(budget) = ctx.model.token_budget else {
+            return Ok(messages);
+        };
+        let systems = leading_systems(&messages);
+        let (prompt, rest) = messages.split_at(systems);
+        let cost = |part: &[Outgoing]| {
+            part.iter()
+                .map(|m| ctx.tokens.count(&m.message))
+                .sum::<u64>()
+        };
+        let last_turn = rest
+            .iter()
+            .rposition(|m| m.role() == Role::User)
+            .unwrap_or(rest.len());
+        // A summary the chain sends after this step takes room too: counted here wherever
+        // `summary` sits in the chain (once it is among the system messages, it is counted
+        // with them).
+        let summary_to_come = ctx
+            .summary
+            .filter(|_| {
+                !prompt
+                    .iter()
+                    .any(|m| m.message.text.starts_with(crate::summary::SUMMARY_LABEL))
+            })
+            .map_or(0, |summary| {
+                ctx.tokens.count(&crate::summary::summary_message(summary))
+            });
+        let mut used = summary_to_come + cost(prompt) + cost(&rest[last_turn..]);
+        if used > budget {
+            return Err(ChainError::OverBudget {
+                model: ctx.model.name.clone(),
+                tokens: used,
+                budget,
+            });
+        }
+        // Keep whole turns from the newest back while they fit: the longest suffix that fits,
+        // which is what dropping the oldest turns first leaves. Turns older than the first one
+        // that does not fit are never counted.
+        let mut start = last_turn;
+        while start > 0 {
+            let begin = rest[..start]
+                .iter()
+                .rposition(|m| m.role() == Role::User)
+                .unwrap_or(0);
+            let turn = cost(&rest[begin..start]);
+            if used + turn > budget {
+                break;
+            }
+            used += turn;
+            start = begin;
+        }
+        Ok(drop_after_systems(messages, systems, start))
+    }
+}
+
+/// For providers that require strict alternation: the result (after the system messages)
+/// starts with a user message and alternates; neighbours of the same role are merged (their
+/// texts joined by a blank line), never dropped. Replies before the first user message
+/// cannot be placed and are left out. Tool messages count as the assistant's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoleAlternation;
+
+impl HistoryProcessor for RoleAlternation {
+    fn name(&self) -> &'static str {
+        "role_alternation"
+    }
+    fn describe(&self) -> &'static str {
+        "starts with a user message and alternates user/assistant, merging same-role neighbours"
+    }
+    fn process(
+        &self,
+        messages: Vec<Outgoing>,
+        _ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Outgoing>, ChainError> {
+        let systems = leading_systems(&messages);
+        let first_user = messages[systems..]
+            .iter()
+            .position(|m| m.role() == Role::User)
+            .map_or(messages.len(), |i| systems + i);
+        let mut out = Vec::with_capacity(messages.len());
+        let mut items = messages.into_iter();
+        out.extend(items.by_ref().take(systems));
+        // Where system messages found later go: after the leading ones, in their order.
+        let mut head = systems;
+        for item in items.skip(first_user - systems) {
+            // A system message in the middle (rare: only when stored by another tool) joins
+            // the others at the front, where providers expect it.
+            if item.role() == Role::System {
+                out.insert(head, item);
+                head += 1;
+                continue;
+            }
+            let role = if item.role() == Role::User {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            let has_body = out.len() > head;
+            match out.last_mut() {
+                Some(previous) if has_body && previous.role() == role => {
+                    merge_into(&mut previous.message, item.message);
+                }
+                _ => out.push(Outgoing {
+                    message: Message {
+                        role,
+                        ..item.message
+                    },
+                    stored_at: item.stored_at,
+                }),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Appends `next` to `previous` (two messages of one role in a row), keeping the order the
+/// model reads: `previous`'s text and context, then `next`'s.
+fn merge_into(previous: &mut Message, next: Message) {
+    let text = format!("\n\n{}", next.text);
+    if previous.context.is_empty() {
+        previous.text.push_str(&text);
+    } else {
+        previous.context.push(crate::context::ContextBlock {
+            part: crate::context::Part::Text { text },
+            retention: None,
+        });
+    }
+    previous.context.extend(next.context);
+}
+
+/// The `summary` processor: when the steps before it left earlier stored messages out, the
+/// conversation's rolling summary goes in as one system message right after the system
+/// prompt, so the model does not simply forget them. Steps after it (the token budget)
+/// count it.
+pub struct SummaryStep;
+
+impl HistoryProcessor for SummaryStep {
+    fn name(&self) -> &'static str {
+        "summary"
+    }
+    fn describe(&self) -> &'static str {
+        "sends the rolling summary of the messages left out, as one system message after the system prompt"
+    }
+    fn process(
+        &self,
+        mut messages: Vec<Outgoing>,
+        ctx: &ChainContext<'_>,
+    ) -> Result<Vec<Outgoing>, ChainError> {
+        let Some(summary) = ctx.summary else {
+            return Ok(messages);
+        };
+        let left_out = messages
+            .iter()
+            .filter_map(|m| m.stored_at)
+            .min()
+            .is_some_and(|first| first > 0);
+        if left_out {
+            let at = leading_systems(&messages);
+            messages.insert(at, Outgoing::prompt(summary_message(summary)));
+        }
+        Ok(messages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::{EstimatedTokens, ModelLimits};
+    use crate::summary::SUMMARY_LABEL;
+
+    #[test]
+    fn the_summary_processor_speaks_only_for_what_was_left_out() {
+        let model = ModelLimits::default();
+        let ctx = |summary| ChainContext {
+            model: &model,
+            effective_ctx: 10,
+            tokens: &EstimatedTokens,
+            summary,
+        };
+        let outgoing = |first: usize| {
+            vec![
+                Outgoing::prompt(Message::system("prompt", 0)),
+                Outgoing::stored(Message::user("q", 1), first),
+                Outgoing::stored(Message::assistant("a", 2), first + 1),
+            ]
+        };
+        let step = SummaryStep;
+        let sent = step
+            .process(outgoing(4), &ctx(Some("{\"facts\":[\"x\"]}")))
+            .unwrap();
+        assert_eq!(sent.len(), 4);
+        assert_eq!(sent[1].role(), Role::System);
+        assert!(sent[1].message.text.starts_with(SUMMARY_LABEL));
+        assert!(sent[1].message.text.ends_with("{\"facts\":[\"x\"]}"));
+        assert_eq!(sent[1].stored_at, None, "not a stored message");
+        // Nothing left out, or no summary: unchanged.
+        assert_eq!(
+            step.process(outgoing(0), &ctx(Some("{}"))).unwrap().len(),
+            3
+        );
+        assert_eq!(step.process(outgoing(4), &ctx(None)).unwrap().len(), 3);
+    }
+}
