@@ -8,6 +8,9 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The most a request body without images may hold (with images: `PARLOR_MAX_CONTEXT_BYTES`).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
 /// An API key. Its `Debug` never shows the key, so it cannot end up in a log line.
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
@@ -351,7 +354,7 @@ pub struct Config {
     /// `PARLOR_MCP_TOKEN`: without it, `/mcp` is off.
     pub mcp_token: Option<ApiKey>,
     /// `PARLOR_COOKIE_KEY`: the operator's key for browser session cookies.
-    pub cookie_key: Option<crate::browser::CookieKey>,
+    pub cookie_key: Option<crate::cookie_key::CookieKey>,
     /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
     pub public_url: Option<String>,
     /// Cookies carry `Secure`.
@@ -448,13 +451,13 @@ impl Config {
                 reason: "must be at least 1".into(),
             });
         }
-        if parlor.max_context_bytes < crate::routes::MAX_BODY_BYTES {
+        if parlor.max_context_bytes < MAX_BODY_BYTES {
             return Err(ConfigError::Invalid {
                 var: "PARLOR_MAX_CONTEXT_BYTES",
                 value: parlor.max_context_bytes.to_string(),
                 reason: format!(
                     "must be at least {} (the limit of requests without images)",
-                    crate::routes::MAX_BODY_BYTES
+                    MAX_BODY_BYTES
                 ),
             });
         }
@@ -532,20 +535,15 @@ impl Config {
             }
             token => token,
         };
-        let cookie_key = match parlor.cookie_key {
-            None => None,
-            Some(key) => Some(
-                crate::browser::CookieKey::parse(key.expose()).ok_or_else(|| {
-                    ConfigError::Invalid {
-                        var: "PARLOR_COOKIE_KEY",
-                        value: "[redacted]".into(),
-                        reason:
-                            "must be 64 hex digits (32 random bytes, e.g. `openssl rand -hex 32`)"
-                                .into(),
-                    }
-                })?,
-            ),
-        };
+        let cookie_key = parlor.cookie_key.map(|key| {
+            let key = crate::cookie_key::CookieKey::parse(key.expose());
+            key.ok_or_else(|| ConfigError::Invalid {
+                var: "PARLOR_COOKIE_KEY",
+                value: "[redacted]".into(),
+                reason: crate::cookie_key::CookieKey::FORMAT.into(),
+            })
+        });
+        let cookie_key = cookie_key.transpose()?;
         let backup_retention = match get("HISTORY_BACKUP_RETENTION") {
             None => defaults::BACKUP_RETENTION,
             Some(value) => match value.parse::<usize>() {

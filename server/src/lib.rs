@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod config_file;
 pub mod conversations;
+pub mod cookie_key;
 pub mod histories;
 pub mod live;
 pub mod llm;
@@ -94,7 +95,17 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let config_path = file
         .map(|(path, _)| path)
         .unwrap_or_else(|| "parlor.toml".into());
-    let cookie_key = browser::CookieKey::load(config, &histories).await?;
+    let default = histories.get("default");
+    let key_file = config.data_dir.join("cookie.key");
+    let home = match default {
+        Some(history) => match &history.redis {
+            Some((connection, prefix)) => cookie_key::KeyHome::Redis(connection.clone(), prefix),
+            None if history.store.kind() == "memory" => cookie_key::KeyHome::Process,
+            None => cookie_key::KeyHome::File(&key_file),
+        },
+        None => cookie_key::KeyHome::File(&key_file),
+    };
+    let cookie_key = cookie_key::CookieKey::load(config.cookie_key.as_ref(), home).await?;
     Ok(Setup {
         histories,
         settings,

@@ -89,12 +89,11 @@ pub fn rate_limited(route: &'static str) {
     metrics::counter!("parlor_rate_limited_total", "route" => route).increment(1);
 }
 
-/// The metrics in the Prometheus text format, with the live sessions counted now.
-pub async fn render(services: &crate::state::Services) -> String {
-    let handle = handle();
-    match services.live.count().await {
-        Ok(n) => metrics::gauge!("parlor_live_sessions").set(n as f64),
-        Err(e) => tracing::warn!("could not count live sessions: {e}"),
+/// The metrics in the Prometheus text format, with `live_sessions` (counted now, when it
+/// could be) set first.
+pub fn render(live_sessions: Option<usize>) -> String {
+    if let Some(n) = live_sessions {
+        metrics::gauge!("parlor_live_sessions").set(n as f64);
     }
-    handle.render()
+    handle().render()
 }

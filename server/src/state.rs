@@ -12,7 +12,7 @@ use parlor_domain::chain::Chain;
 use parlor_domain::plan::agent_ceiling;
 use parlor_domain::settings::SettingInputs;
 use parlor_domain::{Agent, DebugInfo, HistorySettings, SessionId, SettingsReport};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,11 +42,11 @@ pub struct Services {
     /// The replies being written, for a shutdown that waits for them.
     pub replies: Replies,
     /// The summarizer runs of this process and their last failures.
-    pub summarizers: crate::summarizer::Summarizers,
+    pub summarizers: Summarizers,
     /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
     pub summary_model: Option<String>,
     /// Signs and checks browser session cookies.
-    pub cookie_key: crate::browser::CookieKey,
+    pub cookie_key: crate::cookie_key::CookieKey,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting
@@ -225,5 +225,32 @@ impl Drop for BusyGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.key);
+    }
+}
+
+/// The summarizer runs of this process, and the last failure of each conversation (for the
+/// debug panel).
+#[derive(Default)]
+pub struct Summarizers {
+    pub(crate) running: Mutex<HashSet<(String, SessionId)>>,
+    failures: Mutex<HashMap<(String, SessionId), String>>,
+}
+
+impl Summarizers {
+    /// Why the last run for the conversation failed, if it did.
+    pub fn failure(&self, history: &str, id: &SessionId) -> Option<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(history.to_owned(), id.clone()))
+            .cloned()
+    }
+
+    pub(crate) fn record(&self, key: (String, SessionId), result: Option<String>) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Some(error) => failures.insert(key, error),
+            None => failures.remove(&key),
+        };
     }
 }

@@ -9,7 +9,7 @@
 use crate::histories::History;
 use crate::llm::{LlmEvent, ModelRequest};
 use crate::models::Provider;
-use crate::state::Services;
+use crate::state::{Services, Summarizers};
 use crate::store::{now_ms, ConversationStore, StoreError};
 use futures::StreamExt;
 use parlor_domain::summary::{
@@ -17,8 +17,7 @@ use parlor_domain::summary::{
 };
 use parlor_domain::{Agent, Message, SessionId};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What a run did.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,33 +42,6 @@ pub enum SummarizeError {
     Model(String),
     #[error("the summarizing model did not answer with a JSON object")]
     NotJson,
-}
-
-/// The summarizer runs of this process, and the last failure of each conversation (for the
-/// debug panel).
-#[derive(Default)]
-pub struct Summarizers {
-    running: Mutex<HashSet<(String, SessionId)>>,
-    failures: Mutex<HashMap<(String, SessionId), String>>,
-}
-
-impl Summarizers {
-    /// Why the last run for the conversation failed, if it did.
-    pub fn failure(&self, history: &str, id: &SessionId) -> Option<String> {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(history.to_owned(), id.clone()))
-            .cloned()
-    }
-
-    fn record(&self, key: (String, SessionId), result: Option<String>) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        match result {
-            Some(error) => failures.insert(key, error),
-            None => failures.remove(&key),
-        };
-    }
 }
 
 /// Marks a conversation's summarizer as running in this process until dropped.

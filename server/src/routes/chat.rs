@@ -7,7 +7,7 @@
 //! The query may carry `historyPolicy` / `historyLength`; the server decides whether they
 //! apply. Events: `meta`, then `delta`s, then `done` or `error`.
 
-use super::error::{ApiError, JsonBody};
+use super::error::{to_sse, ApiError, JsonBody};
 use super::first_value;
 use crate::browser;
 use crate::state::AppState;
@@ -15,7 +15,7 @@ use crate::turn::{self, Turn, TurnInput};
 use axum::extract::{Path, Query, State};
 use axum::http::header::SET_COOKIE;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use futures::StreamExt;
@@ -106,11 +106,6 @@ fn stream(turn: Turn, secure_cookie: bool) -> Response {
         response.headers_mut().append(SET_COOKIE, cookie);
     }
     response
-}
-
-pub(super) fn to_sse(event: &ChatEvent) -> Event {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
-    Event::default().event(event.name()).data(data)
 }
 
 /// Whether a request carries an image: only those may use the larger body limit.

@@ -93,9 +93,8 @@ impl IntoResponse for TurnError {
                 let event = ChatEvent::Error {
                     message: self.to_string(),
                 };
-                let events = futures::stream::once(async move {
-                    Ok::<_, Infallible>(super::chat::to_sse(&event))
-                });
+                let events =
+                    futures::stream::once(async move { Ok::<_, Infallible>(to_sse(&event)) });
                 return Sse::<_>::new(events).into_response();
             }
             TurnError::Busy | TurnError::Changed => StatusCode::CONFLICT,
@@ -155,6 +154,14 @@ fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "invalid JSON body: expected an object",
         )),
     }
+}
+
+/// A chat event as a server-sent event: its type as the event name, its JSON as the data.
+pub fn to_sse(event: &ChatEvent) -> axum::response::sse::Event {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+    axum::response::sse::Event::default()
+        .event(event.name())
+        .data(data)
 }
 
 #[cfg(test)]

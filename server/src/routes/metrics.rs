@@ -49,9 +49,16 @@ pub async fn get_metrics(State(app): State<AppState>, headers: HeaderMap) -> Res
 
 /// The metrics as a Prometheus text response.
 pub async fn text(services: &Services) -> Response {
+    let live = match services.live.count().await {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!("could not count live sessions: {e}");
+            None
+        }
+    };
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(services).await,
+        crate::metrics::render(live),
     )
         .into_response()
 }

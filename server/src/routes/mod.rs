@@ -12,9 +12,7 @@ mod ready;
 use crate::state::AppState;
 use axum::Router;
 
-/// The most a request body without images may hold (those with images:
-/// `PARLOR_MAX_CONTEXT_BYTES`); messages have their own, smaller limit.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub use crate::config::MAX_BODY_BYTES;
 
 /// Declares routers and, from the same list, the routes each answers (`(path, method)`),
 /// so the OpenAPI test checks the document against what is really served: a route added
