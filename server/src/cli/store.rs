@@ -1,0 +1,236 @@
+//! `parlor store …`: the operator's commands on stored conversations, one method each.
+
+use super::{info_or_bare, stats_report, CliError, StoreCommand, Target};
+use crate::histories::Histories;
+use crate::store::ConversationStore;
+use parlor_domain::SessionId;
+use std::fmt::Write;
+
+/// Runs a store command; its output, or a message saying what was wrong.
+pub async fn run_store(
+    command: StoreCommand,
+    histories: &Histories,
+    config: &crate::config::Config,
+) -> Result<String, CliError> {
+    let cli = StoreCli { histories, config };
+    match command {
+        StoreCommand::List { history } => cli.list(history).await,
+        StoreCommand::Stats(target) => cli.stats(&target).await,
+        StoreCommand::Clear(target) => cli.clear(&target).await,
+        StoreCommand::Backups(target) => cli.backups(&target).await,
+        StoreCommand::Restore { target, backup } => cli.restore(&target, &backup).await,
+        StoreCommand::Export { target, format } => cli.export(&target, &format).await,
+        StoreCommand::Import {
+            file,
+            agent,
+            history,
+        } => cli.import(&file, agent, &history).await,
+        StoreCommand::Search { text, history } => cli.search(&text, history).await,
+    }
+}
+
+/// `parlor store …`: one method per command, each returning what it prints.
+struct StoreCli<'a> {
+    histories: &'a Histories,
+    config: &'a crate::config::Config,
+}
+
+type Store = std::sync::Arc<dyn ConversationStore>;
+
+impl StoreCli<'_> {
+    fn store_of(&self, history: &str) -> Result<Store, CliError> {
+        self.histories
+            .get(history)
+            .map(|h| h.store.clone())
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "no history {history:?} (declared: {})",
+                    self.histories.ids().join(", ")
+                ))
+            })
+    }
+
+    /// The store and conversation a command names.
+    fn target(&self, target: &Target) -> Result<(Store, SessionId), CliError> {
+        let id = SessionId::parse(&target.session).map_err(|e| {
+            CliError::Usage(format!("{:?} is not a session id: {e}", target.session))
+        })?;
+        Ok((self.store_of(&target.history)?, id))
+    }
+
+    /// The history named (checked), or all of them.
+    fn history_ids(&self, history: Option<String>) -> Result<Vec<String>, CliError> {
+        match history {
+            Some(id) => {
+                self.store_of(&id)?;
+                Ok(vec![id])
+            }
+            None => Ok(self
+                .histories
+                .ids()
+                .into_iter()
+                .map(str::to_owned)
+                .collect()),
+        }
+    }
+
+    async fn list(&self, history: Option<String>) -> Result<String, CliError> {
+        let mut out = String::new();
+        for id in self.history_ids(history)? {
+            let store = self.store_of(&id)?;
+            let mut sessions = store.list().await?;
+            sessions.sort();
+            let _ = writeln!(
+                out,
+                "{id}: {} — {} conversation(s)",
+                store.describe(),
+                sessions.len()
+            );
+            for session in sessions {
+                let stats = store.stats(&session).await?;
+                let _ = writeln!(
+                    out,
+                    "  {session}  {} message(s), {} bytes",
+                    stats.messages, stats.approx_bytes
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    async fn stats(&self, target: &Target) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        let stats = store.stats(&id).await?;
+        let summary = store.summary(&id).await?;
+        let report = stats_report(&stats, summary.as_ref(), self.config);
+        Ok(serde_json::to_string_pretty(&report)? + "\n")
+    }
+
+    async fn clear(&self, target: &Target) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        Ok(match store.clear(&id).await? {
+            Some(backup) => format!("cleared {id}; backup {}\n", backup.id),
+            None => format!("cleared {id} (no backup: {} backend)\n", store.kind()),
+        })
+    }
+
+    async fn backups(&self, target: &Target) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        let backups = store.list_backups(&id).await?;
+        if backups.is_empty() {
+            return Ok(format!("no backups of {id}\n"));
+        }
+        Ok(backups
+            .iter()
+            .map(|b| format!("{}  {}\n", b.id, b.files.join(", ")))
+            .collect())
+    }
+
+    async fn restore(&self, target: &Target, backup: &str) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        store.restore_backup(&id, backup).await?;
+        Ok(format!("restored {id} from {backup}\n"))
+    }
+
+    async fn export(&self, target: &Target, format: &str) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        let markdown = match format {
+            "json" => false,
+            "md" | "markdown" => true,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--format {other:?}: use json or md"
+                )))
+            }
+        };
+        let Some(info) = info_or_bare(store.as_ref(), &id).await? else {
+            return Err(CliError::Usage(format!(
+                "no conversation {id} in history {:?}",
+                target.history
+            )));
+        };
+        let export = crate::conversations::export(store.as_ref(), &info).await?;
+        Ok(if markdown {
+            export.to_markdown()
+        } else {
+            serde_json::to_string_pretty(&export)? + "\n"
+        })
+    }
+
+    async fn import(
+        &self,
+        file: &std::path::Path,
+        agent: Option<String>,
+        history: &str,
+    ) -> Result<String, CliError> {
+        let store = self.store_of(history)?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?;
+        let agent = match agent {
+            Some(agent) => agent,
+            None => agent_named_in(&text)?,
+        };
+        let (info, messages) = crate::conversations::import(store.as_ref(), &agent, None, &text)
+            .await
+            .map_err(|e| match e {
+                crate::conversations::ConversationError::Store(e) => CliError::Store(e),
+                other => CliError::Usage(format!("{}: {other}", file.display())),
+            })?;
+        Ok(format!(
+            "imported {messages} message(s) as {} (agent {agent}, history {history}): {}\n",
+            info.session_id, info.title
+        ))
+    }
+
+    async fn search(&self, text: &str, history: Option<String>) -> Result<String, CliError> {
+        let mut conversations = Vec::new();
+        let mut history_of = std::collections::HashMap::new();
+        for history in self.history_ids(history)? {
+            let store = self.store_of(&history)?;
+            for id in store.list().await? {
+                if let Some(info) = info_or_bare(store.as_ref(), &id).await? {
+                    history_of.insert(id.to_string(), history.clone());
+                    conversations.push((store.clone(), info));
+                }
+            }
+        }
+        conversations.sort_by_key(|(_, info)| std::cmp::Reverse(info.updated_ms));
+        let hits = crate::conversations::search(conversations, text).await?;
+        let mut out = String::new();
+        if hits.is_empty() {
+            let _ = writeln!(out, "no conversation contains {text:?}");
+        }
+        for hit in &hits {
+            let title = if hit.title.is_empty() {
+                "(untitled)"
+            } else {
+                &hit.title
+            };
+            let history = history_of.get(&hit.session_id).map_or("", String::as_str);
+            let _ = writeln!(
+                out,
+                "{history}  {}  {title}\n    {}",
+                hit.session_id, hit.line
+            );
+        }
+        if hits.len() == crate::conversations::MAX_RESULTS {
+            let _ = writeln!(out, "(the first {} only)", hits.len());
+        }
+        Ok(out)
+    }
+}
+
+/// The agent an export names (`agent_id`), for an import without `--agent`.
+fn agent_named_in(text: &str) -> Result<String, CliError> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("agent_id")?.as_str().map(str::to_owned))
+        .filter(|agent| !agent.is_empty())
+        .ok_or_else(|| {
+            CliError::Usage(
+                "say which agent the conversation is for with --agent (the file does not name \
+                 one)"
+                    .into(),
+            )
+        })
+}
