@@ -218,7 +218,7 @@ pub enum StoreError {
     #[error("history store data is not valid: {0}")]
     Corrupt(String),
     #[error("Redis: {0}")]
-    Redis(String),
+    Redis(#[from] ::redis::RedisError),
     #[error("no backup {0:?} for this conversation")]
     NoSuchBackup(String),
     #[error("the {0} backend keeps no backups")]

@@ -158,12 +158,6 @@ pub struct RedisStore {
     held: Arc<Mutex<HashSet<String>>>,
 }
 
-impl From<redis::RedisError> for StoreError {
-    fn from(e: redis::RedisError) -> Self {
-        StoreError::Redis(e.to_string())
-    }
-}
-
 impl RedisStore {
     /// Connects (failing when Redis cannot be reached now).
     pub async fn connect(options: RedisOptions) -> Result<RedisStore, StoreError> {

@@ -5,6 +5,9 @@
 
 mod commands;
 mod reply;
+mod summary;
+
+use summary::StoredSummary;
 
 use crate::browser;
 use crate::histories::History;
@@ -166,13 +169,6 @@ struct Durable {
     /// Write the details first: a new conversation (its owner), or a longer retention.
     info: bool,
     message: Message,
-}
-
-/// A conversation's rolling summary and its maintenance signal.
-pub(crate) struct StoredSummary {
-    /// `None` while there is none yet (the maintenance signal is still reported).
-    summary: Option<serde_json::Value>,
-    maintenance: Option<parlor_domain::summary::Maintenance>,
 }
 
 /// What a turn's model call is planned from.
@@ -353,6 +349,48 @@ impl TurnContext<'_> {
         Ok((prepared, durable))
     }
 
+    /// Starts the reply task, in the request's span (its request id), also after the
+    /// response; the receiver ends when the task does.
+    fn spawn_reply(
+        &self,
+        reply: reply::Reply,
+        request: Result<(crate::llm::LlmClient, ModelRequest), reply::ReplyError>,
+    ) -> tokio::sync::oneshot::Receiver<()> {
+        let span = tracing::Span::current();
+        let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+        self.services.replies.spawn(move |stop| {
+            async move {
+                let _ended = ended_tx;
+                reply.write(request, stop).await
+            }
+            .instrument(span)
+        });
+        ended
+    }
+
+    /// Makes the turn durable and tells the reply task whether the details were stored
+    /// with it. When that fails, the reply task gives up without storing (`durable_tx` is
+    /// dropped), and the refusal goes out once it has ended: the conversation is then free
+    /// for the next message.
+    async fn make_durable_or_end(
+        &self,
+        info: &ConversationInfo,
+        durable: Option<&Durable>,
+        durable_tx: tokio::sync::oneshot::Sender<bool>,
+        ended: tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<(), TurnError> {
+        if let Some(durable) = durable {
+            if let Err(e) = self.make_durable(info, durable).await {
+                drop(durable_tx);
+                let _ = ended.await;
+                return Err(e.into());
+            }
+        }
+        // A new conversation's details were just stored as the reply task has them.
+        let _ = durable_tx.send(durable.is_some_and(|d| d.info));
+        Ok(())
+    }
+
     /// Writes what a turn must make durable before it is acknowledged, in order: the
     /// details (a new conversation's owner is never missing from a stored message), then
     /// the message.
@@ -447,38 +485,6 @@ impl TurnContext<'_> {
             );
         }
         Ok(pruning)
-    }
-
-    /// The rolling summary, when the agent's chain has the `summary` processor and the
-    /// conversation has a summary; its maintenance signal counts `pending`, the message
-    /// being stored with this turn.
-    async fn summary(
-        &self,
-        id: &SessionId,
-        pending: Option<&Message>,
-    ) -> Result<Option<StoredSummary>, TurnError> {
-        let chain = self.services.chain_for(self.agent);
-        if !chain.names().contains(&"summary") {
-            return Ok(None);
-        }
-        let store = &self.history.store;
-        let summary = store.summary(id).await?;
-        let stats = store.stats(id).await?;
-        let pending_bytes = pending.map_or(0, |m| {
-            serde_json::to_string(m).map_or(m.text.len(), |json| json.len() + 2)
-        });
-        let summary_bytes = summary.as_ref().map_or(0, |s| s.to_string().len());
-        let bytes = stats.approx_bytes as usize + pending_bytes + summary_bytes;
-        let maintenance = parlor_domain::summary::Maintenance::check(
-            stats.messages + usize::from(pending.is_some()),
-            bytes,
-            self.services.config.maintenance,
-            self.services.config.backup_retention,
-        );
-        Ok(Some(StoredSummary {
-            summary,
-            maintenance,
-        }))
     }
 
     /// Plans the model call for the conversation's current model.
@@ -622,11 +628,11 @@ impl TurnContext<'_> {
         meta.message_tokens = message_tokens;
         let prices = model.as_ref().and_then(|m| m.prices);
         let request = match (model, plan.error) {
-            (_, Some(e)) => Err(e.to_string()),
+            (_, Some(e)) => Err(e.into()),
             (None, None) => Err(LlmError::NoModel {
                 agent: self.agent.id.clone(),
             }
-            .to_string()),
+            .into()),
             (Some(model), None) => Ok((
                 self.services.models.client_for(&model),
                 ModelRequest {
@@ -651,73 +657,10 @@ impl TurnContext<'_> {
             tokens,
             durable: durable_rx,
         };
-        // The reply logs in the request's span (its request id), also after the response.
-        let span = tracing::Span::current();
-        self.services
-            .replies
-            .spawn(move |stop| reply.write(request, stop).instrument(span));
-        if let Some(durable) = &durable {
-            // On failure `durable_tx` is dropped: the reply task gives up without storing.
-            self.make_durable(&details, durable).await?;
-        }
-        // A new conversation's details were just stored as the reply task has them.
-        let _ = durable_tx.send(durable.is_some_and(|d| d.info));
+        let ended = self.spawn_reply(reply, request);
+        self.make_durable_or_end(&details, durable.as_ref(), durable_tx, ended)
+            .await?;
         Ok(Turn { meta, events: rx })
-    }
-
-    /// What the debug panel says of the summary on this call.
-    fn summary_report(
-        &self,
-        stored: &StoredSummary,
-        plan: &Plan,
-        model: Option<&ModelSpec>,
-        info: &ConversationInfo,
-    ) -> parlor_domain::summary::SummaryReport {
-        use parlor_domain::summary::{SummaryReport, SUMMARY_LABEL};
-        let failure = self
-            .services
-            .summarizers
-            .failure(&self.history.id, &info.session_id);
-        let Some(summary) = &stored.summary else {
-            return SummaryReport {
-                failure,
-                maintenance: stored.maintenance.clone(),
-                ..SummaryReport::default()
-            };
-        };
-        let sent = plan
-            .messages
-            .iter()
-            .find(|m| m.role == Role::System && m.text.starts_with(SUMMARY_LABEL));
-        let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
-        let text = Message::system(parlor_domain::summary::for_model(summary), 0);
-        let tokens = tokens.count(sent.unwrap_or(&text));
-        SummaryReport {
-            maintenance: stored.maintenance.clone(),
-            ..SummaryReport::new(summary, sent.is_some(), tokens, failure)
-        }
-    }
-
-    /// With the `summary` processor, what runs after the reply: the summarizer, when stored
-    /// messages were left out of this call.
-    fn summarize_after(
-        &self,
-        info: &ConversationInfo,
-        first_sent: usize,
-    ) -> Option<Box<dyn FnOnce() + Send + Sync>> {
-        let chain = self.services.chain_for(self.agent);
-        if first_sent == 0 || !chain.names().contains(&"summary") {
-            return None;
-        }
-        let (services, history, agent) = (
-            self.services.clone(),
-            self.history.clone(),
-            self.agent.clone(),
-        );
-        let (id, model) = (info.session_id.clone(), info.model.clone());
-        Some(Box::new(move || {
-            crate::summarizer::spawn_after_reply(&services, &history, &agent, id, model, first_sent)
-        }))
     }
 
     /// The decision in the log, in AgentDock's words (debug level).

@@ -17,9 +17,21 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// How a reply ended.
+/// Why a reply has no (whole) answer; its text is what the chat shows.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyError {
+    /// The plan refused the request (the message alone is over the budget).
+    #[error(transparent)]
+    Refused(#[from] parlor_domain::chain::ChainError),
+    #[error(transparent)]
+    Model(#[from] LlmError),
+    #[error("Parlor is shutting down: the reply was cut short; what arrived is kept.")]
+    ShuttingDown,
+}
+
 enum Outcome {
     Finished(Box<DoneEvent>),
-    Failed(String),
+    Failed(ReplyError),
     /// The browser went away (Stop, closed tab): nobody is listening any more.
     Abandoned,
 }
@@ -70,7 +82,7 @@ impl Reply {
     /// the reply ends where it is and what arrived is stored, marked incomplete.
     pub async fn write(
         mut self,
-        request: Result<(LlmClient, ModelRequest), String>,
+        request: Result<(LlmClient, ModelRequest), ReplyError>,
         stop: CancellationToken,
     ) {
         let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
@@ -81,10 +93,7 @@ impl Reply {
                 Ok((client, request)) => {
                     tokio::select! {
                         outcome = relay(&client, request, &self.tx, &mut text, started) => outcome,
-                        _ = stop.cancelled() => Outcome::Failed(
-                            "Parlor is shutting down: the reply was cut short; what arrived is kept."
-                                .into(),
-                        ),
+                        _ = stop.cancelled() => Outcome::Failed(ReplyError::ShuttingDown),
                     }
                 }
                 Err(e) => Outcome::Failed(e),
@@ -101,10 +110,7 @@ impl Reply {
             }
             Some(self.history.store.put_info(&self.info).await)
         };
-        let (saved_info, outcome) = tokio::join!(details, reply);
-        let Some(saved_info) = saved_info else {
-            // The message could not be stored and the turn was refused: the model call is
-            // dropped with this task and nothing of it is kept.
+        let Some((saved_info, outcome)) = unless_refused(details, reply).await else {
             return;
         };
         if let Err(e) = saved_info {
@@ -209,12 +215,30 @@ impl Reply {
                 done.message_id = reply_id;
                 let _ = self.tx.send(ChatEvent::Done(done)).await;
             }
-            Outcome::Failed(message) => {
-                tracing::warn!("model call for {} failed: {message}", self.info.session_id);
+            Outcome::Failed(error) => {
+                tracing::warn!("model call for {} failed: {error}", self.info.session_id);
+                let message = error.to_string();
                 let _ = self.tx.send(ChatEvent::Error { message }).await;
             }
             Outcome::Abandoned => {}
         }
+    }
+}
+
+/// Runs the details' write and the reply together. `None` when the turn was refused (its
+/// message could not be stored): the model call is dropped at once, freeing the
+/// conversation for the next message, and nothing of it is kept.
+async fn unless_refused<T, O>(
+    details: impl std::future::Future<Output = Option<T>>,
+    reply: impl std::future::Future<Output = O>,
+) -> Option<(T, O)> {
+    tokio::pin!(details, reply);
+    tokio::select! {
+        saved = &mut details => match saved {
+            Some(saved) => Some((saved, reply.await)),
+            None => None,
+        },
+        outcome = &mut reply => details.await.map(|saved| (saved, outcome)),
     }
 }
 
@@ -229,7 +253,7 @@ async fn relay(
 ) -> Outcome {
     let failed = |e: LlmError| {
         crate::metrics::upstream_error(e.kind());
-        Outcome::Failed(e.to_string())
+        Outcome::Failed(e.into())
     };
     let mut stream = tokio::select! {
         stream = llm.stream(request) => match stream {
