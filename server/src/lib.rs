@@ -263,6 +263,17 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
         leptos_options: leptos_options.clone(),
         services: services.clone(),
     };
+    let addresses = rate_limit::ClientAddress::new(services.config.trusted_proxies.clone());
+    let pages = pages_router(&state, &addresses)
+        .layer(middleware::from_fn_with_state(build, site::serve_build));
+    let api = api_router(&services, addresses);
+    with_common_layers(api.merge(pages)).with_state(state)
+}
+
+/// The pages, their server functions and unknown paths (with the app's 404 page), behind
+/// the browser session and the pages' rate limit.
+fn pages_router(state: &AppState, addresses: &rate_limit::ClientAddress) -> Router<AppState> {
+    let services = &state.services;
     let backend = BackendHandle(Arc::new(pages::PageBackend {
         services: services.clone(),
     }));
@@ -273,25 +284,22 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
     static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
         std::sync::OnceLock::new();
     let routes = ROUTES.get_or_init(|| generate_route_list(App)).clone();
-
     let server_fns = {
         let context = context.clone();
         move |request| handle_server_fns_with_context(context.clone(), request)
     };
-    let addresses = rate_limit::ClientAddress::new(services.config.trusted_proxies.clone());
+    let options = state.leptos_options.clone();
     let pages = Router::new()
         .route("/api/{*fn_name}", post(server_fns))
-        .leptos_routes_with_context(&state, routes, context.clone(), {
-            let options = leptos_options.clone();
-            move || shell(options.clone())
+        .leptos_routes_with_context(state, routes, context.clone(), move || {
+            shell(options.clone())
         })
         .layer(middleware::from_fn_with_state(
             services.clone(),
             pages::decide_chat_head,
-        ));
-    // Unknown paths render the app's 404 page, which needs the same context as every
-    // page (without it, rendering panicked and the connection was dropped).
-    let pages = pages
+        ))
+        // Unknown paths render the app's 404 page, which needs the same context as every
+        // page (without it, rendering panicked and the connection was dropped).
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
@@ -313,54 +321,56 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
     // The release binary answers its site's files itself, before any session handling.
     #[cfg(feature = "embed-site")]
     let pages = pages.layer(middleware::from_fn(site::serve_embedded));
-    let pages = pages.layer(middleware::from_fn_with_state(build, site::serve_build));
+    pages
+}
 
-    // `/mcp` (when on) counts like the chat API, per client address.
-    let mcp = mcp::http(&services).map(|router| {
+/// The chat API, `/mcp` (when on), the health checks and the metrics, each with its limit.
+fn api_router(services: &Arc<Services>, addresses: rate_limit::ClientAddress) -> Router<AppState> {
+    let limit = |router, per_minute, counts| {
         rate_limit::limit(
             router,
-            services.config.rate_limit_chat,
+            per_minute,
             addresses.clone(),
             rate_limit::Answer::Json,
-            rate_limit::Counts::All,
+            counts,
         )
-    });
-    let api = rate_limit::limit(
+    };
+    let config = &services.config;
+    // `/mcp` (when on) counts like the chat API, per client address.
+    let mcp = mcp::http(services)
+        .map(|router| limit(router, config.rate_limit_chat, rate_limit::Counts::All));
+    // Chat requests with images may be larger; the chat route refuses the others over
+    // `MAX_BODY_BYTES`.
+    let body_limit = config.max_context_bytes.max(routes::MAX_BODY_BYTES);
+    let api = limit(
         routes::api(),
-        services.config.rate_limit_chat,
-        addresses.clone(),
-        rate_limit::Answer::Json,
-        rate_limit::Counts::All,
-    );
-    // Readiness counts like pages; the metrics' token cannot be guessed by trying.
-    let probes = rate_limit::limit(
-        routes::ready(),
-        services.config.rate_limit_pages,
-        addresses.clone(),
-        rate_limit::Answer::Json,
+        config.rate_limit_chat,
         rate_limit::Counts::All,
     )
-    .merge(rate_limit::limit_failures(
+    .layer(DefaultBodyLimit::max(body_limit));
+    // Readiness counts like pages; the metrics' token cannot be guessed by trying.
+    let ready = limit(
+        routes::ready(),
+        config.rate_limit_pages,
+        rate_limit::Counts::All,
+    );
+    let metrics = rate_limit::limit_failures(
         routes::metrics(),
         METRICS_FAILURES_PER_MINUTE,
-        addresses,
+        addresses.clone(),
         axum::http::StatusCode::UNAUTHORIZED,
-    ));
+    );
     Router::new()
-        // Chat requests with images may be larger; the chat route refuses the others over
-        // `MAX_BODY_BYTES`.
-        .merge(
-            api.layer(DefaultBodyLimit::max(
-                services
-                    .config
-                    .max_context_bytes
-                    .max(routes::MAX_BODY_BYTES),
-            )),
-        )
+        .merge(api)
         .merge(routes::health())
-        .merge(probes)
+        .merge(ready)
+        .merge(metrics)
         .merge(mcp.unwrap_or_default())
-        .merge(pages)
+}
+
+/// What every response gets: compression, security headers, the request id and its log.
+fn with_common_layers(router: Router<AppState>) -> Router<AppState> {
+    router
         // Pages and JSON are compressed on the fly at the fastest level: it keeps most of the
         // saving at a fraction of the time. Static files are served precompressed at the
         // highest level instead, and the chat stream is never compressed (it would delay events).
@@ -397,5 +407,4 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
             HeaderName::from_static(REQUEST_ID),
             MakeRequestUuid,
         ))
-        .with_state(state)
 }
