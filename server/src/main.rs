@@ -93,24 +93,7 @@ async fn serve() -> anyhow::Result<()> {
     let leptos = leptos_config::get_configuration(file)
         .context("reading the Leptos configuration (Leptos.toml or LEPTOS_* variables)")?
         .leptos_options;
-    let dev = matches!(leptos.env, leptos_config::Env::DEV);
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(if dev {
-            "info,parlor_server=debug"
-        } else {
-            "info"
-        })
-    });
-    use std::io::IsTerminal;
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
-    match std::env::var("PARLOR_LOG_FORMAT").as_deref() {
-        Ok("json") => logs.json().init(),
-        Err(_) | Ok("" | "text") => logs.with_ansi(std::io::stdout().is_terminal()).init(),
-        Ok(other) => {
-            anyhow::bail!("PARLOR_LOG_FORMAT={other:?} is invalid: allowed values: text, json")
-        }
-    }
-
+    init_logs(matches!(leptos.env, leptos_config::Env::DEV))?;
     // Every open chat stream holds a socket: allow as many open files as the system lets
     // this process have (the usual soft limit of 1,024 would refuse connections first).
     match rlimit::increase_nofile_limit(u64::MAX) {
@@ -118,18 +101,7 @@ async fn serve() -> anyhow::Result<()> {
         Err(e) => tracing::warn!("could not raise the open file limit: {e}"),
     }
     let config = Config::from_env()?;
-    let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)
-        .with_context(|| format!("reading the agents folder {}", config.agents_dir.display()))?;
-    for problem in &problems {
-        if problem.fatal_for_template {
-            tracing::error!("agent template skipped: {problem}");
-        } else {
-            tracing::warn!("agent template: {problem}");
-        }
-    }
-    if agents.is_empty() {
-        tracing::warn!("no agents loaded from {}", config.agents_dir.display());
-    }
+    let agents = load_agents(&config)?;
     let setup = parlor_server::setup(&config, &agents).await?;
     match &config.llm {
         parlor_server::config::LlmConfig::Mirror => {
@@ -144,16 +116,7 @@ async fn serve() -> anyhow::Result<()> {
     let metrics_addr = config.metrics_addr;
     let services = parlor_server::services(config, agents, setup);
     if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listening for metrics on {addr} (PARLOR_METRICS_ADDR)"))?;
-        let router = parlor_server::metrics_router(services.clone());
-        tracing::info!("metrics on http://{addr}/metrics");
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::error!("the metrics listener stopped: {e}");
-            }
-        });
+        serve_metrics(addr, services.clone()).await?;
     }
     let replies = services.replies.clone();
     let app = parlor_server::router(leptos, services);
@@ -161,6 +124,76 @@ async fn serve() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!("Parlor is listening on http://{bound}");
+    serve_until_stopped(listener, app, replies, grace).await
+}
+
+/// Logs to stdout, as text (coloured on a terminal) or JSON lines (`PARLOR_LOG_FORMAT`),
+/// filtered by `RUST_LOG` (default: `info`, and debug for Parlor in development).
+fn init_logs(dev: bool) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(if dev {
+            "info,parlor_server=debug"
+        } else {
+            "info"
+        })
+    });
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match std::env::var("PARLOR_LOG_FORMAT").as_deref() {
+        Ok("json") => logs.json().init(),
+        Err(_) | Ok("" | "text") => logs.with_ansi(std::io::stdout().is_terminal()).init(),
+        Ok(other) => {
+            anyhow::bail!("PARLOR_LOG_FORMAT={other:?} is invalid: allowed values: text, json")
+        }
+    }
+    Ok(())
+}
+
+/// The agent templates, each problem logged (a broken template is skipped).
+fn load_agents(config: &Config) -> anyhow::Result<AgentCatalog> {
+    let (agents, problems) = AgentCatalog::load_dir(&config.agents_dir)
+        .with_context(|| format!("reading the agents folder {}", config.agents_dir.display()))?;
+    for problem in &problems {
+        if problem.fatal_for_template {
+            tracing::error!("agent template skipped: {problem}");
+        } else {
+            tracing::warn!("agent template: {problem}");
+        }
+    }
+    if agents.is_empty() {
+        tracing::warn!("no agents loaded from {}", config.agents_dir.display());
+    }
+    Ok(agents)
+}
+
+/// `/metrics` on its own address (`PARLOR_METRICS_ADDR`), in the background.
+async fn serve_metrics(
+    addr: std::net::SocketAddr,
+    services: std::sync::Arc<parlor_server::state::Services>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening for metrics on {addr} (PARLOR_METRICS_ADDR)"))?;
+    let router = parlor_server::metrics_router(services);
+    tracing::info!("metrics on http://{addr}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!("the metrics listener stopped: {e}");
+        }
+    });
+    Ok(())
+}
+
+/// Serves until SIGTERM or Ctrl-C: then stops accepting; replies in progress get `grace`
+/// to finish, then store what they have (marked incomplete); then Parlor exits, open
+/// connections or not.
+async fn serve_until_stopped(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    replies: parlor_server::state::Replies,
+    grace: std::time::Duration,
+) -> anyhow::Result<()> {
     // Pages are streamed in parts (their head first) and chat replies as events: each part
     // goes out when written, not held back until the browser acknowledges the previous one.
     let listener = listener.tap_io(|tcp| {
@@ -168,10 +201,6 @@ async fn serve() -> anyhow::Result<()> {
             tracing::debug!("TCP_NODELAY not set on a connection: {e}");
         }
     });
-    tracing::info!("Parlor is listening on http://{bound}");
-
-    // On SIGTERM or Ctrl-C: stop accepting; replies in progress get `grace` to finish, then
-    // store what they have (marked incomplete); then Parlor exits, open connections or not.
     let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)
