@@ -5,7 +5,7 @@
 use super::error::{ApiError, JsonBody};
 use super::first_value;
 use crate::browser;
-use crate::conversations::{self, ConversationError, ForkAt, Hit, Summary};
+use crate::conversations::{self, ForkAt, Hit, Summary};
 use crate::histories::History;
 use crate::state::AppState;
 use crate::store::{ConversationInfo, StoreError};
@@ -57,24 +57,7 @@ pub(super) async fn visible(
 }
 
 pub(super) fn unavailable(e: StoreError) -> ApiError {
-    tracing::error!("history store failed: {e}");
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("the history store failed: {e}"),
-    )
-}
-
-impl From<ConversationError> for ApiError {
-    fn from(e: ConversationError) -> Self {
-        match e {
-            ConversationError::Busy => ApiError::new(StatusCode::CONFLICT, e.to_string()),
-            ConversationError::NoMessage(_) => ApiError::not_found(e.to_string()),
-            ConversationError::Invalid(_) | ConversationError::Import(_) => {
-                ApiError::bad_request(e.to_string())
-            }
-            ConversationError::Store(e) => unavailable(e),
-        }
-    }
+    ApiError::from(e)
 }
 
 /// Where a fork ends: give exactly one of the two.

@@ -9,7 +9,6 @@ use super::first_value;
 use crate::browser;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
@@ -49,8 +48,7 @@ pub async fn get_debug(
         .get(&agent_id)
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
     let store = &services.histories.for_agent(&agent).store;
-    let unavailable =
-        |e: crate::store::StoreError| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+    let unavailable = ApiError::from;
     let conversation = match first_value(&query, "session_id").filter(|s| !s.is_empty()) {
         None => None,
         Some(raw) => {

@@ -72,6 +72,45 @@ impl ApiError {
     }
 }
 
+/// Every status the API answers is decided here, from the error that caused it.
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        tracing::error!("history store failed: {e}");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the history store failed: {e}"),
+        )
+    }
+}
+
+impl From<crate::conversations::ConversationError> for ApiError {
+    fn from(e: crate::conversations::ConversationError) -> Self {
+        use crate::conversations::ConversationError;
+        match e {
+            ConversationError::Busy => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+            ConversationError::NoMessage(_) => ApiError::not_found(e.to_string()),
+            ConversationError::Invalid(_) | ConversationError::Import(_) => {
+                ApiError::bad_request(e.to_string())
+            }
+            ConversationError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::marks::MarkError> for ApiError {
+    fn from(e: crate::marks::MarkError) -> Self {
+        use crate::marks::MarkError;
+        match e {
+            MarkError::Busy | MarkError::Changed => {
+                ApiError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            MarkError::NoMessage(_) => ApiError::not_found(e.to_string()),
+            MarkError::SystemMessage => ApiError::bad_request(e.to_string()),
+            MarkError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<AccessDenied> for ApiError {
     fn from(e: AccessDenied) -> Self {
         match e {

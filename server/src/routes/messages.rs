@@ -4,10 +4,9 @@
 //! or clears the mark of one message (see [`crate::marks`]).
 
 use super::error::{ApiError, JsonBody};
-use crate::marks::{set_mark, MarkError};
+use crate::marks::set_mark;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
 use parlor_app::api::OlderMessages;
@@ -99,13 +98,6 @@ pub async fn put_mark(
     .await
     {
         Ok(reply) => Ok(Json(reply)),
-        Err(e) => Err(match e {
-            MarkError::Busy | MarkError::Changed => {
-                ApiError::new(StatusCode::CONFLICT, e.to_string())
-            }
-            MarkError::NoMessage(_) => ApiError::not_found(e.to_string()),
-            MarkError::SystemMessage => ApiError::bad_request(e.to_string()),
-            MarkError::Store(e) => super::conversations::unavailable(e),
-        }),
+        Err(e) => Err(e.into()),
     }
 }
