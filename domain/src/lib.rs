@@ -9,6 +9,7 @@ pub mod block;
 pub mod chain;
 pub mod command;
 pub mod context;
+pub mod conversation;
 pub mod dialog;
 pub mod event;
 pub mod history;
@@ -23,6 +24,7 @@ pub mod session;
 pub mod settings;
 pub mod summary;
 pub mod transfer;
+pub mod turn;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
 pub use event::{

@@ -11,6 +11,7 @@ use crate::store::{
     now_ms, BackupInfo, ConversationInfo, ConversationStore, ForkOrigin, StoreError,
 };
 use futures::StreamExt;
+use parlor_domain::conversation::longest_retention;
 use parlor_domain::message::title_of;
 use parlor_domain::transfer::{self, Export, ImportError};
 use parlor_domain::{Message, Role, SessionId};
@@ -342,15 +343,4 @@ fn hit(info: &ConversationInfo, line: String, message: Option<&Message>) -> Hit 
 
 fn count<T>(items: impl Iterator<Item = T>) -> u32 {
     items.count().try_into().unwrap_or(u32::MAX)
-}
-
-/// The longest retention, in turns, of a context block in `messages` (0: none).
-pub(crate) fn longest_retention(messages: &[Message]) -> u32 {
-    messages
-        .iter()
-        .flat_map(|m| &m.context)
-        .filter_map(|b| b.retention)
-        .map(|n| n.get())
-        .max()
-        .unwrap_or(0)
 }

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use parlor_domain::turn::Refusal;
 use parlor_domain::{ChatEvent, ChatRequestError};
 use serde::de::DeserializeOwned;
 use std::convert::Infallible;
@@ -137,10 +138,10 @@ impl IntoResponse for TurnError {
                 return Sse::<_>::new(events).into_response();
             }
             TurnError::Busy | TurnError::Changed => StatusCode::CONFLICT,
-            TurnError::NothingToRegenerate | TurnError::NotLastUserMessage => {
+            TurnError::Refused(Refusal::NothingToRegenerate | Refusal::NotLastUserMessage) => {
                 StatusCode::BAD_REQUEST
             }
-            TurnError::NoMessage(_) => StatusCode::NOT_FOUND,
+            TurnError::Refused(Refusal::NoMessage(_)) => StatusCode::NOT_FOUND,
             TurnError::LimitReached(_) => StatusCode::SERVICE_UNAVAILABLE,
             TurnError::NotAllowed => StatusCode::FORBIDDEN,
         };

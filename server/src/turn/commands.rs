@@ -9,6 +9,8 @@ use crate::store::ConversationInfo;
 use parlor_domain::chain::{ModelLimits, ModelSwitch};
 use parlor_domain::command::{Command, HELP};
 use parlor_domain::plan::model_switch;
+use parlor_domain::turn::call::call;
+use parlor_domain::turn::Sent;
 use parlor_domain::{ChatEvent, DoneEvent};
 use tokio::sync::mpsc;
 
@@ -32,13 +34,13 @@ pub(crate) async fn answer(
 
     let store = &turn.history.store;
     let stored = store.load(&info.session_id).await?;
-    let total = stored.len();
-    let model = turn
-        .services
-        .models
-        .for_conversation(turn.agent, info.model.as_deref());
-    let plan = turn.plan(model.as_ref(), stored, &[], total, None, None);
-    let meta = turn.meta(&mut info, model.as_ref(), &plan);
+    let sent = Sent {
+        total: stored.len(),
+        tail: stored,
+        context: None,
+    };
+    let facts = turn.call_facts(&info);
+    let meta = call(&mut info, sent, false, &facts.input(turn, None)).meta;
     store.put_info(&info).await?;
     busy.release().await;
     crate::metrics::turn("command");

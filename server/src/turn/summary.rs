@@ -1,18 +1,10 @@
-//! The rolling summary in a turn: what is stored of it, what the debug panel says of it,
-//! and the summarizer run after the reply.
+//! The rolling summary in a turn: what is stored of it (read for the call), and the
+//! summarizer run after the reply.
 
 use super::{TurnContext, TurnError};
-use crate::models::{token_counter, ModelSpec};
 use crate::store::ConversationInfo;
-use parlor_domain::plan::Plan;
-use parlor_domain::{Message, Role, SessionId};
-
-/// A conversation's rolling summary and its maintenance signal.
-pub(crate) struct StoredSummary {
-    /// `None` while there is none yet (the maintenance signal is still reported).
-    pub(super) summary: Option<serde_json::Value>,
-    pub(super) maintenance: Option<parlor_domain::summary::Maintenance>,
-}
+use parlor_domain::turn::call::StoredSummary;
+use parlor_domain::{Message, SessionId};
 
 impl TurnContext<'_> {
     /// The rolling summary, when the agent's chain has the `summary` processor and the
@@ -44,40 +36,8 @@ impl TurnContext<'_> {
         Ok(Some(StoredSummary {
             summary,
             maintenance,
+            failure: self.services.summarizers.failure(&self.history.id, id),
         }))
-    }
-
-    /// What the debug panel says of the summary on this call.
-    pub(super) fn summary_report(
-        &self,
-        stored: &StoredSummary,
-        plan: &Plan,
-        model: Option<&ModelSpec>,
-        info: &ConversationInfo,
-    ) -> parlor_domain::summary::SummaryReport {
-        use parlor_domain::summary::{SummaryReport, SUMMARY_LABEL};
-        let failure = self
-            .services
-            .summarizers
-            .failure(&self.history.id, &info.session_id);
-        let Some(summary) = &stored.summary else {
-            return SummaryReport {
-                failure,
-                maintenance: stored.maintenance.clone(),
-                ..SummaryReport::default()
-            };
-        };
-        let sent = plan
-            .messages
-            .iter()
-            .find(|m| m.role == Role::System && m.text.starts_with(SUMMARY_LABEL));
-        let tokens = token_counter(model.map(|m| m.upstream.as_str()).unwrap_or_default());
-        let text = Message::system(parlor_domain::summary::for_model(summary), 0);
-        let tokens = tokens.count(sent.unwrap_or(&text));
-        SummaryReport {
-            maintenance: stored.maintenance.clone(),
-            ..SummaryReport::new(summary, sent.is_some(), tokens, failure)
-        }
     }
 
     /// With the `summary` processor, what runs after the reply: the summarizer, when stored
