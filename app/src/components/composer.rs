@@ -16,7 +16,9 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
             state.act(Action::SendDraft);
         }
     };
-    let can_send = move || !state.streaming.get() && !state.draft.with(|d| d.trim().is_empty());
+    let can_send = move || {
+        !state.streaming.active.get() && !state.composer.draft.with(|d| d.trim().is_empty())
+    };
     let dragging = RwSignal::new(false);
     let on_drop = move |ev: DragEvent| {
         ev.prevent_default();
@@ -56,12 +58,12 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
                     rows="1"
                     placeholder=format!("Message {agent_name}…")
                     aria-label="Message"
-                    prop:value=move || state.draft.get()
-                    on:input=move |ev| state.draft.set(event_target_value(&ev))
+                    prop:value=move || state.composer.draft.get()
+                    on:input=move |ev| state.composer.draft.set(event_target_value(&ev))
                     on:keydown=on_keydown
                 ></textarea>
                 <Show
-                    when=move || state.streaming.get()
+                    when=move || state.streaming.active.get()
                     fallback=move || {
                         view! {
                             <button class="send" type="submit" disabled=move || !can_send()>
@@ -85,13 +87,14 @@ fn Attachments(state: ChatState) -> impl IntoView {
     view! {
         {move || {
             state
+                .composer
                 .attach_error
                 .get()
                 .map(|e| view! { <p class="attach-error" role="alert">{e}</p> })
         }}
-        <Show when=move || !state.attachments.with(Vec::is_empty)>
+        <Show when=move || !state.composer.attachments.with(Vec::is_empty)>
             <ul class="attachments">
-                <For each=move || state.attachments.get() key=|a| a.id let:attachment>
+                <For each=move || state.composer.attachments.get() key=|a| a.id let:attachment>
                     <AttachmentItem state attachment/>
                 </For>
             </ul>
@@ -111,7 +114,7 @@ fn AttachmentItem(state: ChatState, attachment: Attachment) -> impl IntoView {
     };
     let set_save = move |ev: Event| {
         let save = save_of(&event_target_value(&ev));
-        state.attachments.update(|list| {
+        state.composer.attachments.update(|list| {
             if let Some(a) = list.iter_mut().find(|a| a.id == id) {
                 a.save = save;
             }
@@ -137,7 +140,7 @@ fn AttachmentItem(state: ChatState, attachment: Attachment) -> impl IntoView {
                 type="button"
                 class="remove-attachment"
                 aria-label=format!("Remove {name}")
-                on:click=move |_| state.attachments.update(|list| list.retain(|a| a.id != id))
+                on:click=move |_| state.composer.attachments.update(|list| list.retain(|a| a.id != id))
             >
                 "×"
             </button>

@@ -3,6 +3,7 @@
 mod composer;
 #[cfg(feature = "ssr")]
 pub mod debug_panel;
+mod message;
 mod message_list;
 mod meter;
 #[cfg(feature = "ssr")]

@@ -176,7 +176,7 @@ fn ChatView() -> impl IntoView {
                                 class="model-picker"
                                 aria-label="Model"
                                 prop:value=move || state.model.get()
-                                disabled=move || single || state.streaming.get()
+                                disabled=move || single || state.streaming.active.get()
                                 on:change=move |ev| {
                                     let name = event_target_value(&ev);
                                     if name != state.model.get_untracked() {
