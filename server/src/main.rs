@@ -4,7 +4,7 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use parlor_server::agents::AgentCatalog;
 use parlor_server::cli::{Command, HistoryCommand};
-use parlor_server::config::Config;
+use parlor_server::config::{Config, LogFormat};
 use std::future::IntoFuture;
 use tracing_subscriber::EnvFilter;
 
@@ -54,12 +54,9 @@ async fn run() -> anyhow::Result<()> {
                  serves the same tools at /mcp when PARLOR_MCP_TOKEN is set)"
             );
         }
-        // Logs go to stderr only: stdout carries the protocol.
-        tracing_subscriber::fmt()
-            .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-            .with_writer(std::io::stderr)
-            .init();
         let config = Config::from_env()?;
+        // Logs go to stderr only: stdout carries the protocol.
+        init_stderr_logs(&config);
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
         let setup = parlor_server::setup(&config, &agents).await?;
         let tools = parlor_server::mcp::for_history(&setup.histories, history, &config)
@@ -67,11 +64,8 @@ async fn run() -> anyhow::Result<()> {
         return parlor_server::mcp::serve_stdio(tools).await;
     }
     if let Some(Command::Store(command)) = cli.command {
-        tracing_subscriber::fmt()
-            .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-            .with_writer(std::io::stderr)
-            .init();
         let config = Config::from_env()?;
+        init_stderr_logs(&config);
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
         let setup = parlor_server::setup(&config, &agents).await?;
         let output = parlor_server::cli::run_store(command, &setup.histories, &config)
@@ -93,14 +87,14 @@ async fn serve() -> anyhow::Result<()> {
     let leptos = leptos_config::get_configuration(file)
         .context("reading the Leptos configuration (Leptos.toml or LEPTOS_* variables)")?
         .leptos_options;
-    init_logs(matches!(leptos.env, leptos_config::Env::DEV))?;
+    let config = Config::from_env()?;
+    init_logs(&config, matches!(leptos.env, leptos_config::Env::DEV));
     // Every open chat stream holds a socket: allow as many open files as the system lets
     // this process have (the usual soft limit of 1,024 would refuse connections first).
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!("open file limit: {limit}"),
         Err(e) => tracing::warn!("could not raise the open file limit: {e}"),
     }
-    let config = Config::from_env()?;
     let agents = load_agents(&config)?;
     let setup = parlor_server::setup(&config, &agents).await?;
     match &config.llm {
@@ -128,26 +122,41 @@ async fn serve() -> anyhow::Result<()> {
     serve_until_stopped(listener, app, replies, grace).await
 }
 
+/// The log filter: `RUST_LOG`, else `fallback` (also when `RUST_LOG` does not parse).
+fn log_filter(config: &Config, fallback: &str) -> EnvFilter {
+    config
+        .log_filter
+        .as_deref()
+        .and_then(|filter| EnvFilter::try_new(filter).ok())
+        .unwrap_or_else(|| EnvFilter::new(fallback))
+}
+
 /// Logs to stdout, as text (coloured on a terminal) or JSON lines (`PARLOR_LOG_FORMAT`),
 /// filtered by `RUST_LOG` (default: `info`, and debug for Parlor in development).
-fn init_logs(dev: bool) -> anyhow::Result<()> {
+fn init_logs(config: &Config, dev: bool) {
     use std::io::IsTerminal;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(if dev {
+    let filter = log_filter(
+        config,
+        if dev {
             "info,parlor_server=debug"
         } else {
             "info"
-        })
-    });
+        },
+    );
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
-    match std::env::var("PARLOR_LOG_FORMAT").as_deref() {
-        Ok("json") => logs.json().init(),
-        Err(_) | Ok("" | "text") => logs.with_ansi(std::io::stdout().is_terminal()).init(),
-        Ok(other) => {
-            anyhow::bail!("PARLOR_LOG_FORMAT={other:?} is invalid: allowed values: text, json")
-        }
+    match config.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).init(),
     }
-    Ok(())
+}
+
+/// Logs of the CLI's commands: warnings and errors on stderr (unless `RUST_LOG` says
+/// otherwise), so stdout carries only the command's output or the MCP protocol.
+fn init_stderr_logs(config: &Config) {
+    tracing_subscriber::fmt()
+        .with_env_filter(log_filter(config, "warn"))
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// The agent templates, each problem logged (a broken template is skipped).

@@ -25,7 +25,7 @@ impl Cli {
     pub fn parse_with_env_help() -> Cli {
         use clap::{CommandFactory, FromArgMatches};
         let matches = Cli::command()
-            .after_help(crate::config::variables_help())
+            .after_help(crate::config::vars::help())
             .get_matches();
         Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }

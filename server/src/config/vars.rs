@@ -1,0 +1,464 @@
+//! Every environment variable Parlor reads, each declared once: its name (the constant's),
+//! its default, what it means and how its value is read. [`super::Config`] reads them
+//! through [`Env`]; `parlor --help` and the README check list [`ALL`].
+//!
+//! A new variable is one entry in [`variables!`] below.
+
+use super::ApiKey;
+use crate::cookie_key::CookieKey;
+use parlor_domain::history::{HistoryLength, HistoryPolicy};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+/// The most a request body without images may hold (with images: `PARLOR_MAX_CONTEXT_BYTES`).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What applies when a variable is unset.
+#[derive(Clone, Copy, Debug)]
+pub enum Fallback {
+    /// This value, read as a set one would be.
+    Value(&'static str),
+    /// Nothing: this says what that means.
+    Unset(&'static str),
+}
+use Fallback::{Unset, Value};
+
+/// One environment variable.
+pub struct Var<T: 'static> {
+    pub name: &'static str,
+    pub default: Fallback,
+    pub meaning: &'static str,
+    read: fn(&str) -> Result<T, String>,
+    /// Its value never appears in an error (keys, tokens).
+    secret: bool,
+}
+
+impl<T> Var<T> {
+    const fn new(
+        default: Fallback,
+        read: fn(&str) -> Result<T, String>,
+        meaning: &'static str,
+    ) -> Self {
+        Var {
+            name: "",
+            default,
+            meaning,
+            read,
+            secret: false,
+        }
+    }
+
+    const fn secret(self) -> Self {
+        Var {
+            secret: true,
+            ..self
+        }
+    }
+
+    const fn named(self, name: &'static str) -> Self {
+        Var { name, ..self }
+    }
+}
+
+/// What `--help` and the README check need of a variable, whatever its type.
+pub trait Describe: Sync {
+    fn name(&self) -> &'static str;
+    /// The default as the README and `--help` show it.
+    fn shown_default(&self) -> &'static str;
+    fn meaning(&self) -> &'static str;
+    /// Whether its default reads as a set value would (a declaration's mistake otherwise).
+    fn default_reads(&self) -> bool;
+}
+
+impl<T> Describe for Var<T> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn shown_default(&self) -> &'static str {
+        match self.default {
+            Value(text) | Unset(text) => text,
+        }
+    }
+    fn meaning(&self) -> &'static str {
+        self.meaning
+    }
+    fn default_reads(&self) -> bool {
+        match self.default {
+            Value(text) => (self.read)(text).is_ok(),
+            Unset(_) => true,
+        }
+    }
+}
+
+/// Declares each variable as a constant named after it, and [`ALL`] in the same order.
+macro_rules! variables {
+    ($($id:ident: $t:ty = $var:expr;)*) => {
+        $(pub const $id: Var<$t> = $var.named(stringify!($id));)*
+        /// Every environment variable Parlor reads, in the order `--help` lists them.
+        pub const ALL: &[&dyn Describe] = &[$(&$id),*];
+    };
+}
+
+variables! {
+    OPENAI_BASE_URL: String = Var::new(
+        Value("https://api.openai.com/v1"), read::http_url,
+        "an OpenAI-compatible endpoint (the default applies when only a key is set)");
+    OPENAI_API_KEY: ApiKey = Var::new(
+        Unset("none"), read::key,
+        "sent upstream as a bearer token; never sent to the browser or logged").secret();
+    PARLOR_MODEL: String = Var::new(
+        Unset("the agent template's model"), read::text,
+        "overrides every agent's model; `mirror` forces the offline model");
+    PARLOR_LLM_TIMEOUT_SECS: u64 = Var::new(
+        Value("60"), read::at_least::<1>,
+        "seconds the model server may take to answer, and to send each next piece");
+    PARLOR_AGENTS_DIR: PathBuf = Var::new(
+        Value("agents"), read::path, "folder of <id>/template.json agent templates");
+    PARLOR_DATA_DIR: PathBuf = Var::new(
+        Value("data"), read::path, "where file-backed histories store conversations");
+    PARLOR_CONFIG: PathBuf = Var::new(
+        Unset("parlor.toml"), read::path,
+        "the configuration file (the default only if present; must exist when set)");
+    HISTORY_BACKUP_RETENTION: usize = Var::new(
+        Value("5"), read::count::<1>,
+        "backups kept per conversation by file histories (at least 1)");
+    HISTORY_CONTEXT_MAX_MESSAGES: usize = Var::new(
+        Value("200"), read::count::<1>,
+        "a conversation with more messages gets the maintenance signal (compact it)");
+    HISTORY_CONTEXT_MAX_BYTES: usize = Var::new(
+        Value("65536"), read::count::<1>,
+        "a conversation whose messages and summary take more bytes gets the maintenance signal");
+    PARLOR_MCP_TOKEN: ApiKey = Var::new(
+        Unset("unset"), read::token,
+        "serves the history tools over MCP at /mcp to requests with this bearer token").secret();
+    PARLOR_COOKIE_KEY: CookieKey = Var::new(
+        Unset("made once, kept in Redis or the data folder"), read::cookie_key,
+        "64 hex digits: the key that signs browser session cookies (set the same on processes \
+         that share no Redis or data folder)").secret();
+    PARLOR_ADMIN_TOKEN: ApiKey = Var::new(
+        Unset("unset"), read::key,
+        "allows admin chat commands to requests carrying it in X-Parlor-Admin-Token").secret();
+    PARLOR_MAX_MESSAGE_CHARS: usize = Var::new(
+        Value("32000"), read::count::<1>, "the longest message accepted, in characters");
+    PARLOR_MAX_CONTEXT_BYTES: usize = Var::new(
+        Value("10485760"), read::context_bytes,
+        "the largest chat request with images, in bytes (others: 1048576)");
+    PARLOR_MIRROR_DELAY_MS: u64 = Var::new(
+        Value("25"), read::at_least::<0>, "pause between the mirror model's words");
+    DEFAULT_HISTORY_POLICY: HistoryPolicy = Var::new(
+        Unset("unset"), read::policy, "lastN, all or none; beats the URL and the template");
+    DEFAULT_HISTORY_LENGTH: HistoryLength = Var::new(
+        Unset("unset"), read::length,
+        "an integer (0 or less acts as 1); beats the URL and the template");
+    NEXT_PUBLIC_DEFAULT_HISTORY_POLICY: HistoryPolicy = Var::new(
+        Unset("unset"), read::policy, "AgentDock's name for DEFAULT_HISTORY_POLICY");
+    NEXT_PUBLIC_DEFAULT_HISTORY_LENGTH: HistoryLength = Var::new(
+        Unset("unset"), read::length, "AgentDock's name for DEFAULT_HISTORY_LENGTH");
+    HISTORY_URL_OVERRIDES: bool = Var::new(
+        Value("true"), read::yes_no, "false ignores historyPolicy / historyLength in page URLs");
+    PARLOR_DEBUG_PANEL: bool = Var::new(
+        Value("true"), read::yes_no,
+        "false turns off the ?debug=true panel and the debug endpoint");
+    PARLOR_PUBLIC_URL: String = Var::new(
+        Unset("unset"), read::text,
+        "the address users reach Parlor at, e.g. https://chat.example.com behind a proxy");
+    PARLOR_COOKIE_SECURE: bool = Var::new(
+        Unset("on when PARLOR_PUBLIC_URL is https"), read::yes_no,
+        "true marks cookies Secure (sent over HTTPS only); false never does");
+    PARLOR_SHUTDOWN_GRACE_SECS: u64 = Var::new(
+        Value("10"), read::at_least::<0>,
+        "on SIGTERM, seconds replies in progress may take to finish before what they have is stored");
+    PARLOR_RATE_LIMIT_CHAT: u32 = Var::new(
+        Value("60"), read::per_minute,
+        "chat API requests a client address may make per minute (0: no limit)");
+    PARLOR_RATE_LIMIT_PAGES: u32 = Var::new(
+        Value("300"), read::per_minute,
+        "page loads and page data requests per client address per minute (0: no limit)");
+    PARLOR_TRUSTED_PROXIES: Vec<IpAddr> = Var::new(
+        Unset("none"), read::addresses,
+        "comma-separated proxy addresses whose X-Forwarded-For names the client");
+    PARLOR_LOG_FORMAT: LogFormat = Var::new(
+        Value("text"), read::log_format, "json writes one JSON object per log line");
+    PARLOR_METRICS_ADDR: SocketAddr = Var::new(
+        Unset("unset"), read::socket,
+        "also serve /metrics here, without the admin token (keep it private)");
+    RUST_LOG: String = Var::new(
+        Unset("info"), read::text, "log filter (tracing), e.g. parlor_server=debug");
+    LEPTOS_SITE_ADDR: SocketAddr = Var::new(
+        Value("127.0.0.1:3000"), read::socket,
+        "the address to listen on (Leptos.toml's when unset)");
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Text, coloured on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Why the environment cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var}={value:?} is invalid: {reason}")]
+    Invalid {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{a} and {b} are both set and differ ({a_value:?} vs {b_value:?}); set only one")]
+    Conflict {
+        a: &'static str,
+        b: &'static str,
+        a_value: String,
+        b_value: String,
+    },
+}
+
+/// The environment as Parlor reads it: an empty variable counts as unset, as in most
+/// shells' `VAR=` idiom.
+pub struct Env(HashMap<String, String>);
+
+impl Env {
+    pub fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        Env(vars.into_iter().filter(|(_, v)| !v.is_empty()).collect())
+    }
+
+    fn raw<T>(&self, var: &Var<T>) -> Option<&str> {
+        self.0.get(var.name).map(String::as_str)
+    }
+
+    fn read<T>(&self, var: &Var<T>, text: &str) -> Result<T, ConfigError> {
+        (var.read)(text).map_err(|reason| ConfigError::Invalid {
+            var: var.name,
+            value: match var.secret {
+                true => "[redacted]".into(),
+                false => text.to_owned(),
+            },
+            reason,
+        })
+    }
+
+    /// Its value when it is set.
+    pub fn set<T>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
+        self.raw(var).map(|text| self.read(var, text)).transpose()
+    }
+
+    /// Its value, or its default when it has one.
+    pub fn get<T>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
+        match (self.raw(var), var.default) {
+            (Some(text), _) | (None, Value(text)) => self.read(var, text).map(Some),
+            (None, Unset(_)) => Ok(None),
+        }
+    }
+
+    /// Its value or its default (declared with one).
+    pub fn value<T>(&self, var: &Var<T>) -> Result<T, ConfigError> {
+        self.get(var)?.ok_or_else(|| ConfigError::Invalid {
+            var: var.name,
+            value: String::new(),
+            reason: "must be set".into(),
+        })
+    }
+
+    /// The value of `primary` or its AgentDock-era `alias`; both set and different is an
+    /// error.
+    pub fn one_of<T>(&self, primary: &Var<T>, alias: &Var<T>) -> Result<Option<T>, ConfigError> {
+        match (self.raw(primary), self.raw(alias)) {
+            (Some(a), Some(b)) if a != b => Err(ConfigError::Conflict {
+                a: primary.name,
+                b: alias.name,
+                a_value: a.to_owned(),
+                b_value: b.to_owned(),
+            }),
+            (Some(_), _) => self.set(primary),
+            (None, _) => self.set(alias),
+        }
+    }
+}
+
+/// How values are read: each returns the value or why it is refused.
+mod read {
+    use super::*;
+
+    pub fn text(value: &str) -> Result<String, String> {
+        Ok(value.to_owned())
+    }
+
+    pub fn key(value: &str) -> Result<ApiKey, String> {
+        Ok(ApiKey(value.to_owned()))
+    }
+
+    pub fn token(value: &str) -> Result<ApiKey, String> {
+        match value.trim().is_empty() {
+            true => Err("must not be empty (unset it to turn /mcp off)".into()),
+            false => key(value),
+        }
+    }
+
+    pub fn cookie_key(value: &str) -> Result<CookieKey, String> {
+        CookieKey::parse(value).ok_or_else(|| CookieKey::FORMAT.into())
+    }
+
+    pub fn path(value: &str) -> Result<PathBuf, String> {
+        Ok(PathBuf::from(value))
+    }
+
+    pub fn http_url(value: &str) -> Result<String, String> {
+        match value.starts_with("http://") || value.starts_with("https://") {
+            true => Ok(value.trim_end_matches('/').to_owned()),
+            false => Err("must start with http:// or https://".into()),
+        }
+    }
+
+    pub fn at_least<const MIN: u64>(value: &str) -> Result<u64, String> {
+        match value.parse::<u64>() {
+            Ok(n) if n >= MIN => Ok(n),
+            _ => Err(format!("must be a whole number of at least {MIN}")),
+        }
+    }
+
+    pub fn count<const MIN: usize>(value: &str) -> Result<usize, String> {
+        match value.parse::<usize>() {
+            Ok(n) if n >= MIN => Ok(n),
+            _ => Err(format!("must be a whole number of at least {MIN}")),
+        }
+    }
+
+    pub fn context_bytes(value: &str) -> Result<usize, String> {
+        count::<MAX_BODY_BYTES>(value).map_err(|_| {
+            format!("must be at least {MAX_BODY_BYTES} (the limit of requests without images)")
+        })
+    }
+
+    pub fn per_minute(value: &str) -> Result<u32, String> {
+        value
+            .parse::<u32>()
+            .map_err(|_| "must be a whole number of requests per minute (0: no limit)".into())
+    }
+
+    pub fn yes_no(value: &str) -> Result<bool, String> {
+        match value {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err("allowed values: true, false".into()),
+        }
+    }
+
+    pub fn policy(value: &str) -> Result<HistoryPolicy, String> {
+        value.parse::<HistoryPolicy>().map_err(|_| {
+            format!(
+                "allowed values: {} (case-sensitive)",
+                HistoryPolicy::ALLOWED
+            )
+        })
+    }
+
+    pub fn length(value: &str) -> Result<HistoryLength, String> {
+        value
+            .parse::<HistoryLength>()
+            .map_err(|_| "must be an integer such as 20 (0 or less acts as 1)".into())
+    }
+
+    pub fn addresses(value: &str) -> Result<Vec<IpAddr>, String> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                item.parse::<IpAddr>().map_err(|_| {
+                    format!(
+                        "{item:?} is not an IP address: list IP addresses separated by commas, \
+                         e.g. 127.0.0.1,10.0.0.2"
+                    )
+                })
+            })
+            .collect()
+    }
+
+    pub fn socket(value: &str) -> Result<SocketAddr, String> {
+        value
+            .parse::<SocketAddr>()
+            .map_err(|_| "must be an address and port, e.g. 127.0.0.1:9100".into())
+    }
+
+    pub fn log_format(value: &str) -> Result<LogFormat, String> {
+        match value {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err("allowed values: text, json".into()),
+        }
+    }
+}
+
+/// The variables as `parlor --help` lists them.
+pub fn help() -> String {
+    let mut out = String::from("Environment variables (default in brackets):\n");
+    for var in ALL {
+        out.push_str(&format!(
+            "  {:<36} {} [{}]\n",
+            var.name(),
+            var.meaning(),
+            var.shown_default()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_reads_as_a_set_value_would() {
+        for var in ALL {
+            assert!(
+                var.default_reads(),
+                "{}'s default does not read",
+                var.name()
+            );
+        }
+        let names: std::collections::HashSet<_> = ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(names.len(), ALL.len(), "a variable is declared twice");
+    }
+
+    #[test]
+    fn the_readme_documents_every_variable_with_its_default() {
+        let readme = include_str!("../../../README.md");
+        for var in ALL {
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with("| ") && l.contains(&format!("`{}`", var.name())))
+                .unwrap_or_else(|| panic!("{} is not in the README's tables", var.name()));
+            let default_cell = row.rsplit('|').nth(1).unwrap().replace('`', "");
+            assert!(
+                default_cell.contains(var.shown_default()),
+                "README gives {} the default {default_cell:?}; Parlor's is {:?}",
+                var.name(),
+                var.shown_default()
+            );
+        }
+    }
+
+    #[test]
+    fn a_secret_never_appears_in_an_error() {
+        let env = Env::new([("PARLOR_COOKIE_KEY".to_owned(), "not-hex-secret".to_owned())]);
+        let err = env.set(&PARLOR_COOKIE_KEY).unwrap_err().to_string();
+        assert!(
+            err.contains("PARLOR_COOKIE_KEY") && !err.contains("not-hex-secret"),
+            "{err}"
+        );
+        let env = Env::new([("PARLOR_MCP_TOKEN".to_owned(), "   ".to_owned())]);
+        assert!(env.set(&PARLOR_MCP_TOKEN).is_err());
+    }
+
+    #[test]
+    fn an_empty_variable_is_unset_and_the_default_applies() {
+        let env = Env::new([("PARLOR_LLM_TIMEOUT_SECS".to_owned(), String::new())]);
+        assert_eq!(env.value(&PARLOR_LLM_TIMEOUT_SECS).unwrap(), 60);
+        assert_eq!(env.set(&PARLOR_LLM_TIMEOUT_SECS).unwrap(), None);
+        assert_eq!(env.get(&PARLOR_METRICS_ADDR).unwrap(), None);
+    }
+}
