@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use parlor_domain::chain::{effective_ctx, Chain, ChainContext, ModelLimits, Outgoing};
 use parlor_domain::Message;
-use parlor_server::models::token_counter;
+use parlor_server::llm::models::token_counter;
 use std::time::Duration;
 
 fn conversation(turn: usize) -> Vec<Outgoing> {

@@ -1,13 +1,13 @@
 //! Search over a browser's conversations (`make bench`; results in docs/performance.md):
 //! 1,000 conversations of 100 messages each, on a file history and on a real
 //! `redis-server`, searched the way `GET /api/conversations/search` does
-//! (`parlor_server::conversations::search_owned`). Prints one JSON object per case with the
+//! (`parlor_server::conversation::search_owned`). Prints one JSON object per case with the
 //! median and the 99th percentile of 100 searches.
 
 use fake_llm::redis_server::RedisServer;
 use parlor_domain::{Message, SessionId};
-use parlor_server::conversations::search_owned;
-use parlor_server::histories::Histories;
+use parlor_server::conversation::search_owned;
+use parlor_server::store::histories::Histories;
 use parlor_server::store::{
     owner_key, ConversationInfo, ConversationStore, FileStore, RedisOptions, RedisStore,
 };

@@ -8,7 +8,7 @@
 
 use fake_llm::redis_server::RedisServer;
 use parlor_domain::{ChatEvent, Message, SessionId};
-use parlor_server::agents::AgentCatalog;
+use parlor_server::config::agents::AgentCatalog;
 use parlor_server::config::Config;
 use parlor_server::store::ConversationInfo;
 use parlor_server::turn::{start, TurnInput};

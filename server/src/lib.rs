@@ -1,38 +1,28 @@
 //! Parlor's server: configuration → services → router.
 #![recursion_limit = "256"]
 
-pub mod agents;
-pub mod atomic;
-pub mod browser;
 pub mod cli;
 pub mod config;
-pub mod config_file;
-pub mod conversations;
-pub mod cookie_key;
-pub mod histories;
-pub mod live;
+pub mod conversation;
 pub mod llm;
-pub mod marks;
 pub mod mcp;
-pub mod metrics;
-pub mod models;
-pub mod pages;
-pub mod providers;
-pub mod rate_limit;
+pub mod ops;
 pub mod routes;
-pub mod settings;
-pub mod site;
 pub mod state;
 pub mod store;
-pub mod summarizer;
 pub mod turn;
 
-use crate::agents::AgentCatalog;
+use crate::config::agents::AgentCatalog;
 use crate::config::{Config, LlmConfig};
-use crate::histories::Histories;
+use crate::llm::models;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
+use crate::ops::{browser, cookie_key, rate_limit};
+use crate::routes::{pages, site};
 use crate::state::{AppState, Services};
+use crate::store::histories;
+use crate::store::histories::Histories;
 use crate::store::StoreError;
+use crate::turn::providers;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::routing::post;
@@ -65,7 +55,7 @@ pub fn llm_client(config: &Config) -> LlmClient {
 /// What the configuration file sets up: the histories and the server-wide settings.
 pub struct Setup {
     pub histories: Histories,
-    pub settings: crate::settings::ServerSettings,
+    pub settings: crate::config::settings::ServerSettings,
     /// The configuration file (where admin changes are saved; created when first needed).
     pub config_path: std::path::PathBuf,
     /// Signs browser session cookies (shared by the processes sharing the `default` history).
@@ -75,8 +65,8 @@ pub struct Setup {
 /// Reads the configuration file (if any), opens every history and checks that each agent's
 /// `historyId` names one. Errors name the file, entry and field.
 pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Setup> {
-    use crate::config_file::{locate, ConfigFile};
-    use crate::settings::ServerSettings;
+    use crate::config::file::{locate, ConfigFile};
+    use crate::config::settings::ServerSettings;
     let file = match locate(config.config_file.as_deref()) {
         Some(path) => {
             let file = ConfigFile::read(&path)?;
@@ -90,7 +80,7 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
-    crate::providers::Providers::new(settings.providers.clone())
+    crate::turn::providers::Providers::new(settings.providers.clone())
         .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     let config_path = file
         .map(|(path, _)| path)
@@ -145,7 +135,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         cookie_key: setup.cookie_key,
     });
     // The metrics recorder is installed before anything is measured.
-    metrics::handle();
+    ops::metrics::handle();
     spawn_reaper(&services);
     services
 }

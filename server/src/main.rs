@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use parlor_server::agents::AgentCatalog;
 use parlor_server::cli::{Command, HistoryCommand};
+use parlor_server::config::agents::AgentCatalog;
 use parlor_server::config::{Config, LogFormat};
 use std::future::IntoFuture;
 use tracing_subscriber::EnvFilter;
@@ -40,7 +40,7 @@ async fn run() -> anyhow::Result<()> {
     ) = cli.command
     {
         let config = Config::from_env()?;
-        let path = parlor_server::config_file::locate(config.config_file.as_deref())
+        let path = parlor_server::config::file::locate(config.config_file.as_deref())
             .unwrap_or_else(|| "parlor.toml".into());
         let output = parlor_server::cli::run_config(command, &path, &config.data_dir)
             .map_err(anyhow::Error::msg)?;

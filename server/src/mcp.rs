@@ -492,7 +492,7 @@ impl ServerHandler for HistoryTools {
 
 /// The tools over the file history `id` of the configuration.
 pub fn for_history(
-    histories: &crate::histories::Histories,
+    histories: &crate::store::histories::Histories,
     id: &str,
     config: &crate::config::Config,
 ) -> Result<HistoryTools, String> {

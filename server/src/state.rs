@@ -1,10 +1,10 @@
 //! Everything a request handler needs, built once at startup.
 
-use crate::agents::AgentCatalog;
+use crate::config::agents::AgentCatalog;
 use crate::config::Config;
-use crate::histories::Histories;
-use crate::live::LiveSessions;
-use crate::models::Models;
+use crate::llm::models::Models;
+use crate::ops::live::LiveSessions;
+use crate::store::histories::Histories;
 use crate::store::ConversationInfo;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
@@ -30,7 +30,7 @@ pub struct Services {
     /// The models conversations can use and the clients that reach them.
     pub models: Models,
     /// The operator's context providers (`[[context]]`).
-    pub providers: crate::providers::Providers,
+    pub providers: crate::turn::providers::Providers,
     /// Conversations (history id, session) with a reply being written right now.
     pub busy: Mutex<HashSet<(String, SessionId)>>,
     /// The processors after the policy step, for agents without their own.
@@ -46,7 +46,7 @@ pub struct Services {
     /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
     pub summary_model: Option<String>,
     /// Signs and checks browser session cookies.
-    pub cookie_key: crate::cookie_key::CookieKey,
+    pub cookie_key: crate::ops::cookie_key::CookieKey,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

@@ -1,6 +1,6 @@
 //! The `parlor` command line: serving (the default) and operator commands on the stores.
 
-use crate::histories::DEFAULT_HISTORY;
+use crate::store::histories::DEFAULT_HISTORY;
 use crate::store::ConversationStore;
 use clap::{Parser, Subcommand};
 use parlor_domain::SessionId;
@@ -96,9 +96,9 @@ pub enum CliError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Edit(#[from] crate::settings::EditError),
+    Edit(#[from] crate::config::settings::EditError),
     #[error(transparent)]
-    ConfigFile(#[from] crate::config_file::ConfigFileError),
+    ConfigFile(#[from] crate::config::file::ConfigFileError),
     #[error(transparent)]
     Chain(#[from] parlor_domain::chain::ChainConfigError),
     #[error(transparent)]
@@ -190,8 +190,8 @@ pub fn run_config(
     path: &std::path::Path,
     data_dir: &std::path::Path,
 ) -> Result<String, CliError> {
-    use crate::config_file::ConfigFile;
-    use crate::settings::{apply_edit, Edit, ServerSettings};
+    use crate::config::file::ConfigFile;
+    use crate::config::settings::{apply_edit, Edit, ServerSettings};
     use parlor_domain::chain::{builtins, edit_chain, ChainEdit, POLICY_STEP};
     let current = || -> Result<ServerSettings, CliError> {
         let file = if path.exists() {

@@ -1,7 +1,7 @@
 //! `parlor store …`: the operator's commands on stored conversations, one method each.
 
 use super::{info_or_bare, stats_report, CliError, StoreCommand, Target};
-use crate::histories::Histories;
+use crate::store::histories::Histories;
 use crate::store::ConversationStore;
 use parlor_domain::SessionId;
 use std::fmt::Write;
@@ -149,7 +149,7 @@ impl StoreCli<'_> {
                 target.history
             )));
         };
-        let export = crate::conversations::export(store.as_ref(), &info).await?;
+        let export = crate::conversation::export(store.as_ref(), &info).await?;
         Ok(if markdown {
             export.to_markdown()
         } else {
@@ -170,10 +170,10 @@ impl StoreCli<'_> {
             Some(agent) => agent,
             None => agent_named_in(&text)?,
         };
-        let (info, messages) = crate::conversations::import(store.as_ref(), &agent, None, &text)
+        let (info, messages) = crate::conversation::import(store.as_ref(), &agent, None, &text)
             .await
             .map_err(|e| match e {
-                crate::conversations::ConversationError::Store(e) => CliError::Store(e),
+                crate::conversation::ConversationError::Store(e) => CliError::Store(e),
                 other => CliError::Usage(format!("{}: {other}", file.display())),
             })?;
         Ok(format!(
@@ -195,7 +195,7 @@ impl StoreCli<'_> {
             }
         }
         conversations.sort_by_key(|(_, info)| std::cmp::Reverse(info.updated_ms));
-        let hits = crate::conversations::search(conversations, text).await?;
+        let hits = crate::conversation::search(conversations, text).await?;
         let mut out = String::new();
         if hits.is_empty() {
             let _ = writeln!(out, "no conversation contains {text:?}");
@@ -213,7 +213,7 @@ impl StoreCli<'_> {
                 hit.session_id, hit.line
             );
         }
-        if hits.len() == crate::conversations::MAX_RESULTS {
+        if hits.len() == crate::conversation::MAX_RESULTS {
             let _ = writeln!(out, "(the first {} only)", hits.len());
         }
         Ok(out)

@@ -4,6 +4,10 @@
 //! [`Config::from_vars`] puts them together. Invalid values stop the server with a message
 //! naming the variable and what it accepts; nothing is silently replaced by a default.
 
+pub mod agents;
+pub mod file;
+pub mod settings;
+
 pub mod vars;
 
 pub use vars::{ConfigError, LogFormat, MAX_BODY_BYTES};
@@ -70,7 +74,7 @@ pub struct Config {
     /// `PARLOR_MCP_TOKEN`: without it, `/mcp` is off.
     pub mcp_token: Option<ApiKey>,
     /// `PARLOR_COOKIE_KEY`: the operator's key for browser session cookies.
-    pub cookie_key: Option<crate::cookie_key::CookieKey>,
+    pub cookie_key: Option<crate::ops::cookie_key::CookieKey>,
     /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
     pub public_url: Option<String>,
     /// Cookies carry `Secure`.

@@ -5,7 +5,7 @@
 //! A new variable is one entry in [`variables!`] below.
 
 use super::ApiKey;
-use crate::cookie_key::CookieKey;
+use crate::ops::cookie_key::CookieKey;
 use parlor_domain::history::{HistoryLength, HistoryPolicy};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -1,5 +1,7 @@
 //! Models Parlor can talk to, behind one streaming interface.
 
+pub mod models;
+
 mod mirror;
 mod openai;
 pub mod redact;

@@ -9,7 +9,7 @@
 
 use super::error::{to_sse, ApiError, JsonBody};
 use super::first_value;
-use crate::browser;
+use crate::ops::browser;
 use crate::state::AppState;
 use crate::turn::{self, Turn, TurnInput};
 use axum::extract::{Path, Query, State};

@@ -1,13 +1,13 @@
 //! Whole conversations over HTTP: fork, rename, delete, export, import and search (see
-//! [`crate::conversations`]). The access rule is the chat's: a conversation started in a
+//! [`crate::conversation`]). The access rule is the chat's: a conversation started in a
 //! browser exists only for that browser (404 for everyone else).
 
 use super::error::{ApiError, JsonBody};
 use super::first_value;
-use crate::browser;
-use crate::conversations::{self, ForkAt, Hit, Summary};
-use crate::histories::History;
+use crate::conversation::{self, ForkAt, Hit, Summary};
+use crate::ops::browser;
 use crate::state::AppState;
+use crate::store::histories::History;
 use crate::store::{ConversationInfo, StoreError};
 use axum::extract::rejection::StringRejection;
 use axum::extract::{Path, Query, State};
@@ -103,7 +103,7 @@ pub async fn post_fork(
         }
     };
     let found = visible(&app, &agent_id, &session_id, &jar).await?;
-    let (fork, messages) = conversations::fork(&found.history, &found.info, at).await?;
+    let (fork, messages) = conversation::fork(&found.history, &found.info, at).await?;
     Ok((StatusCode::CREATED, Json(Summary::new(&fork, messages))))
 }
 
@@ -138,7 +138,7 @@ pub async fn patch_conversation(
 ) -> Result<Json<Summary>, ApiError> {
     let found = visible(&app, &agent_id, &session_id, &jar).await?;
     let renamed =
-        conversations::rename(&app.services, &found.history, &found.info, &request.title).await?;
+        conversation::rename(&app.services, &found.history, &found.info, &request.title).await?;
     let messages = found
         .history
         .store
@@ -180,7 +180,7 @@ pub async fn delete_conversation(
     jar: CookieJar,
 ) -> Result<Json<Deleted>, ApiError> {
     let found = visible(&app, &agent_id, &session_id, &jar).await?;
-    let backup = conversations::delete(&app.services, &found.history, &found.info).await?;
+    let backup = conversation::delete(&app.services, &found.history, &found.info).await?;
     Ok(Json(Deleted {
         session_id: found.info.session_id.to_string(),
         backup: backup.map(|b| b.id),
@@ -218,7 +218,7 @@ pub async fn get_export(
         }
     };
     let found = visible(&app, &agent_id, &session_id, &jar).await?;
-    let export = conversations::export(found.history.store.as_ref(), &found.info)
+    let export = conversation::export(found.history.store.as_ref(), &found.info)
         .await
         .map_err(unavailable)?;
     let (body, content_type, extension) = if markdown {
@@ -277,7 +277,7 @@ pub async fn post_import(
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
     let owner = browser::from_jar(&jar, &services.cookie_key).map(|b| browser::owner(&b));
     let store = services.histories.for_agent(&agent).store.clone();
-    let (info, messages) = conversations::import(store.as_ref(), &agent.id, owner, &body).await?;
+    let (info, messages) = conversation::import(store.as_ref(), &agent.id, owner, &body).await?;
     Ok((StatusCode::CREATED, Json(Summary::new(&info, messages))))
 }
 
@@ -308,7 +308,7 @@ pub async fn get_search(
     let text = first_value(&query, "q").unwrap_or_default().to_owned();
     // Only a browser's own conversations: API clients' conversations are listed nowhere.
     let results = match browser::from_jar(&jar, &app.services.cookie_key) {
-        Some(b) => conversations::search_owned(&app.services.histories, &browser::owner(&b), &text)
+        Some(b) => conversation::search_owned(&app.services.histories, &browser::owner(&b), &text)
             .await
             .map_err(unavailable)?,
         None => Vec::new(),

@@ -84,9 +84,9 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
-impl From<crate::conversations::ConversationError> for ApiError {
-    fn from(e: crate::conversations::ConversationError) -> Self {
-        use crate::conversations::ConversationError;
+impl From<crate::conversation::ConversationError> for ApiError {
+    fn from(e: crate::conversation::ConversationError) -> Self {
+        use crate::conversation::ConversationError;
         match e {
             ConversationError::Busy => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             ConversationError::NoMessage(_) => ApiError::not_found(e.to_string()),
@@ -98,9 +98,9 @@ impl From<crate::conversations::ConversationError> for ApiError {
     }
 }
 
-impl From<crate::marks::MarkError> for ApiError {
-    fn from(e: crate::marks::MarkError) -> Self {
-        use crate::marks::MarkError;
+impl From<crate::conversation::marks::MarkError> for ApiError {
+    fn from(e: crate::conversation::marks::MarkError) -> Self {
+        use crate::conversation::marks::MarkError;
         match e {
             MarkError::Busy | MarkError::Changed => {
                 ApiError::new(StatusCode::CONFLICT, e.to_string())
@@ -125,7 +125,7 @@ impl From<AccessDenied> for ApiError {
 /// one `error` event (the page shows it with Retry); everything else is a refusal.
 impl IntoResponse for TurnError {
     fn into_response(self) -> Response {
-        crate::metrics::turn("refused");
+        crate::ops::metrics::turn("refused");
         let status = match self {
             TurnError::Access(e) => return ApiError::from(e).into_response(),
             TurnError::Store(ref e) => {

@@ -1,10 +1,10 @@
 //! `GET /api/chat/{agent_id}/sessions/{session_id}/messages`: an older page of a
 //! conversation (the chat page loads it as the reader scrolls up), and
 //! `PUT /api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}`: pins, excludes,
-//! or clears the mark of one message (see [`crate::marks`]).
+//! or clears the mark of one message (see [`crate::conversation::marks`]).
 
 use super::error::{ApiError, JsonBody};
-use crate::marks::set_mark;
+use crate::conversation::marks::set_mark;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -50,7 +50,7 @@ pub async fn get_older(
 ) -> Result<Json<OlderMessages>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
-    crate::pages::older(
+    crate::routes::pages::older(
         &app.services,
         &found.agent,
         &found.info.session_id,

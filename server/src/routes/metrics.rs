@@ -1,4 +1,4 @@
-//! `GET /metrics`: the Prometheus metrics (see [`crate::metrics`]), for the operator only:
+//! `GET /metrics`: the Prometheus metrics (see [`crate::ops::metrics`]), for the operator only:
 //! the request must carry the admin token (`Authorization: Bearer …` or
 //! `X-Parlor-Admin-Token`). Without an admin token the route is off; `PARLOR_METRICS_ADDR`
 //! serves the same text on a separate (private) address instead.
@@ -58,7 +58,7 @@ pub async fn text(services: &Services) -> Response {
     };
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(live),
+        crate::ops::metrics::render(live),
     )
         .into_response()
 }

@@ -1,5 +1,8 @@
 //! Plain axum routes (everything that is not a Leptos page or server function).
 
+pub mod pages;
+pub mod site;
+
 mod chat;
 mod conversations;
 mod debug;

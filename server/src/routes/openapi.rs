@@ -42,7 +42,7 @@ use utoipa::OpenApi;
         MarkRequest, MarkReply, MarksReport, SendMark, Role, Meter, MeterParts, Cost,
         super::conversations::ForkRequest, super::conversations::RenameRequest,
         super::conversations::Deleted, super::conversations::SearchResults,
-        crate::conversations::Summary, crate::conversations::Hit,
+        crate::conversation::Summary, crate::conversation::Hit,
     ))
 )]
 pub struct ApiDoc;

@@ -27,7 +27,7 @@ use super::{
     ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
-use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
+use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};

@@ -20,7 +20,7 @@ impl<S: ConversationStore> Measured<S> {
     async fn timed<T>(&self, op: &'static str, call: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let result = call.await;
-        crate::metrics::store(self.inner.kind(), op, started.elapsed().as_secs_f64());
+        crate::ops::metrics::store(self.inner.kind(), op, started.elapsed().as_secs_f64());
         result
     }
 }

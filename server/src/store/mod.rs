@@ -1,8 +1,11 @@
 //! Where conversations are kept: one trait, one file per backend.
 //!
-//! A store holds the conversations of one named history (see [`crate::histories`]). Every
+//! A store holds the conversations of one named history (see [`crate::store::histories`]). Every
 //! backend keeps, per conversation, its messages (oldest first) and a [`ConversationInfo`];
 //! `max_turns` (a message count) is enforced by the backend on every write.
+
+pub mod atomic;
+pub mod histories;
 
 mod file;
 mod measured;
@@ -699,7 +702,7 @@ pub(crate) mod contract {
     /// the conversation acting then: a reset, a summary written by another tool (replace
     /// and merge), a message appended. Only the append lets the run write.
     async fn summary_races(store: &dyn ConversationStore) {
-        use crate::summarizer::{update, Outcome};
+        use crate::conversation::summarizer::{update, Outcome};
         use serde_json::json;
         let other_tools = json!({"decisions": ["from another tool"]});
         for case in ["reset", "replace", "merge", "append"] {

@@ -4,8 +4,8 @@
 
 use super::reply::ReplyError;
 use super::TurnContext;
+use crate::llm::models::{token_counter, ModelSpec};
 use crate::llm::{LlmClient, LlmError, ModelRequest};
-use crate::models::{token_counter, ModelSpec};
 use crate::store::ConversationInfo;
 use parlor_domain::chain::{Chain, TokenCounter};
 use parlor_domain::plan::Plan;

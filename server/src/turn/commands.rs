@@ -2,8 +2,8 @@
 //! `notice`, and `done`. Commands and notices are not stored in the conversation.
 
 use super::{Turn, TurnContext, TurnError};
-use crate::models::token_counter;
-use crate::settings::{apply_edit, Edit};
+use crate::config::settings::{apply_edit, Edit};
+use crate::llm::models::token_counter;
 use crate::state::BusyGuard;
 use crate::store::ConversationInfo;
 use parlor_domain::chain::{ModelLimits, ModelSwitch};
@@ -43,7 +43,7 @@ pub(crate) async fn answer(
     let meta = call(&mut info, sent, false, &facts.input(turn, None)).meta;
     store.put_info(&info).await?;
     busy.release().await;
-    crate::metrics::turn("command");
+    crate::ops::metrics::turn("command");
     let (tx, rx) = mpsc::channel(2);
     let _ = tx.try_send(ChatEvent::Notice { text: notice });
     let _ = tx.try_send(ChatEvent::Done(Box::new(DoneEvent {
@@ -151,7 +151,7 @@ async fn show_summary(
 
 /// `!compact`: brings the summary up to date with what the last model call left out.
 async fn compact(turn: &TurnContext<'_>, info: &ConversationInfo) -> Result<String, TurnError> {
-    use crate::summarizer::{bring_up_to_date, Outcome, SummarizeError};
+    use crate::conversation::summarizer::{bring_up_to_date, Outcome, SummarizeError};
     let first_sent = info
         .last_turn
         .as_ref()

@@ -4,14 +4,16 @@
 //! domain: what to cut, prune and store, and the plan of what the model receives),
 //! **write** it, then call the model and store its reply ([`reply`]).
 
+pub mod providers;
+
 mod call;
 mod commands;
 mod reply;
 mod summary;
 
-use crate::browser;
-use crate::histories::History;
+use crate::ops::browser;
 use crate::state::{BusyGuard, Services};
+use crate::store::histories::History;
 use crate::store::{now_ms, AccessDenied, ConversationInfo, StoreError, Tail};
 use parlor_app::ssr::BrowserSession;
 use parlor_domain::command::{parse_command, Command, Parsed};
@@ -177,10 +179,10 @@ async fn resolve_conversation(
             // browser is simply not continued.
             match visible(&info) {
                 Ok(()) => Ok((id.clone(), info)),
-                Err(_) => Ok((crate::conversations::new_session_id(), None)),
+                Err(_) => Ok((crate::conversation::new_session_id(), None)),
             }
         }
-        _ => Ok((crate::conversations::new_session_id(), None)),
+        _ => Ok((crate::conversation::new_session_id(), None)),
     }
 }
 

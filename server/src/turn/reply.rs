@@ -3,9 +3,9 @@
 //! reply is stored even when the browser disconnects; dropping the upstream stream cancels
 //! the upstream request.
 
-use crate::histories::History;
 use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
 use crate::state::BusyGuard;
+use crate::store::histories::History;
 use crate::store::{now_ms, ConversationInfo};
 use futures::StreamExt;
 use parlor_domain::chain::TokenCounter;
@@ -119,8 +119,8 @@ impl Reply {
                 self.info.session_id
             );
         }
-        crate::metrics::reply(started.elapsed().as_secs_f64());
-        crate::metrics::turn(outcome.label());
+        crate::ops::metrics::reply(started.elapsed().as_secs_f64());
+        crate::ops::metrics::turn(outcome.label());
         let mut outcome = outcome;
         if let Outcome::Finished(done) = &mut outcome {
             self.record_usage(done).await;
@@ -252,7 +252,7 @@ async fn relay(
     started: std::time::Instant,
 ) -> Outcome {
     let failed = |e: LlmError| {
-        crate::metrics::upstream_error(e.kind());
+        crate::ops::metrics::upstream_error(e.kind());
         Outcome::Failed(e.into())
     };
     let mut stream = tokio::select! {
@@ -285,7 +285,7 @@ async fn relay(
             None => return failed(LlmError::Dropped),
         };
         if text.is_empty() {
-            crate::metrics::first_token(started.elapsed().as_secs_f64());
+            crate::ops::metrics::first_token(started.elapsed().as_secs_f64());
         }
         text.push_str(&piece);
         let rendered = markdown.push(&piece).map(|html| Rendered {

@@ -58,7 +58,9 @@ impl TurnContext<'_> {
         );
         let (id, model) = (info.session_id.clone(), info.model.clone());
         Some(Box::new(move || {
-            crate::summarizer::spawn_after_reply(&services, &history, &agent, id, model, first_sent)
+            crate::conversation::summarizer::spawn_after_reply(
+                &services, &history, &agent, id, model, first_sent,
+            )
         }))
     }
 }

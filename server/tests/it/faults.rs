@@ -15,7 +15,7 @@ fn forged(n: usize) -> String {
 
 /// Sets of requests a forger might send, each with its own made-up cookie.
 async fn forge(server: &TestServer, count: usize) {
-    let key = parlor_server::browser::CookieKey::parse(&"ab".repeat(32)).unwrap();
+    let key = parlor_server::ops::browser::CookieKey::parse(&"ab".repeat(32)).unwrap();
     let mut tasks = Vec::new();
     for n in 0..count {
         let http = server.http.clone();

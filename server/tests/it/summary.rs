@@ -221,7 +221,7 @@ async fn a_failing_summarizer_keeps_the_old_summary_and_the_chat_goes_on() {
 #[tokio::test]
 async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time() {
     use parlor_domain::Message;
-    use parlor_server::summarizer::{bring_up_to_date, SummarizeError};
+    use parlor_server::conversation::summarizer::{bring_up_to_date, SummarizeError};
     let redis = fake_llm::redis_server::RedisServer::start().unwrap();
     let config = config_file(&format!(
         "{CHAIN}[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"sum:\" }}\n",

@@ -4,7 +4,7 @@
 
 use super::lines;
 use super::{BACKED_UP, BACKUPS, INFO, MESSAGES, VERSION};
-use crate::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
+use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{Message, SessionId};
 use std::io::ErrorKind;

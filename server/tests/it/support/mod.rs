@@ -4,7 +4,7 @@ pub mod process;
 
 use parlor_domain::event::SseDecoder;
 use parlor_domain::{ChatEvent, Message};
-use parlor_server::agents::AgentCatalog;
+use parlor_server::config::agents::AgentCatalog;
 use parlor_server::config::Config;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ pub const COOKIE_KEY: &str = "7061726c6f7220696e746567726174696f6e20746573742063
 
 /// The `Cookie` header of browser `id` (32 hex digits) as a test server issues it: signed.
 pub fn browser(id: &str) -> String {
-    let key = parlor_server::browser::CookieKey::parse(COOKIE_KEY).expect("a valid key");
+    let key = parlor_server::ops::browser::CookieKey::parse(COOKIE_KEY).expect("a valid key");
     format!("parlor_session={}", key.sign(id))
 }
 

@@ -4,7 +4,7 @@
 //! `PARLOR_MODEL`) is always available too, with no `max_context` (so the default window)
 //! and no token budget.
 
-use crate::config_file::{ConfigFileError, ModelEntry};
+use crate::config::file::{ConfigFileError, ModelEntry};
 use crate::llm::{LlmClient, MirrorModel};
 use parlor_domain::chain::{ModelLimits, TokenCounter};
 use parlor_domain::meter::{known_window, Prices};

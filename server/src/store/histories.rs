@@ -5,7 +5,7 @@
 //! template; without it they use `default`, which Parlor provides (file-backed, in the data
 //! folder) when the configuration does not declare it.
 
-use crate::config_file::{BackendEntry, ConfigFile, ConfigFileError, HistoryEntry};
+use crate::config::file::{BackendEntry, ConfigFile, ConfigFileError, HistoryEntry};
 use crate::store::{
     ConversationStore, FileStore, MaxTurns, Measured, MemoryStore, RedisOptions, RedisStore,
 };
@@ -386,16 +386,16 @@ impl Histories {
 
     /// Where live sessions are counted: in the default history's Redis when it has one (so
     /// all processes share the count), else in this process.
-    pub fn live_sessions(&self) -> Arc<dyn crate::live::LiveSessions> {
+    pub fn live_sessions(&self) -> Arc<dyn crate::ops::live::LiveSessions> {
         match self
             .by_id
             .get(DEFAULT_HISTORY)
             .and_then(|h| h.redis.clone())
         {
             Some((connection, prefix)) => {
-                Arc::new(crate::live::RedisSessions::new(connection, &prefix))
+                Arc::new(crate::ops::live::RedisSessions::new(connection, &prefix))
             }
-            None => Arc::new(crate::live::LocalSessions::default()),
+            None => Arc::new(crate::ops::live::LocalSessions::default()),
         }
     }
 

@@ -6,10 +6,10 @@
 //! nothing twice. A failing run leaves the old summary, logs why, and the debug panel says
 //! so; the chat goes on.
 
-use crate::histories::History;
+use crate::llm::models::Provider;
 use crate::llm::{LlmEvent, ModelRequest};
-use crate::models::Provider;
 use crate::state::{Services, Summarizers};
+use crate::store::histories::History;
 use crate::store::{now_ms, ConversationStore, StoreError};
 use futures::StreamExt;
 use parlor_domain::summary::{

@@ -6,7 +6,7 @@
 //! context entries do. A provider that fails on a turn (a missing file) never fails the
 //! turn: the turn goes on without it and the debug panel says why.
 
-use crate::config_file::{ConfigFileError, ContextProviderEntry};
+use crate::config::file::{ConfigFileError, ContextProviderEntry};
 use parlor_domain::context::{Block, ContextEntry, Save, SourceFailure, MAX_SOURCE_CHARS};
 use parlor_domain::Agent;
 use std::path::{Path, PathBuf};

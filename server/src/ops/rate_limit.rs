@@ -252,7 +252,7 @@ where
 fn refusal(wait: Option<Duration>, answer: Answer) -> Response<Body> {
     let (status, message) = match wait {
         Some(wait) => {
-            crate::metrics::rate_limited(match answer {
+            crate::ops::metrics::rate_limited(match answer {
                 Answer::Json => "api",
                 Answer::Html => "pages",
             });

@@ -5,8 +5,8 @@
 //! between processes, in every process), so it never races a reply's own writes, and is
 //! written through the store's atomic in-place rewrite ([`ConversationStore::rewrite`]).
 
-use crate::histories::History;
 use crate::state::Services;
+use crate::store::histories::History;
 use crate::store::{ConversationInfo, ConversationStore, StoreError};
 use parlor_domain::context::Edit;
 use parlor_domain::{MarkReply, Role, SendMark};

@@ -1,4 +1,4 @@
-//! The key that signs browser session cookies (see `crate::browser`), and where the
+//! The key that signs browser session cookies (see `crate::ops::browser`), and where the
 //! processes of one deployment find the same one.
 
 use hmac::{Hmac, Mac};
@@ -138,7 +138,7 @@ impl CookieKey {
         let linked = std::fs::hard_link(&staged, path);
         let _ = std::fs::remove_file(&staged);
         match linked {
-            Ok(()) => crate::atomic::sync_dir(dir)?,
+            Ok(()) => crate::store::atomic::sync_dir(dir)?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e.into()),
         }

@@ -89,7 +89,7 @@ impl Backend for PageBackend {
         let conversations = match &browser {
             Some(b) => services
                 .histories
-                .list_owned(&crate::browser::owner(b))
+                .list_owned(&crate::ops::browser::owner(b))
                 .await?
                 .into_iter()
                 .map(|info| ConversationItem {
@@ -223,7 +223,7 @@ impl PageBackend {
         };
         let store = &self.services.histories.for_agent(agent).store;
         let info = store.info(&id).await?;
-        let owner = browser.map(crate::browser::owner);
+        let owner = browser.map(crate::ops::browser::owner);
         let visible = info
             .as_ref()
             .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
@@ -312,7 +312,7 @@ fn token_counter(
     chosen: Option<&str>,
 ) -> Arc<dyn TokenCounter> {
     let spec = services.models.for_conversation(agent, chosen);
-    crate::models::token_counter(
+    crate::llm::models::token_counter(
         spec.as_ref()
             .map(|m| m.upstream.as_str())
             .unwrap_or_default(),

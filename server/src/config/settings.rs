@@ -2,11 +2,11 @@
 //! validation of the whole file as the server reads it; and the edits administrators make
 //! (`parlor history …`, `!maxusers`, …), saved atomically with the file's comments kept.
 //!
-//! Above the raw file ([`crate::config_file`]), the histories and the models, which only
+//! Above the raw file ([`crate::config::file`]), the histories and the models, which only
 //! read the raw file.
 
-use crate::atomic::write_atomically;
-use crate::config_file::{ConfigFile, ConfigFileError};
+use crate::config::file::{ConfigFile, ConfigFileError};
+use crate::store::atomic::write_atomically;
 use std::path::{Path, PathBuf};
 
 /// The server-wide settings of the file, validated, with their defaults.
@@ -17,8 +17,8 @@ pub struct ServerSettings {
     pub agent_max_ctx: usize,
     pub max_users: usize,
     pub idle_timeout_minutes: u64,
-    pub models: Vec<crate::models::ModelSpec>,
-    pub providers: Vec<crate::providers::Provider>,
+    pub models: Vec<crate::llm::models::ModelSpec>,
+    pub providers: Vec<crate::turn::providers::Provider>,
     /// The model that keeps conversation summaries (`None`: each conversation's own).
     pub summary_model: Option<String>,
 }
@@ -90,8 +90,8 @@ impl ServerSettings {
             agent_max_ctx,
             max_users,
             idle_timeout_minutes,
-            models: crate::models::specs(&file.models, path)?,
-            providers: crate::providers::specs(&file.context, path)?,
+            models: crate::llm::models::specs(&file.models, path)?,
+            providers: crate::turn::providers::specs(&file.context, path)?,
             summary_model: match history.and_then(|h| h.summary_model.clone()) {
                 Some(name) if name.trim().is_empty() => {
                     return Err(fail(
@@ -110,7 +110,7 @@ impl ServerSettings {
 pub fn validate(text: &str, path: &Path, data_dir: &Path) -> Result<ConfigFile, ConfigFileError> {
     let file = ConfigFile::parse(text, path)?;
     ServerSettings::from_file(Some((path, &file)))?;
-    crate::histories::specs(Some((path, &file)), data_dir)?;
+    crate::store::histories::specs(Some((path, &file)), data_dir)?;
     Ok(file)
 }
 

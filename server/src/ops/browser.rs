@@ -3,7 +3,7 @@
 //! cookie key so that only a session Parlor issued is one. It owns the conversations started
 //! in that browser; no other browser can read them.
 
-pub use crate::cookie_key::CookieKey;
+pub use crate::ops::cookie_key::CookieKey;
 use crate::state::Services;
 use axum::extract::{Request, State};
 use axum::http::header::{HeaderValue, SET_COOKIE};
@@ -40,7 +40,7 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// The key of a browser's live session (see [`crate::live`]).
+/// The key of a browser's live session (see [`crate::ops::live`]).
 pub fn live_key(browser: &BrowserSession) -> String {
     format!("browser:{}", owner(browser))
 }
@@ -117,7 +117,7 @@ async fn legacy_owner(services: &Services, jar: &CookieJar) -> Option<BrowserSes
 /// the pages' server functions do; static files (a path whose last part has an extension,
 /// or the site's package folder) and clients that call themselves bots do not.
 fn takes_slot(request: &Request) -> bool {
-    !crate::rate_limit::is_static(request.uri().path()) && !is_bot(request.headers())
+    !crate::ops::rate_limit::is_static(request.uri().path()) && !is_bot(request.headers())
 }
 
 /// A client whose User-Agent says it is a crawler, a link previewer or a monitor.

@@ -5,8 +5,11 @@
 //! writes. New conversations (forks, imports) are written messages first, details last: a
 //! conversation becomes visible only once it is whole.
 
-use crate::histories::{Histories, History};
+pub mod marks;
+pub mod summarizer;
+
 use crate::state::Services;
+use crate::store::histories::{Histories, History};
 use crate::store::{
     now_ms, BackupInfo, ConversationInfo, ConversationStore, ForkOrigin, StoreError,
 };

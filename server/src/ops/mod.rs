@@ -1,0 +1,8 @@
+//! Running Parlor among its users: browser sessions and their signed cookies, live
+//! sessions for `max_users`, rate limits per client address, and metrics.
+
+pub mod browser;
+pub mod cookie_key;
+pub mod live;
+pub mod metrics;
+pub mod rate_limit;
