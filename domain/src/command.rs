@@ -37,9 +37,14 @@ pub enum Parsed {
     /// Not a command: send it to the model.
     Message,
     Command(Command),
-    /// A command with wrong arguments: the text says how to use it.
-    Invalid(String),
+    /// A command with wrong arguments.
+    Invalid(Usage),
 }
+
+/// How to use a command given wrong arguments (Parlor answers with it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
 
 pub const HELP: &str = "Commands:\n\
     !model <name> — switch this conversation's model (!model alone lists them)\n\
@@ -65,7 +70,7 @@ pub fn parse_command(text: &str) -> Parsed {
         return Parsed::Message;
     };
     let args: Vec<&str> = words.collect();
-    let usage = |u: &str| Parsed::Invalid(format!("Usage: {u}"));
+    let usage = |u: &str| Parsed::Invalid(Usage(format!("Usage: {u}")));
     let number = |s: &str| s.parse::<i64>().ok();
     match name {
         "model" => match args.as_slice() {

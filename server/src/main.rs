@@ -59,8 +59,7 @@ async fn run() -> anyhow::Result<()> {
         init_stderr_logs(&config);
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
         let setup = parlor_server::setup(&config, &agents).await?;
-        let tools = parlor_server::mcp::for_history(&setup.histories, history, &config)
-            .map_err(anyhow::Error::msg)?;
+        let tools = parlor_server::mcp::for_history(&setup.histories, history, &config)?;
         return parlor_server::mcp::serve_stdio(tools).await;
     }
     if let Some(Command::Store(command)) = cli.command {

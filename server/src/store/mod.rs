@@ -94,8 +94,16 @@ pub struct BackupInfo {
 pub enum StoreError {
     #[error("history store I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// Stored data that breaks a rule of the store (no underlying error to keep).
     #[error("history store data is not valid: {0}")]
     Corrupt(String),
+    /// Stored data that does not read (or a value that does not write) as JSON.
+    #[error("history store data is not valid ({at}): {source}")]
+    Json {
+        at: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("Redis: {0}")]
     Redis(#[from] ::redis::RedisError),
     #[error("no backup {0:?} for this conversation")]
@@ -111,8 +119,11 @@ pub enum StoreError {
 }
 
 impl From<serde_json::Error> for StoreError {
-    fn from(e: serde_json::Error) -> Self {
-        StoreError::Corrupt(e.to_string())
+    fn from(source: serde_json::Error) -> Self {
+        StoreError::Json {
+            at: "a stored value".into(),
+            source,
+        }
     }
 }
 

@@ -192,7 +192,7 @@ impl RedisStore {
         pipe: &mut redis::Pipeline,
         info: &ConversationInfo,
     ) -> Result<(), StoreError> {
-        let json = serde_json::to_string(info).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let json = serde_json::to_string(info).map_err(StoreError::from)?;
         let key = self.info_key(&info.session_id);
         match self.options.ttl {
             Some(ttl) => pipe
@@ -444,7 +444,7 @@ where
 fn encode(messages: &[Message]) -> Result<Vec<String>, StoreError> {
     messages
         .iter()
-        .map(|m| serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .map(|m| serde_json::to_string(m).map_err(StoreError::from))
         .collect()
 }
 
@@ -452,8 +452,10 @@ fn decode(items: Vec<String>, key: &str) -> Result<Vec<Message>, StoreError> {
     items
         .iter()
         .map(|item| {
-            serde_json::from_str(item)
-                .map_err(|e| StoreError::Corrupt(format!("a message in {key}: {e}")))
+            serde_json::from_str(item).map_err(|source| StoreError::Json {
+                at: format!("a message in {key}"),
+                source,
+            })
         })
         .collect()
 }
@@ -898,7 +900,10 @@ impl ConversationStore for RedisStore {
         })
         .await?;
         raw.map(|raw| {
-            serde_json::from_str(&raw).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))
+            serde_json::from_str(&raw).map_err(|source| StoreError::Json {
+                at: key.clone(),
+                source,
+            })
         })
         .transpose()
     }

@@ -7,7 +7,7 @@ use crate::llm::models::token_counter;
 use crate::state::BusyGuard;
 use crate::store::ConversationInfo;
 use parlor_domain::chain::{ModelLimits, ModelSwitch};
-use parlor_domain::command::{Command, HELP};
+use parlor_domain::command::{Command, Usage, HELP};
 use parlor_domain::plan::model_switch;
 use parlor_domain::turn::call::call;
 use parlor_domain::turn::Sent;
@@ -17,12 +17,12 @@ use tokio::sync::mpsc;
 /// Answers `command` (or its usage, when it was malformed) in the conversation `info`.
 pub(crate) async fn answer(
     turn: &TurnContext<'_>,
-    command: Result<Command, String>,
+    command: Result<Command, Usage>,
     mut info: ConversationInfo,
     busy: BusyGuard,
 ) -> Result<Turn, TurnError> {
     let notice = match command {
-        Err(usage) => usage,
+        Err(usage) => usage.0,
         Ok(Command::Help) => HELP.to_owned(),
         Ok(Command::Model(None)) => current_model(turn, &info),
         Ok(Command::Model(Some(name))) => switch_model(turn, &mut info, name).await?,

@@ -16,7 +16,7 @@ use crate::state::{BusyGuard, Services};
 use crate::store::histories::History;
 use crate::store::{now_ms, AccessDenied, ConversationInfo, StoreError, Tail};
 use parlor_app::ssr::BrowserSession;
-use parlor_domain::command::{parse_command, Command, Parsed};
+use parlor_domain::command::{parse_command, Command, Parsed, Usage};
 use parlor_domain::context::ContextEntry;
 use parlor_domain::live_sessions::LimitReached;
 use parlor_domain::turn::{self, Ask, Decided, Decision, Read, Refusal};
@@ -142,7 +142,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
 }
 
 /// The `!` command a message is, or its usage when it is malformed.
-fn command_in(text: &str) -> Option<Result<Command, String>> {
+fn command_in(text: &str) -> Option<Result<Command, Usage>> {
     match parse_command(text) {
         Parsed::Command(command) => Some(Ok(command)),
         Parsed::Invalid(usage) => Some(Err(usage)),

@@ -127,7 +127,7 @@ pub fn specs(
 
 impl Provider {
     /// This turn's context from the provider.
-    pub async fn entry(&self) -> Result<ContextEntry, String> {
+    pub async fn entry(&self) -> Result<ContextEntry, ProviderError> {
         let text = match &self.kind {
             Kind::Time { zone, name } => {
                 let now = jiff::Zoned::now().with_time_zone(zone.clone());
@@ -148,24 +148,45 @@ impl Provider {
     }
 }
 
-async fn read_file(path: &Path, max_bytes: u64) -> Result<String, String> {
-    let shown = path.display();
-    let size = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .len();
+/// Why a provider gave no context this turn (the turn goes on without it).
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is {size} bytes, over its max_bytes of {max}")]
+    TooLarge { path: String, size: u64, max: u64 },
+    #[error("{path} grew over its max_bytes of {max}")]
+    Grew { path: String, max: u64 },
+    #[error("{path} is not UTF-8 text")]
+    NotText { path: String },
+}
+
+async fn read_file(path: &Path, max_bytes: u64) -> Result<String, ProviderError> {
+    let shown = || path.display().to_string();
+    let unreadable = |source| ProviderError::Read {
+        path: shown(),
+        source,
+    };
+    let size = tokio::fs::metadata(path).await.map_err(unreadable)?.len();
     if size > max_bytes {
-        return Err(format!(
-            "{shown} is {size} bytes, over its max_bytes of {max_bytes}"
-        ));
+        return Err(ProviderError::TooLarge {
+            path: shown(),
+            size,
+            max: max_bytes,
+        });
     }
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let bytes = tokio::fs::read(path).await.map_err(unreadable)?;
     if bytes.len() as u64 > max_bytes {
-        return Err(format!("{shown} grew over its max_bytes of {max_bytes}"));
+        return Err(ProviderError::Grew {
+            path: shown(),
+            max: max_bytes,
+        });
     }
-    String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))
+    String::from_utf8(bytes).map_err(|_| ProviderError::NotText { path: shown() })
 }
 
 /// Every configured provider.
@@ -225,7 +246,8 @@ impl Providers {
                     tracing::warn!("context provider {:?} failed: {error}", provider.id);
                     failed.push(SourceFailure {
                         source: provider.id.clone(),
-                        error,
+                        // As the debug panel and the page show it.
+                        error: error.to_string(),
                     });
                 }
             }

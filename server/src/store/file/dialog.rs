@@ -435,5 +435,5 @@ fn timestamp() -> String {
 }
 
 pub(super) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec_pretty(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_json::to_vec_pretty(value).map_err(StoreError::from)
 }
