@@ -18,16 +18,19 @@
 //! conversation starts empty.
 
 mod dialog;
+mod index;
 mod lines;
+mod locking;
 
-use dialog::{read_info, remove_leftovers, to_json, Dialog};
+use dialog::{read_info, to_json, Dialog};
+use index::Indexed;
 
 use super::{
     apply_edits, cap, newest_first, unchanged_since, BackupInfo, ConversationInfo,
     ConversationStore, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
-use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
+use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{Message, SessionId};
@@ -73,10 +76,6 @@ pub struct FileStore {
     caught_up: Mutex<Option<std::time::Instant>>,
 }
 
-/// How often a browser's list of conversations looks for conversations other processes
-/// wrote.
-const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
 impl FileStore {
     /// Opens (creating if needed) the store under `base/.chat-history`.
     /// `backup_retention` is how many backups each dialog keeps (at least one).
@@ -87,36 +86,7 @@ impl FileStore {
     ) -> Result<FileStore, StoreError> {
         let root = base.join(".chat-history");
         std::fs::create_dir_all(&root)?;
-        let mut infos = HashMap::new();
-        for entry in std::fs::read_dir(&root)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            // A new dialog staged by a write that a crash cut short: it never existed. Only
-            // when no other process is writing that dialog now (its lock is free).
-            if let Some(staged) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix('.'))
-                .and_then(|n| n.split_once(TMP_MARK))
-                .map(|(dialog, _)| dialog)
-            {
-                if unlocked(&root, staged) {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-                continue;
-            }
-            // Folders that are not valid dialog names were not made by Parlor: leave them.
-            let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
-                continue;
-            };
-            // Another process (`parlor mcp`, a second server) may be writing it right now:
-            // its temporary files are not leftovers then.
-            if unlocked(&root, id.as_str()) {
-                remove_leftovers(&entry.path());
-            }
-            if let Some(info) = read_info(&entry.path().join(INFO), &id) {
-                infos.insert(id, indexed(info));
-            }
-        }
+        let infos = index::read(&root)?;
         Ok(FileStore {
             max_turns,
             backup_retention: backup_retention.max(1),
@@ -136,166 +106,6 @@ impl FileStore {
             backup_retention: self.backup_retention,
         }
     }
-
-    /// Runs `op` on the dialog's folder, serialized with every other operation on it, on a
-    /// thread where blocking file I/O is fine.
-    async fn locked<T: Send + 'static>(
-        &self,
-        id: &SessionId,
-        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        self.locked_on(id, 1, op).await
-    }
-
-    /// [`Self::locked`] for an operation that keeps `threads` blocking threads busy at once
-    /// (a new dialog's side syncs): it holds as many of the `IO_PERMITS`, so the bound is one
-    /// on threads.
-    async fn locked_on<T: Send + 'static>(
-        &self,
-        id: &SessionId,
-        threads: u32,
-        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let lock = {
-            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-            locks.entry(id.clone()).or_default().clone()
-        };
-        let guard = lock.lock().await;
-        let permit = self.io.acquire_many(threads).await;
-        let dialog = self.dialog(id);
-        let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
-        let result = tokio::task::spawn_blocking(move || {
-            // Other processes writing this folder (`parlor mcp`, another web server) take
-            // the same advisory lock, so writes to one dialog are serialized across them.
-            let _held = lock_dialog(&lock_file)?;
-            op(&dialog)
-        })
-        .await
-        .map_err(|e| StoreError::Io(std::io::Error::other(e)));
-        drop(permit);
-        drop(guard);
-        // Forget the lock when nobody else holds or waits for it (only the map and this call
-        // do), so the map does not grow with every conversation the process has seen.
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        if locks
-            .get(id)
-            .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
-        {
-            locks.remove(id);
-        }
-        result?
-    }
-
-    /// Adds to the index the conversations other processes wrote since it was last read
-    /// (a `parlor store import` or `restore`, another server on the same folder): the
-    /// dialogs not indexed yet whose details exist now. At most once every
-    /// [`CATCH_UP_EVERY`]; a folder listing and one check per dialog not indexed.
-    async fn catch_up(&self) {
-        {
-            let mut last = self.caught_up.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| at.elapsed() < CATCH_UP_EVERY) {
-                return;
-            }
-            *last = Some(std::time::Instant::now());
-        }
-        let root = self.root.clone();
-        let known: std::collections::HashSet<SessionId> = self
-            .infos
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        let permit = self.io.acquire().await;
-        let found = tokio::task::spawn_blocking(move || {
-            let mut found = Vec::new();
-            let Ok(entries) = std::fs::read_dir(&root) else {
-                return found;
-            };
-            for entry in entries.filter_map(Result::ok) {
-                let Some(id) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| SessionId::parse(n).ok())
-                else {
-                    continue;
-                };
-                if known.contains(&id) {
-                    continue;
-                }
-                let path = entry.path().join(INFO);
-                if path.exists() {
-                    if let Some(info) = read_info(&path, &id) {
-                        found.push(info);
-                    }
-                }
-            }
-            found
-        })
-        .await
-        .unwrap_or_default();
-        drop(permit);
-        for info in found {
-            let id = info.session_id.clone();
-            self.remember(Some(info), &id);
-        }
-    }
-
-    fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
-        let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
-        match info {
-            Some(info) => infos.insert(id.clone(), indexed(info)),
-            None => infos.remove(id),
-        };
-    }
-}
-
-/// Whether no process holds the lock of dialog `name` now (checked by taking it, and
-/// letting it go at once).
-fn unlocked(root: &Path, name: &str) -> bool {
-    let path = root.join(LOCKS).join(format!("{name}.lock"));
-    match std::fs::OpenOptions::new().write(true).open(&path) {
-        Ok(file) => file.try_lock().is_ok(),
-        // Never locked since the locks' folder was made: nobody holds it.
-        Err(e) => e.kind() == ErrorKind::NotFound,
-    }
-}
-
-/// Takes the advisory lock of a dialog (`.chat-history/.locks/<dialog>.lock`, outside the
-/// dialog's folder so that reading an unknown dialog creates nothing there); released when
-/// the returned file is dropped, also when the process dies.
-fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
-    let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-    };
-    let file = match open() {
-        // The locks' folder is made on first use (and again if something removed it).
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            open()?
-        }
-        opened => opened?,
-    };
-    file.lock()?;
-    Ok(file)
-}
-
-/// What the in-memory index keeps of a conversation: the details a browser's list of
-/// conversations shows (without the last turn's report) for conversations a browser owns;
-/// only that it exists for API clients' conversations, which are never listed.
-type Indexed = Option<Box<ConversationInfo>>;
-
-fn indexed(mut info: ConversationInfo) -> Indexed {
-    info.owner.is_some().then(|| {
-        info.last_turn = None;
-        Box::new(info)
-    })
 }
 
 /// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
@@ -633,52 +443,7 @@ impl ConversationStore for FileStore {
     }
 
     async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
-        let known = self
-            .infos
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned();
-        let Some(known) = known else {
-            // Not in this process's index: another process (`parlor store import` or
-            // `restore`, a second server, a folder written by hand) may have written it
-            // since; the disk is the truth.
-            let path = self.dialog(id).dir.join(INFO);
-            let session = id.clone();
-            let permit = self.io.acquire().await;
-            let read = tokio::task::spawn_blocking(move || {
-                path.exists().then(|| read_info(&path, &session))
-            })
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
-            drop(permit);
-            return match read {
-                None => Ok(None),
-                Some(Some(info)) => {
-                    self.remember(Some(info.clone()), id);
-                    Ok(Some(info))
-                }
-                Some(None) => Err(StoreError::Corrupt(format!(
-                    "the details of conversation {id} cannot be read (see the log)"
-                ))),
-            };
-        };
-        // The whole details (with the last turn's report) are on disk; files are replaced
-        // atomically, so they are read without the dialog's lock.
-        let path = self.dialog(id).dir.join(INFO);
-        let session = id.clone();
-        let permit = self.io.acquire().await;
-        let read = tokio::task::spawn_blocking(move || read_info(&path, &session))
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
-        drop(permit);
-        match (read, known) {
-            (Some(info), _) => Ok(Some(info)),
-            (None, Some(known)) => Ok(Some(*known)),
-            (None, None) => Err(StoreError::Corrupt(format!(
-                "the details of conversation {id} cannot be read (see the log)"
-            ))),
-        }
+        self.read_info(id).await
     }
 
     async fn create(
@@ -732,6 +497,7 @@ mod tests {
     use super::super::contract;
     use super::dialog::Stored;
     use super::*;
+    use crate::store::atomic::TMP_MARK;
 
     #[tokio::test]
     async fn locks_of_conversations_nobody_is_writing_are_forgotten() {

@@ -1,0 +1,96 @@
+//! A dialog's operations one at a time: in this process (a lock per dialog) and across
+//! processes (an advisory lock file), on a blocking thread.
+
+use super::{Dialog, FileStore, LOCKS};
+use crate::store::StoreError;
+use parlor_domain::SessionId;
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
+
+impl FileStore {
+    /// Runs `op` on the dialog's folder, serialized with every other operation on it, on a
+    /// thread where blocking file I/O is fine.
+    pub(super) async fn locked<T: Send + 'static>(
+        &self,
+        id: &SessionId,
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.locked_on(id, 1, op).await
+    }
+
+    /// [`Self::locked`] for an operation that keeps `threads` blocking threads busy at once
+    /// (a new dialog's side syncs): it holds as many of the `IO_PERMITS`, so the bound is one
+    /// on threads.
+    pub(super) async fn locked_on<T: Send + 'static>(
+        &self,
+        id: &SessionId,
+        threads: u32,
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(id.clone()).or_default().clone()
+        };
+        let guard = lock.lock().await;
+        let permit = self.io.acquire_many(threads).await;
+        let dialog = self.dialog(id);
+        let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
+        let result = tokio::task::spawn_blocking(move || {
+            // Other processes writing this folder (`parlor mcp`, another web server) take
+            // the same advisory lock, so writes to one dialog are serialized across them.
+            let _held = lock_dialog(&lock_file)?;
+            op(&dialog)
+        })
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+        drop(permit);
+        drop(guard);
+        // Forget the lock when nobody else holds or waits for it (only the map and this call
+        // do), so the map does not grow with every conversation the process has seen.
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if locks
+            .get(id)
+            .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
+        {
+            locks.remove(id);
+        }
+        result?
+    }
+}
+
+/// Whether no process holds the lock of dialog `name` now (checked by taking it, and
+/// letting it go at once).
+pub(super) fn unlocked(root: &Path, name: &str) -> bool {
+    let path = root.join(LOCKS).join(format!("{name}.lock"));
+    match std::fs::OpenOptions::new().write(true).open(&path) {
+        Ok(file) => file.try_lock().is_ok(),
+        // Never locked since the locks' folder was made: nobody holds it.
+        Err(e) => e.kind() == ErrorKind::NotFound,
+    }
+}
+
+/// Takes the advisory lock of a dialog (`.chat-history/.locks/<dialog>.lock`, outside the
+/// dialog's folder so that reading an unknown dialog creates nothing there); released when
+/// the returned file is dropped, also when the process dies.
+pub(super) fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
+    let file = match open() {
+        // The locks' folder is made on first use (and again if something removed it).
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            open()?
+        }
+        opened => opened?,
+    };
+    file.lock()?;
+    Ok(file)
+}

@@ -1,0 +1,174 @@
+//! Locks shared by every process on one Redis (a reply or a summary being written), and
+//! commands tried again once after a lost connection.
+
+use super::scripts::{RELEASE_IF_HELD, RENEW_IF_HELD, TAKE_OVER};
+use super::{RedisStore, ReplyLock, StoreError};
+use redis::aio::ConnectionManager;
+use std::time::Duration;
+
+/// How long a reply lock outlives a holder that stopped renewing it (a process that died):
+/// renewed every third of it while the reply is written.
+pub const REPLY_LOCK_TTL: Duration = Duration::from_secs(6);
+
+impl RedisStore {
+    /// Takes the lock `key` for every process sharing this Redis: `SET NX PX`, renewed
+    /// while held, so it outlives no holder by more than [`REPLY_LOCK_TTL`]; released (only
+    /// by its holder) when dropped or released. A lock this process took for a reply that is
+    /// over (its release did not reach Redis, which was away) is taken over at once: a reply
+    /// that has ended never holds its conversation.
+    pub(super) async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
+        let value = format!("{}:{}", self.instance, uuid::Uuid::new_v4().simple());
+        let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
+        let cmd = &redis::cmd("SET")
+            .arg(&key)
+            .arg(&value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .clone();
+        let taken: Option<String> = retrying(&self.connection, |mut c| async move {
+            cmd.query_async(&mut c).await
+        })
+        .await?;
+        if taken.is_none() && !self.take_over_stale(&key, &value, ttl_ms).await? {
+            return Ok(None);
+        }
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(value.clone());
+        let connection = self.conn();
+        let renew = tokio::spawn({
+            let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
+            async move {
+                let mut tick = tokio::time::interval(REPLY_LOCK_TTL / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let renewed: redis::RedisResult<i64> = redis::cmd("EVAL")
+                        .arg(RENEW_IF_HELD)
+                        .arg(1)
+                        .arg(&key)
+                        .arg(&value)
+                        .arg(ttl_ms)
+                        .query_async(&mut connection)
+                        .await;
+                    match renewed {
+                        Ok(1) => {}
+                        // Redis away for a moment: try again at the next tick.
+                        Err(e) if is_disconnect(&e) || e.is_timeout() => {}
+                        _ => {
+                            tracing::warn!("lost the lock {key}");
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let held = self.held.clone();
+        Ok(Some(ReplyLock::new(async move {
+            renew.abort();
+            // Over for this process at once, whatever Redis says.
+            held.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&value);
+            release(connection, key, value).await;
+        })))
+    }
+
+    /// Whether the lock `key`, held by a reply of this process that is over, was taken over
+    /// for `value`.
+    async fn take_over_stale(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let holder: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut self.conn())
+            .await?;
+        let Some(holder) = holder else {
+            return Ok(false);
+        };
+        let ours = holder.starts_with(&format!("{}:", self.instance));
+        let live = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&holder);
+        if !ours || live {
+            return Ok(false);
+        }
+        let took: i64 = redis::cmd("EVAL")
+            .arg(TAKE_OVER)
+            .arg(1)
+            .arg(key)
+            .arg(&holder)
+            .arg(value)
+            .arg(ttl_ms)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(took == 1)
+    }
+}
+
+/// How long a release waits for Redis before the reply's end goes on without it (the
+/// release then goes on trying in the background).
+const RELEASE_WAIT: Duration = Duration::from_millis(300);
+
+/// Deletes the lock `key` if it still holds `value`: at once when Redis answers, else
+/// again every so often until it does or the lock has lapsed anyway.
+async fn release(connection: ConnectionManager, key: String, value: String) {
+    let attempt = {
+        let (connection, key, value) = (connection.clone(), key.clone(), value.clone());
+        move || {
+            let (mut connection, key, value) = (connection.clone(), key.clone(), value.clone());
+            async move {
+                redis::cmd("EVAL")
+                    .arg(RELEASE_IF_HELD)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(&value)
+                    .query_async::<i64>(&mut connection)
+                    .await
+            }
+        }
+    };
+    if let Ok(Ok(_)) = tokio::time::timeout(RELEASE_WAIT, attempt()).await {
+        return;
+    }
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + REPLY_LOCK_TTL;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if let Ok(Ok(_)) = tokio::time::timeout(RELEASE_WAIT, attempt()).await {
+                return;
+            }
+        }
+        tracing::warn!("could not release the lock {key}; it has lapsed");
+    });
+}
+
+/// Whether an error means the connection was lost (not that Redis refused the command).
+pub(super) fn is_disconnect(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal()
+}
+
+/// Runs `query`, and once more when the connection had been lost: after Redis restarts, the
+/// connection manager reports the broken connection once and reconnects, so without this
+/// the first request after Redis came back would fail. Only for commands that may safely
+/// run twice (reads, and writes that set rather than add).
+pub async fn retrying<T, F, Fut>(connection: &ConnectionManager, query: F) -> redis::RedisResult<T>
+where
+    F: Fn(ConnectionManager) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    match query(connection.clone()).await {
+        Err(e) if is_disconnect(&e) => {
+            tracing::info!("the Redis connection was lost ({e}); trying again once");
+            query(connection.clone()).await
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,113 @@
+//! The Lua scripts that make a check and a write one step in Redis.
+
+/// Takes over the lock `KEYS[1]` from `ARGV[1]` (a holder of this process whose reply is
+/// over, whose release did not reach Redis): sets `ARGV[2]` for `ARGV[3]` ms if the lock
+/// still holds `ARGV[1]`. Returns 1 if it did.
+pub(super) const TAKE_OVER: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    return 1
+end
+return 0
+";
+
+/// Extends the lock `KEYS[1]` to `ARGV[2]` ms if it still holds the token `ARGV[1]`.
+pub(super) const RENEW_IF_HELD: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Deletes the lock `KEYS[1]` if it still holds the token `ARGV[1]` (never another's).
+pub(super) const RELEASE_IF_HELD: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Applies pruning edits to the list `KEYS[1]` in one step. `ARGV[1]` is a marker no message
+/// can equal; then, per edit, the index, the `ts`, `text` and number of context blocks of
+/// the message the pass read there, and its new JSON (empty: remove it). An edit whose
+/// message is no longer the one read is skipped. Returns how many were applied.
+pub(super) const PRUNE: &str = r"
+local applied, removed = 0, 0
+for i = 2, #ARGV, 5 do
+    local current = redis.call('LINDEX', KEYS[1], ARGV[i])
+    if current then
+        local ok, message = pcall(cjson.decode, current)
+        if ok and type(message) == 'table' and message.role == 'user'
+            and message.ts == tonumber(ARGV[i + 1]) and message.text == ARGV[i + 2]
+            and type(message.context) == 'table'
+            and #message.context == tonumber(ARGV[i + 3]) then
+            if ARGV[i + 4] == '' then
+                redis.call('LSET', KEYS[1], ARGV[i], ARGV[1])
+                removed = removed + 1
+            else
+                redis.call('LSET', KEYS[1], ARGV[i], ARGV[i + 4])
+            end
+            applied = applied + 1
+        end
+    end
+end
+if removed > 0 then
+    redis.call('LREM', KEYS[1], 0, ARGV[1])
+end
+return applied
+";
+
+/// Rewrites messages in place, each only if it still has the role, time and text the caller
+/// read. ARGV: (index, role, ts, text, new) per message; returns how many were rewritten.
+pub(super) const REWRITE: &str = r"
+local applied = 0
+for i = 1, #ARGV, 5 do
+    local current = redis.call('LINDEX', KEYS[1], ARGV[i])
+    if current then
+        local ok, message = pcall(cjson.decode, current)
+        if ok and type(message) == 'table' and message.role == ARGV[i + 1]
+            and message.ts == tonumber(ARGV[i + 2]) and message.text == ARGV[i + 3] then
+            redis.call('LSET', KEYS[1], ARGV[i], ARGV[i + 4])
+            applied = applied + 1
+        end
+    end
+end
+return applied
+";
+
+/// Writes the summary `KEYS[1]` (`ARGV[2]`, expiring in `ARGV[3]` seconds unless empty) and
+/// moves the version `KEYS[2]` on, only if the version is still `ARGV[1]`. Returns 1 if it
+/// wrote.
+pub(super) const PUT_SUMMARY_IF: &str = r"
+if (tonumber(redis.call('GET', KEYS[2])) or 0) ~= tonumber(ARGV[1]) then
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('INCR', KEYS[2])
+if ARGV[3] ~= '' then
+    redis.call('EXPIRE', KEYS[1], ARGV[3])
+    redis.call('EXPIRE', KEYS[2], ARGV[3])
+end
+return 1
+";
+
+/// Keeps the first `ARGV[5]` messages of the list `KEYS[1]`, only if it still holds
+/// `ARGV[1]` messages and the last still has the role, time and text `ARGV[2..4]`. Returns
+/// 1 if it did.
+pub(super) const TRUNCATE_IF: &str = r"
+if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
+    return 0
+end
+local ok, last = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], -1) or '')
+if not ok or type(last) ~= 'table' or last.role ~= ARGV[2]
+    or last.ts ~= tonumber(ARGV[3]) or last.text ~= ARGV[4] then
+    return 0
+end
+local keep = tonumber(ARGV[5])
+if keep == 0 then
+    redis.call('DEL', KEYS[1])
+else
+    redis.call('LTRIM', KEYS[1], 0, keep - 1)
+end
+return 1
+";
