@@ -153,79 +153,10 @@ impl Agent {
         }
         let mut warnings = Vec::new();
         let settings = &template.chat_settings;
-        let history_policy = settings.history_policy.as_ref().and_then(|v| {
-            let parsed = v
-                .as_str()
-                .ok_or_else(|| format!("{v} is not a string"))
-                .and_then(|s| s.parse::<HistoryPolicy>().map_err(|e| e.to_string()));
-            parsed
-                .map_err(|reason| {
-                    warnings.push(TemplateWarning {
-                        field: "chatSettings.historyPolicy",
-                        reason,
-                    })
-                })
-                .ok()
-        });
-        let history_length = settings
-            .history_length
-            .as_ref()
-            .and_then(|v| match v.as_i64() {
-                Some(n) => Some(HistoryLength::new(n)),
-                None => {
-                    warnings.push(TemplateWarning {
-                        field: "chatSettings.historyLength",
-                        reason: format!("{v} is not an integer"),
-                    });
-                    None
-                }
-            });
-        let preserve_system_messages = match &settings.preserve_system_messages {
-            None => true,
-            Some(Value::Bool(keep)) => *keep,
-            Some(other) => {
-                warnings.push(TemplateWarning {
-                    field: "chatSettings.preserveSystemMessages",
-                    reason: format!("{other} is not true or false"),
-                });
-                true
-            }
-        };
-        let history_processors = match &settings.history_processors {
-            None => None,
-            Some(value) => match serde_json::from_value::<Vec<String>>(value.clone()) {
-                Ok(names) => match crate::chain::Chain::from_names(&names) {
-                    Ok(_) => Some(names),
-                    Err(e) => {
-                        warnings.push(TemplateWarning {
-                            field: "chatSettings.historyProcessors",
-                            reason: e.to_string(),
-                        });
-                        None
-                    }
-                },
-                Err(_) => {
-                    warnings.push(TemplateWarning {
-                        field: "chatSettings.historyProcessors",
-                        reason: format!("{value} is not a list of processor names"),
-                    });
-                    None
-                }
-            },
-        };
-        let max_context = match &settings.max_context {
-            None => None,
-            Some(value) => match value.as_u64() {
-                Some(n) if n >= 1 => Some(n as usize),
-                _ => {
-                    warnings.push(TemplateWarning {
-                        field: "chatSettings.maxContext",
-                        reason: format!("{value} is not a whole number of at least 1"),
-                    });
-                    None
-                }
-            },
-        };
+        let w = &mut warnings;
+        let (history_policy, history_length) = (settings.policy(w), settings.length(w));
+        let preserve_system_messages = settings.preserve_system_messages(w);
+        let (history_processors, max_context) = (settings.processors(w), settings.max_context(w));
         let llm = pick_llm_node(&template.nodes, &template.node_configurations);
         Ok((
             Agent {
@@ -247,6 +178,72 @@ impl Agent {
             warnings,
         ))
     }
+}
+
+/// The history fields of `chatSettings`, each read with its own rule; a value a rule
+/// refuses is a warning in `w` and the default applies.
+impl RawChatSettings {
+    fn policy(&self, w: &mut Vec<TemplateWarning>) -> Option<HistoryPolicy> {
+        read_field(w, &self.history_policy, "chatSettings.historyPolicy", |v| {
+            let text = v.as_str().ok_or_else(|| format!("{v} is not a string"))?;
+            text.parse::<HistoryPolicy>().map_err(|e| e.to_string())
+        })
+    }
+
+    fn length(&self, w: &mut Vec<TemplateWarning>) -> Option<HistoryLength> {
+        read_field(w, &self.history_length, "chatSettings.historyLength", |v| {
+            let n = v.as_i64().ok_or_else(|| format!("{v} is not an integer"))?;
+            Ok(HistoryLength::new(n))
+        })
+    }
+
+    fn preserve_system_messages(&self, w: &mut Vec<TemplateWarning>) -> bool {
+        let field = "chatSettings.preserveSystemMessages";
+        read_field(w, &self.preserve_system_messages, field, |v| {
+            v.as_bool()
+                .ok_or_else(|| format!("{v} is not true or false"))
+        })
+        .unwrap_or(true)
+    }
+
+    fn processors(&self, w: &mut Vec<TemplateWarning>) -> Option<Vec<String>> {
+        read_field(
+            w,
+            &self.history_processors,
+            "chatSettings.historyProcessors",
+            |v| {
+                let names = serde_json::from_value::<Vec<String>>(v.clone())
+                    .map_err(|_| format!("{v} is not a list of processor names"))?;
+                crate::chain::Chain::from_names(&names).map_err(|e| e.to_string())?;
+                Ok(names)
+            },
+        )
+    }
+
+    fn max_context(&self, w: &mut Vec<TemplateWarning>) -> Option<usize> {
+        read_field(
+            w,
+            &self.max_context,
+            "chatSettings.maxContext",
+            |v| match v.as_u64() {
+                Some(n) if n >= 1 => Ok(n as usize),
+                _ => Err(format!("{v} is not a whole number of at least 1")),
+            },
+        )
+    }
+}
+
+/// A field of a template's `chatSettings`, read by `read` when present; a value it refuses
+/// is a warning (the default applies), never an error.
+fn read_field<T>(
+    warnings: &mut Vec<TemplateWarning>,
+    value: &Option<Value>,
+    field: &'static str,
+    read: impl FnOnce(&Value) -> Result<T, String>,
+) -> Option<T> {
+    read(value.as_ref()?)
+        .map_err(|reason| warnings.push(TemplateWarning { field, reason }))
+        .ok()
 }
 
 /// Agent ids appear in URLs and folder names.

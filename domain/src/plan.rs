@@ -78,84 +78,46 @@ pub fn agent_ceiling(agent_max_ctx: usize, agent_max_context: Option<usize>) -> 
 
 /// Plans one model call.
 pub fn plan(input: PlanInput<'_>) -> Plan {
-    let PlanInput {
-        system,
-        tail,
-        stored_total,
-        settings,
-        chain,
-        model,
-        max_ctx,
-        tokens,
-        context,
-        summary,
-        older_pins,
-        capped,
-    } = input;
-    let offset = stored_total.saturating_sub(tail.len());
-    let window = effective_ctx(max_ctx, model);
+    let (model, stored_total, tokens) = (input.model, input.stored_total, input.tokens);
+    let offset = stored_total.saturating_sub(input.tail.len());
+    let window = effective_ctx(input.max_ctx, model);
     let ctx = ChainContext {
         model,
         effective_ctx: window,
         tokens,
-        summary,
+        summary: input.summary,
     };
-
-    let selected = policy_step(system, tail, offset, settings, older_pins, capped);
+    let selected = policy_step(
+        input.system,
+        input.tail,
+        offset,
+        input.settings,
+        input.older_pins,
+        input.capped,
+    );
     let mut outgoing = selected.messages;
     let images_withheld = model.without_images && withhold_images(&mut outgoing);
-    let mut steps = vec![StepReport {
-        added: 0,
-        name: POLICY_STEP.to_owned(),
-        removed: stored_total - selected.stored_by_policy,
-        kept: selected.by_policy,
-    }];
-    if selected.marked {
-        steps.push(StepReport {
-            added: selected.joined,
-            name: MARKS_STEP.to_owned(),
-            removed: selected.removed_by_marks,
-            kept: outgoing.len(),
-        });
-    }
+    let mut steps = selection_steps(&selected.counts, stored_total, outgoing.len());
     let pinned_before = outgoing.iter().filter(|m| m.pinned()).count();
-    if !chain.names().contains(&SlidingWindow.name()) {
-        let before = outgoing.len();
-        outgoing = SlidingWindow::keep_last(outgoing, max_ctx.max(1));
-        steps.push(StepReport {
-            added: 0,
-            name: CEILING_STEP.to_owned(),
-            removed: before - outgoing.len(),
-            kept: outgoing.len(),
-        });
+    if !input.chain.names().contains(&SlidingWindow.name()) {
+        outgoing = ceiling(outgoing, input.max_ctx, &mut steps);
     }
-
-    let (sent, error) = match chain.run(outgoing, &ctx) {
+    let (sent, error) = match input.chain.run(outgoing, &ctx) {
         Ok(outcome) => {
             steps.extend(outcome.steps);
             (outcome.messages, None)
         }
         Err(e) => (Vec::new(), Some(e)),
     };
-    // Every step removes from the front (or merges into the earliest message), so the
-    // earliest stored position sent is where the sent part of the conversation starts;
-    // pinned messages from before it are sent on their own and do not move it.
-    let first_sent_index = sent
-        .iter()
-        .filter(|m| m.role() != Role::System && !m.pinned())
-        .filter_map(|m| m.stored_at)
-        .min()
-        .unwrap_or(stored_total);
-    let pinned_sent = sent.iter().filter(|m| m.pinned()).count();
-    let marks = selected.marked.then(|| MarksReport {
-        pinned_sent,
-        pinned_dropped: pinned_before.saturating_sub(pinned_sent),
-        excluded: selected.excluded,
-    });
+    let first_sent_index = first_sent_index(&sent, stored_total);
+    let counts = &selected.counts;
+    let marks = counts
+        .marked
+        .then(|| marks_report(&sent, pinned_before, counts.excluded));
     let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();
     let estimated_tokens = messages.iter().map(|m| tokens.count(m)).sum();
     let report = HistoryReport {
-        settings: SettingsReport::from_settings(settings),
+        settings: SettingsReport::from_settings(input.settings),
         messages_stored: stored_total,
         messages_sent: messages.len(),
         messages_trimmed: first_sent_index,
@@ -164,19 +126,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         chain: steps,
         effective_ctx: window,
         token_budget: model.token_budget,
-        context: match (context, images_withheld) {
-            (Some(report), _) if !report.is_empty() || images_withheld => {
-                Some(Box::new(ContextReport {
-                    images_withheld,
-                    ..report
-                }))
-            }
-            (_, true) => Some(Box::new(ContextReport {
-                images_withheld,
-                ..Default::default()
-            })),
-            _ => None,
-        },
+        context: context_report(input.context, images_withheld),
         summary: None,
         marks,
     };
@@ -187,9 +137,90 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     }
 }
 
+/// The agent's ceiling when the chain has no sliding window: the last `max_ctx` messages.
+fn ceiling(outgoing: Vec<Outgoing>, max_ctx: usize, steps: &mut Vec<StepReport>) -> Vec<Outgoing> {
+    let before = outgoing.len();
+    let kept = SlidingWindow::keep_last(outgoing, max_ctx.max(1));
+    steps.push(StepReport {
+        added: 0,
+        name: CEILING_STEP.to_owned(),
+        removed: before - kept.len(),
+        kept: kept.len(),
+    });
+    kept
+}
+
+/// The policy step's report, and the marks step's when the conversation carries marks
+/// (`kept`: what the marks left).
+fn selection_steps(counts: &Counts, stored_total: usize, kept: usize) -> Vec<StepReport> {
+    let mut steps = vec![StepReport {
+        added: 0,
+        name: POLICY_STEP.to_owned(),
+        removed: stored_total - counts.stored_by_policy,
+        kept: counts.by_policy,
+    }];
+    if counts.marked {
+        steps.push(StepReport {
+            added: counts.joined,
+            name: MARKS_STEP.to_owned(),
+            removed: counts.removed_by_marks,
+            kept,
+        });
+    }
+    steps
+}
+
+/// What the marks did to the call: the pinned messages sent and dropped (of `pinned_before`
+/// the chain received), and the excluded ones left out.
+fn marks_report(sent: &[Outgoing], pinned_before: usize, excluded: usize) -> MarksReport {
+    let pinned_sent = sent.iter().filter(|m| m.pinned()).count();
+    MarksReport {
+        pinned_sent,
+        pinned_dropped: pinned_before.saturating_sub(pinned_sent),
+        excluded,
+    }
+}
+
+/// Where the sent part of the conversation starts. Every step removes from the front (or
+/// merges into the earliest message), so it is the earliest stored position sent; pinned
+/// messages from before it are sent on their own and do not move it.
+fn first_sent_index(sent: &[Outgoing], stored_total: usize) -> usize {
+    sent.iter()
+        .filter(|m| m.role() != Role::System && !m.pinned())
+        .filter_map(|m| m.stored_at)
+        .min()
+        .unwrap_or(stored_total)
+}
+
+/// The turn's context report, saying too when images were withheld from the model.
+fn context_report(
+    context: Option<ContextReport>,
+    images_withheld: bool,
+) -> Option<Box<ContextReport>> {
+    match (context, images_withheld) {
+        (Some(report), _) if !report.is_empty() || images_withheld => {
+            Some(Box::new(ContextReport {
+                images_withheld,
+                ..report
+            }))
+        }
+        (_, true) => Some(Box::new(ContextReport {
+            images_withheld,
+            ..Default::default()
+        })),
+        _ => None,
+    }
+}
+
 /// What the policy step selected.
 struct Selected {
     messages: Vec<Outgoing>,
+    counts: Counts,
+}
+
+/// What the policy and the marks did, for the report.
+#[derive(Default)]
+struct Counts {
     /// What the policy alone kept (call-time system messages included).
     by_policy: usize,
     /// Stored messages the policy alone kept.
@@ -212,8 +243,7 @@ struct Selected {
 /// messages come first, as if they opened the conversation; only the selected messages are
 /// copied, so the cost follows what is sent, not what is stored.
 ///
-/// Then the user's marks: pinned messages the policy left out (from `older_pins` and the
-/// tail) join right after the system messages, in their stored order; excluded ones leave.
+/// Then the user's marks (see [`with_marks`]).
 fn policy_step(
     system: &[String],
     tail: &Conversation,
@@ -243,23 +273,42 @@ fn policy_step(
         .zip(&trimmed.messages)
         .map(|(&i, &m)| Outgoing::stored(m.clone(), offset + i));
     let by_policy = without_orphaned_replies(prompts.chain(selected), 0, opening);
-    let stored_by_policy = by_policy.iter().filter(|m| m.stored_at.is_some()).count();
-    let messages = tail.messages();
-    let marked = older_pins
-        .iter()
-        .any(|(at, m)| *at < offset && m.is_pinned())
-        || messages.iter().any(|m| m.send.is_some());
-    if !marked {
+    let counts = Counts {
+        by_policy: by_policy.len(),
+        stored_by_policy: by_policy.iter().filter(|m| m.stored_at.is_some()).count(),
+        marked: older_pins
+            .iter()
+            .any(|(at, m)| *at < offset && m.is_pinned())
+            || tail.messages().iter().any(|m| m.send.is_some()),
+        ..Counts::default()
+    };
+    if !counts.marked {
         return Selected {
-            removed_by_marks: 0,
-            joined: 0,
-            by_policy: by_policy.len(),
-            stored_by_policy,
             messages: by_policy,
-            excluded: 0,
-            marked,
+            counts,
         };
     }
+    with_marks(
+        by_policy,
+        counts,
+        tail.messages(),
+        offset,
+        older_pins,
+        opening,
+    )
+}
+
+/// The user's marks on what the policy selected (`by_policy`): pinned messages the policy
+/// left out (from `older_pins` and the tail, `messages` from `offset`) join right after the
+/// system messages, in their stored order; excluded ones leave.
+fn with_marks(
+    by_policy: Vec<Outgoing>,
+    mut counts: Counts,
+    messages: &[Message],
+    offset: usize,
+    older_pins: &[(usize, Message)],
+    opening: Option<usize>,
+) -> Selected {
     let run_start = by_policy
         .iter()
         .filter(|m| m.role() != Role::System)
@@ -275,7 +324,6 @@ fn policy_step(
         .filter(|&i| messages[i].is_pinned() && messages[i].role != Role::System)
         .map(|i| Outgoing::stored(messages[i].clone(), offset + i));
     let joined: Vec<Outgoing> = older.chain(left_out_pins).collect();
-    let policy_count = by_policy.len();
     let mut rest = by_policy;
     let body = rest.split_off(leading_systems(&rest));
     let mut excluded = 0;
@@ -289,15 +337,10 @@ fn policy_step(
             !out
         });
     let messages = without_orphaned_replies(marked_out, run_start, opening);
-    Selected {
-        removed_by_marks: (policy_count + joined.len()).saturating_sub(messages.len()),
-        joined: joined.len(),
-        messages,
-        by_policy: policy_count,
-        stored_by_policy,
-        excluded,
-        marked,
-    }
+    counts.removed_by_marks = (counts.by_policy + joined.len()).saturating_sub(messages.len());
+    counts.joined = joined.len();
+    counts.excluded = excluded;
+    Selected { messages, counts }
 }
 
 /// What a model without image support receives in place of an image.
