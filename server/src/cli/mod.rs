@@ -190,55 +190,10 @@ pub fn run_config(
     path: &std::path::Path,
     data_dir: &std::path::Path,
 ) -> Result<String, CliError> {
-    use crate::config::file::ConfigFile;
-    use crate::config::settings::{apply_edit, Edit, ServerSettings};
-    use parlor_domain::chain::{builtins, edit_chain, ChainEdit, POLICY_STEP};
-    let current = || -> Result<ServerSettings, CliError> {
-        let file = if path.exists() {
-            Some(ConfigFile::read(path)?)
-        } else {
-            None
-        };
-        Ok(ServerSettings::from_file(file.as_ref().map(|f| (path, f)))?)
-    };
-    let saved = |what: String| {
-        format!(
-            "{what} (saved to {}; restart Parlor to apply)\n",
-            path.display()
-        )
-    };
+    use crate::config::settings::{apply_edit, Edit};
     match command {
-        Command::History(HistoryCommand::List) => {
-            let settings = current()?;
-            let mut out = String::from("Available processors:\n");
-            for p in builtins() {
-                let _ = writeln!(out, "  {:<17} {}", p.name(), p.describe());
-            }
-            let _ = writeln!(out, "Chain:");
-            let _ = writeln!(out, "  0. {POLICY_STEP} (always first)");
-            for (i, name) in settings.chain.iter().enumerate() {
-                let _ = writeln!(out, "  {}. {name}", i + 1);
-            }
-            let _ = writeln!(out, "agent_max_ctx: {}", settings.agent_max_ctx);
-            let _ = writeln!(out, "max_users: {}", settings.max_users);
-            let _ = writeln!(
-                out,
-                "session_idle_timeout_minutes: {}",
-                settings.idle_timeout_minutes
-            );
-            Ok(out)
-        }
-        Command::History(HistoryCommand::Chain(edit)) => {
-            let settings = current()?;
-            let edit = match edit {
-                ChainCommand::Add { name } => ChainEdit::Add(name),
-                ChainCommand::Remove { name } => ChainEdit::Remove(name),
-                ChainCommand::Move { name, position } => ChainEdit::Move(name, position),
-            };
-            let chain = edit_chain(&settings.chain, &edit)?;
-            apply_edit(path, &Edit::Chain(chain.clone()), data_dir)?;
-            Ok(saved(format!("chain: {POLICY_STEP}, {}", chain.join(", "))))
-        }
+        Command::History(HistoryCommand::List) => Ok(show_settings(&current_settings(path)?)),
+        Command::History(HistoryCommand::Chain(edit)) => change_chain(path, data_dir, edit),
         Command::History(HistoryCommand::MaxCtx { n }) => {
             if n < 1 {
                 return Err(CliError::Usage(format!(
@@ -246,7 +201,7 @@ pub fn run_config(
                 )));
             }
             apply_edit(path, &Edit::AgentMaxCtx(n as usize), data_dir)?;
-            Ok(saved(format!("agent_max_ctx: {n}")))
+            Ok(saved(path, format!("agent_max_ctx: {n}")))
         }
         Command::MaxUsers { n } => {
             if n < 0 {
@@ -255,7 +210,7 @@ pub fn run_config(
                 )));
             }
             apply_edit(path, &Edit::MaxUsers(n as usize), data_dir)?;
-            Ok(saved(format!("max_users: {n}")))
+            Ok(saved(path, format!("max_users: {n}")))
         }
         Command::SessionTimeout { minutes } => {
             if minutes < 0 {
@@ -264,7 +219,10 @@ pub fn run_config(
                 )));
             }
             apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
-            Ok(saved(format!("session_idle_timeout_minutes: {minutes}")))
+            Ok(saved(
+                path,
+                format!("session_idle_timeout_minutes: {minutes}"),
+            ))
         }
         Command::Serve
         | Command::Store(_)
@@ -273,6 +231,71 @@ pub fn run_config(
             Err(CliError::Usage("not a configuration command".into()))
         }
     }
+}
+
+/// `parlor history chain …`: adds, removes or moves a processor of the chain.
+fn change_chain(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+    edit: ChainCommand,
+) -> Result<String, CliError> {
+    use crate::config::settings::{apply_edit, Edit};
+    use parlor_domain::chain::{edit_chain, ChainEdit, POLICY_STEP};
+    let settings = current_settings(path)?;
+    let edit = match edit {
+        ChainCommand::Add { name } => ChainEdit::Add(name),
+        ChainCommand::Remove { name } => ChainEdit::Remove(name),
+        ChainCommand::Move { name, position } => ChainEdit::Move(name, position),
+    };
+    let chain = edit_chain(&settings.chain, &edit)?;
+    apply_edit(path, &Edit::Chain(chain.clone()), data_dir)?;
+    let what = format!("chain: {POLICY_STEP}, {}", chain.join(", "));
+    Ok(saved(path, what))
+}
+
+/// What a configuration command answers once it saved `what` to `path`.
+fn saved(path: &std::path::Path, what: String) -> String {
+    format!(
+        "{what} (saved to {}; restart Parlor to apply)\n",
+        path.display()
+    )
+}
+
+/// The server-wide settings as the configuration file `path` has them (its defaults when
+/// there is no file).
+fn current_settings(
+    path: &std::path::Path,
+) -> Result<crate::config::settings::ServerSettings, CliError> {
+    use crate::config::file::ConfigFile;
+    let file = match path.exists() {
+        true => Some(ConfigFile::read(path)?),
+        false => None,
+    };
+    Ok(crate::config::settings::ServerSettings::from_file(
+        file.as_ref().map(|f| (path, f)),
+    )?)
+}
+
+/// `parlor history list`: the processors, the chain and the server-wide limits.
+fn show_settings(settings: &crate::config::settings::ServerSettings) -> String {
+    use parlor_domain::chain::{builtins, POLICY_STEP};
+    let mut out = String::from("Available processors:\n");
+    for p in builtins() {
+        let _ = writeln!(out, "  {:<17} {}", p.name(), p.describe());
+    }
+    let _ = writeln!(out, "Chain:");
+    let _ = writeln!(out, "  0. {POLICY_STEP} (always first)");
+    for (i, name) in settings.chain.iter().enumerate() {
+        let _ = writeln!(out, "  {}. {name}", i + 1);
+    }
+    let _ = writeln!(out, "agent_max_ctx: {}", settings.agent_max_ctx);
+    let _ = writeln!(out, "max_users: {}", settings.max_users);
+    let _ = writeln!(
+        out,
+        "session_idle_timeout_minutes: {}",
+        settings.idle_timeout_minutes
+    );
+    out
 }
 
 #[derive(Debug, Subcommand)]

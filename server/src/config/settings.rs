@@ -40,69 +40,61 @@ impl ServerSettings {
             message,
         };
         let history = file.history.as_ref();
-        let chain = match history.and_then(|h| h.chain.clone()) {
-            Some(names) => {
-                parlor_domain::chain::Chain::from_names(&names)
-                    .map_err(|e| fail("[history]", "chain", e.to_string()))?;
-                names
-            }
-            None => parlor_domain::chain::Chain::default()
-                .names()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
+        let chain = chain_of(history.and_then(|h| h.chain.clone()))
+            .map_err(|e| fail(HISTORY, "chain", e.to_string()))?;
+        let summary_model = history.and_then(|h| h.summary_model.clone());
+        if summary_model.as_deref().is_some_and(is_blank) {
+            return Err(fail(HISTORY, "summary_model", "must name a model".into()));
+        }
+        let limit = |value: Option<i64>, (entry, field, min, rule): Limit| match value {
+            Some(n) if n < min => Err(fail(entry, field, format!("must be {rule} (got {n})"))),
+            other => Ok(other.map(|n| n as u64)),
         };
-        let agent_max_ctx = match history.and_then(|h| h.agent_max_ctx) {
-            None => parlor_domain::chain::DEFAULT_MAX_CTX,
-            Some(n) if n >= 1 => n as usize,
-            Some(n) => {
-                return Err(fail(
-                    "[history]",
-                    "agent_max_ctx",
-                    format!("must be at least 1 (got {n})"),
-                ))
-            }
-        };
-        let max_users = match file.max_users {
-            None => DEFAULT_MAX_USERS,
-            Some(n) if n >= 0 => n as usize,
-            Some(n) => {
-                return Err(fail(
-                    "top level",
-                    "max_users",
-                    format!("must be 0 (no limit) or more (got {n})"),
-                ))
-            }
-        };
-        let idle_timeout_minutes = match file.session_idle_timeout_minutes {
-            None => DEFAULT_IDLE_TIMEOUT_MINUTES,
-            Some(n) if n >= 0 => n as u64,
-            Some(n) => {
-                return Err(fail(
-                    "top level",
-                    "session_idle_timeout_minutes",
-                    format!("must be 0 (never) or more (got {n})"),
-                ))
-            }
-        };
+        let agent_max_ctx = limit(history.and_then(|h| h.agent_max_ctx), AGENT_MAX_CTX)?;
+        let max_users = limit(file.max_users, MAX_USERS)?;
+        let idle_timeout_minutes = limit(file.session_idle_timeout_minutes, IDLE_TIMEOUT)?;
         Ok(ServerSettings {
             chain,
-            agent_max_ctx,
-            max_users,
-            idle_timeout_minutes,
+            agent_max_ctx: agent_max_ctx
+                .map_or(parlor_domain::chain::DEFAULT_MAX_CTX, |n| n as usize),
+            max_users: max_users.map_or(DEFAULT_MAX_USERS, |n| n as usize),
+            idle_timeout_minutes: idle_timeout_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT_MINUTES),
             models: crate::llm::models::specs(&file.models, path)?,
             providers: crate::turn::providers::specs(&file.context, path)?,
-            summary_model: match history.and_then(|h| h.summary_model.clone()) {
-                Some(name) if name.trim().is_empty() => {
-                    return Err(fail(
-                        "[history]",
-                        "summary_model",
-                        "must name a model".into(),
-                    ))
-                }
-                other => other,
-            },
+            summary_model,
         })
+    }
+}
+
+/// A whole-number setting's place in the file (entry, field), its least value and that
+/// rule as a message says it.
+type Limit = (&'static str, &'static str, i64, &'static str);
+const HISTORY: &str = "[history]";
+const AGENT_MAX_CTX: Limit = (HISTORY, "agent_max_ctx", 1, "at least 1");
+const MAX_USERS: Limit = ("top level", "max_users", 0, "0 (no limit) or more");
+const IDLE_TIMEOUT: Limit = (
+    "top level",
+    "session_idle_timeout_minutes",
+    0,
+    "0 (never) or more",
+);
+
+fn is_blank(text: &str) -> bool {
+    text.trim().is_empty()
+}
+
+/// The chain after the policy step: the file's (checked), else the default one.
+fn chain_of(
+    names: Option<Vec<String>>,
+) -> Result<Vec<String>, parlor_domain::chain::ChainConfigError> {
+    use parlor_domain::chain::Chain;
+    match names {
+        Some(names) => Chain::from_names(&names).map(|_| names),
+        None => Ok(Chain::default()
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()),
     }
 }
 
