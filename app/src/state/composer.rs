@@ -87,6 +87,7 @@ mod tests {
 
     #[test]
     fn the_draft_and_its_files_are_taken_once_and_only_when_idle() {
+        super::super::tests::reactive();
         let composer = Composer::new(1024);
         let busy = RwSignal::new(false);
         assert_eq!(composer.take(busy), None, "an empty draft is not sent");

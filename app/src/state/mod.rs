@@ -143,12 +143,21 @@ pub(crate) mod tests {
     use super::*;
     use crate::api::AgentInfo;
 
+    /// Makes a reactive owner current for the rest of the test (the server's build of
+    /// Leptos keeps signals in per-owner arenas). Kept for the test's whole thread.
+    pub(crate) fn reactive() {
+        let owner = Owner::new();
+        owner.set();
+        std::mem::forget(owner);
+    }
+
     /// The state of a chat page for the agent `helper`, showing `session`.
     pub(crate) fn state(session: Option<&str>) -> ChatState {
         state_with(session, ChatQuery::default())
     }
 
     fn state_with(session: Option<&str>, query: ChatQuery) -> ChatState {
+        reactive();
         let data = ChatData {
             agent: AgentInfo {
                 id: "helper".into(),

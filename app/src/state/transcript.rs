@@ -269,6 +269,7 @@ mod tests {
 
     #[test]
     fn positions_count_stored_messages_and_later_turns() {
+        super::super::tests::reactive();
         // user, reply, command, its notice, user, reply; the first stored one is at 10.
         let list = [
             (0, true, true),
@@ -288,6 +289,7 @@ mod tests {
 
     #[test]
     fn the_transcript_follows_pushes_notices_and_removals() {
+        super::super::tests::reactive();
         let t = Transcript::new(4, 0);
         let q = t.push(Role::User, "question".into());
         let r = t.push(Role::Assistant, "answer".into());
@@ -308,6 +310,7 @@ mod tests {
 
     #[test]
     fn a_regeneration_keeps_the_transcript_up_to_the_last_question() {
+        super::super::tests::reactive();
         let t = Transcript::new(0, 0);
         t.push(Role::User, "q".into());
         t.push(Role::Assistant, "a".into());
@@ -318,6 +321,7 @@ mod tests {
 
     #[test]
     fn an_older_page_goes_above_what_is_shown() {
+        super::super::tests::reactive();
         let t = Transcript::new(2, 0);
         t.push(Role::User, "newer".into());
         t.prepend(

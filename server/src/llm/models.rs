@@ -69,78 +69,82 @@ impl ModelSpec {
 pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, ConfigFileError> {
     let mut specs: Vec<ModelSpec> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
-        let fail = |field: &'static str, message: String| ConfigFileError::Field {
+        let spec = spec(entry, &specs).map_err(|(field, message)| ConfigFileError::Field {
             path: path.to_owned(),
             entry: format!("models[{index}] (name {:?})", entry.name),
             field,
             message,
-        };
-        if entry.name.trim().is_empty() || entry.name.chars().any(char::is_whitespace) {
-            return Err(fail(
-                "name",
-                "must be a non-empty word (it is typed after !model)".into(),
-            ));
-        }
-        if specs.iter().any(|s| s.name() == entry.name) {
-            return Err(fail("name", "duplicate name".into()));
-        }
-        let provider = match entry.provider.as_deref() {
-            None | Some("openai") => Provider::OpenAi,
-            Some("mirror") => Provider::Mirror,
-            Some(other) => {
-                return Err(fail(
-                    "provider",
-                    format!("unknown provider {other:?} (allowed: openai, mirror)"),
-                ))
-            }
-        };
-        let positive = |field: &'static str, value: Option<i64>| match value {
-            None => Ok(None),
-            Some(n) if n >= 1 => Ok(Some(n as u64)),
-            Some(n) => Err(fail(field, format!("must be at least 1 (got {n})"))),
-        };
-        let prices = match (entry.price_in, entry.price_out) {
-            (None, None) => None,
-            (Some(input), Some(output)) => {
-                for (field, price) in [("price_in", input), ("price_out", output)] {
-                    if !price.is_finite() || price < 0.0 {
-                        return Err(fail(
-                            field,
-                            format!("must be a price in US dollars per million tokens, 0 or more (got {price})"),
-                        ));
-                    }
-                }
-                Some(Prices { input, output })
-            }
-            (Some(_), None) => {
-                return Err(fail(
-                    "price_out",
-                    "is needed with price_in (both or neither)".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(fail(
-                    "price_in",
-                    "is needed with price_out (both or neither)".into(),
-                ))
-            }
-        };
-        let upstream = entry.model.clone().unwrap_or_else(|| entry.name.clone());
-        let window = positive("context_tokens", entry.context_tokens)?;
-        specs.push(ModelSpec {
-            window: window.or_else(|| known_window(&upstream)),
-            prices,
-            limits: ModelLimits {
-                name: entry.name.clone(),
-                max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
-                token_budget: positive("token_budget", entry.token_budget)?,
-                without_images: entry.vision == Some(false),
-            },
-            provider,
-            upstream,
-        });
+        })?;
+        specs.push(spec);
     }
     Ok(specs)
+}
+
+/// Why a model entry is refused: the field, and what it must be.
+type Refusal = (&'static str, String);
+
+/// One `[[models]]` entry, checked (`declared`: the entries before it).
+fn spec(entry: &ModelEntry, declared: &[ModelSpec]) -> Result<ModelSpec, Refusal> {
+    if entry.name.trim().is_empty() || entry.name.chars().any(char::is_whitespace) {
+        let rule = "must be a non-empty word (it is typed after !model)";
+        return Err(("name", rule.into()));
+    }
+    if declared.iter().any(|s| s.name() == entry.name) {
+        return Err(("name", "duplicate name".into()));
+    }
+    let provider = match entry.provider.as_deref() {
+        None | Some("openai") => Provider::OpenAi,
+        Some("mirror") => Provider::Mirror,
+        Some(other) => {
+            let rule = format!("unknown provider {other:?} (allowed: openai, mirror)");
+            return Err(("provider", rule));
+        }
+    };
+    let positive = |field: &'static str, value: Option<i64>| match value {
+        Some(n) if n < 1 => Err((field, format!("must be at least 1 (got {n})"))),
+        other => Ok(other.map(|n| n as u64)),
+    };
+    let upstream = entry.model.clone().unwrap_or_else(|| entry.name.clone());
+    let window = positive("context_tokens", entry.context_tokens)?;
+    Ok(ModelSpec {
+        window: window.or_else(|| known_window(&upstream)),
+        prices: prices(entry.price_in, entry.price_out)?,
+        limits: ModelLimits {
+            name: entry.name.clone(),
+            max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
+            token_budget: positive("token_budget", entry.token_budget)?,
+            without_images: entry.vision == Some(false),
+        },
+        provider,
+        upstream,
+    })
+}
+
+/// A model's prices in US dollars per million tokens: both or neither, each 0 or more.
+fn prices(input: Option<f64>, output: Option<f64>) -> Result<Option<Prices>, Refusal> {
+    let (input, output) = match (input, output) {
+        (None, None) => return Ok(None),
+        (Some(input), Some(output)) => (input, output),
+        (Some(_), None) => {
+            return Err((
+                "price_out",
+                "is needed with price_in (both or neither)".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err((
+                "price_in",
+                "is needed with price_out (both or neither)".into(),
+            ))
+        }
+    };
+    for (field, price) in [("price_in", input), ("price_out", output)] {
+        if !price.is_finite() || price < 0.0 {
+            let rule = "must be a price in US dollars per million tokens, 0 or more";
+            return Err((field, format!("{rule} (got {price})")));
+        }
+    }
+    Ok(Some(Prices { input, output }))
 }
 
 /// Every model a conversation can use, and the client that reaches each: the one place

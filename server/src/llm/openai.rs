@@ -54,30 +54,7 @@ impl OpenAiClient {
     }
 
     pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
-        let messages: Vec<_> = request
-            .messages
-            .iter()
-            .map(|m| {
-                // Parlor stores no tool calls, so a stored tool message is passed as context.
-                let role = match m.role {
-                    Role::Tool => "assistant",
-                    other => other.as_str(),
-                };
-                json!({"role": role, "content": content(m)})
-            })
-            .collect();
-        let mut body = json!({
-            "model": request.model,
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if let Some(t) = request.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(n) = request.max_tokens {
-            body["max_tokens"] = json!(n);
-        }
+        let body = request_body(&request);
         let mut builder = self
             .http
             .post(format!("{}/chat/completions", self.base_url))
@@ -225,12 +202,50 @@ struct Delta {
     content: Option<String>,
 }
 
+/// The Chat Completions body of a request: streamed, with usage.
+fn request_body(request: &ModelRequest) -> serde_json::Value {
+    let messages: Vec<_> = request
+        .messages
+        .iter()
+        .map(|m| {
+            // Parlor stores no tool calls, so a stored tool message is passed as context.
+            let role = match m.role {
+                Role::Tool => "assistant",
+                other => other.as_str(),
+            };
+            json!({"role": role, "content": content(m)})
+        })
+        .collect();
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(n) = request.max_tokens {
+        body["max_tokens"] = json!(n);
+    }
+    body
+}
+
 type Events = std::pin::Pin<
     Box<
         dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>
             + Send,
     >,
 >;
+
+/// What one server-sent event brought.
+enum Piece {
+    /// Nothing to pass on (an empty event, usage, a finish reason before the end).
+    Nothing,
+    Text(String),
+    /// The stream's last item.
+    Last(Result<LlmEvent, LlmError>),
+}
 
 /// Turns the upstream's server-sent events into [`LlmEvent`]s, with an idle timeout
 /// between pieces and a clear error when the stream ends before the model finished.
@@ -249,73 +264,86 @@ impl Reader {
             return None;
         }
         loop {
-            let item = match tokio::time::timeout(self.timeout, self.events.next()).await {
+            let event = match tokio::time::timeout(self.timeout, self.events.next()).await {
                 Err(_) => {
                     let secs = self.timeout.as_secs();
                     return self.end(Err(LlmError::Timeout { secs }));
                 }
                 Ok(None) => {
-                    // Some servers close without `[DONE]`; a reported finish reason suffices.
-                    return match self.finish_reason.take() {
-                        Some(reason) => {
-                            let usage = self.usage.take();
-                            self.end(Ok(LlmEvent::Finished { reason, usage }))
-                        }
-                        None => self.end(Err(LlmError::Dropped)),
-                    };
+                    let last = self.closed();
+                    return self.end(last);
                 }
                 Ok(Some(Err(EventStreamError::Transport(_)))) => {
                     return self.end(Err(LlmError::Dropped))
                 }
                 Ok(Some(Err(e))) => {
-                    return self.end(Err(LlmError::Malformed {
-                        detail: e.to_string(),
-                    }))
+                    let detail = e.to_string();
+                    return self.end(Err(LlmError::Malformed { detail }));
                 }
                 Ok(Some(Ok(event))) => event,
             };
-            let data = item.data.trim();
-            if data.is_empty() {
-                continue;
+            match self.read(event.data.trim()) {
+                Piece::Nothing => continue,
+                Piece::Text(text) => return Some((Ok(LlmEvent::Delta(text)), self)),
+                Piece::Last(last) => return self.end(last),
             }
-            if data == "[DONE]" {
-                let reason = self.finish_reason.take().unwrap_or_else(|| "stop".into());
-                let usage = self.usage.take();
-                return self.end(Ok(LlmEvent::Finished { reason, usage }));
+        }
+    }
+
+    /// The stream closed. Some servers close without `[DONE]`; a reported finish reason
+    /// suffices.
+    fn closed(&mut self) -> Result<LlmEvent, LlmError> {
+        match self.finish_reason.take() {
+            Some(reason) => Ok(LlmEvent::Finished {
+                reason,
+                usage: self.usage.take(),
+            }),
+            None => Err(LlmError::Dropped),
+        }
+    }
+
+    /// What one event's data brings.
+    fn read(&mut self, data: &str) -> Piece {
+        if data.is_empty() {
+            return Piece::Nothing;
+        }
+        if data == "[DONE]" {
+            let reason = self.finish_reason.take().unwrap_or_else(|| "stop".into());
+            let usage = self.usage.take();
+            return Piece::Last(Ok(LlmEvent::Finished { reason, usage }));
+        }
+        let chunk: StreamChunk = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                let detail = format!("a stream chunk is not valid JSON: {e}");
+                return Piece::Last(Err(LlmError::Malformed { detail }));
             }
-            let chunk: StreamChunk = match serde_json::from_str(data) {
-                Ok(chunk) => chunk,
-                Err(e) => {
-                    return self.end(Err(LlmError::Malformed {
-                        detail: format!("a stream chunk is not valid JSON: {e}"),
-                    }))
-                }
-            };
-            if let Some(error) = chunk.error {
-                let message = error
-                    .get("message")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| error.to_string());
-                let message =
-                    super::redact::redact(&message, self.scrub_key.as_ref().map(|k| k.expose()));
-                return self.end(Err(LlmError::Upstream { message }));
+        };
+        if let Some(error) = chunk.error {
+            let message = error
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+                .unwrap_or_else(|| error.to_string());
+            let key = self.scrub_key.as_ref().map(|k| k.expose());
+            let message = super::redact::redact(&message, key);
+            return Piece::Last(Err(LlmError::Upstream { message }));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
+        let mut text = String::new();
+        for choice in chunk.choices {
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
             }
-            if let Some(usage) = chunk.usage {
-                self.usage = Some(usage.into());
+            if let Some(content) = choice.delta.and_then(|d| d.content) {
+                text.push_str(&content);
             }
-            let mut text = String::new();
-            for choice in chunk.choices {
-                if let Some(reason) = choice.finish_reason {
-                    self.finish_reason = Some(reason);
-                }
-                if let Some(content) = choice.delta.and_then(|d| d.content) {
-                    text.push_str(&content);
-                }
-            }
-            if !text.is_empty() {
-                return Some((Ok(LlmEvent::Delta(text)), self));
-            }
+        }
+        match text.is_empty() {
+            true => Piece::Nothing,
+            false => Piece::Text(text),
         }
     }
 

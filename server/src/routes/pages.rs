@@ -70,64 +70,18 @@ impl Backend for PageBackend {
             session_id = Some(id.to_string());
             conversation = info;
         }
-        // The conversation it was forked from (its title, when it is still there).
-        let forked_from = match conversation.as_ref().and_then(|c| c.forked_from.as_ref()) {
-            None => None,
-            Some(origin) => {
-                let title = store
-                    .info(&origin.session_id)
-                    .await?
-                    .map_or_else(|| "a deleted conversation".to_owned(), |i| i.title);
-                Some(ConversationItem {
-                    session_id: origin.session_id.to_string(),
-                    agent_id: agent.id.clone(),
-                    title,
-                    updated_ms: 0,
-                })
-            }
-        };
-        let conversations = match &browser {
-            Some(b) => services
-                .histories
-                .list_owned(&crate::ops::browser::owner(b))
-                .await?
-                .into_iter()
-                .map(|info| ConversationItem {
-                    session_id: info.session_id.to_string(),
-                    agent_id: info.agent_id,
-                    // A conversation that so far only had commands has no title yet.
-                    title: if info.title.is_empty() {
-                        "New conversation".into()
-                    } else {
-                        info.title
-                    },
-                    updated_ms: info.updated_ms,
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let forked_from = self.forked_from(&agent, conversation.as_ref()).await?;
+        let conversations = self.sidebar(browser.as_ref()).await?;
         let first_index = stored - messages.len();
         let chosen = conversation.as_ref().and_then(|c| c.model.as_deref());
         let (model, provider) = services.models.label(&agent, chosen);
         let debug = query.debug && services.config.debug_panel;
         let tokens = debug.then(|| token_counter(services, &agent, chosen));
         Ok(ChatPageData::Ready(Box::new(ChatData {
-            agent: AgentInfo {
-                id: agent.id.clone(),
-                name: agent.name.clone(),
-                description: agent.description.clone(),
-                initial_messages_html: agent
-                    .initial_messages
-                    .iter()
-                    .map(|m| render_markdown(m))
-                    .collect(),
-                chat_prompts: agent.chat_prompts.clone(),
-            },
-            model: if model.is_empty() {
-                "no model configured".into()
-            } else {
-                model
-            },
+            agent: agent_info(&agent),
+            model: Some(model)
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "no model configured".into()),
             provider: provider.to_owned(),
             models: services.models.available(&agent),
             mirror: services.config.uses_mirror(),
@@ -142,18 +96,7 @@ impl Backend for PageBackend {
                 .as_ref()
                 .and_then(|c| c.last_turn.as_ref())
                 .and_then(|t| t.meter.clone()),
-            debug: debug.then(|| {
-                let info = services.debug_info(
-                    &agent,
-                    conversation.as_ref(),
-                    query.history_policy.as_deref(),
-                    query.history_length.as_deref(),
-                );
-                DebugView {
-                    first_sent: info.last_turn.as_ref().map(|t| t.history.first_sent_index),
-                    html: parlor_app::components::debug_panel::render(info, stored),
-                }
-            }),
+            debug: debug.then(|| self.debug_view(&agent, conversation.as_ref(), &query, stored)),
             max_context_bytes: services.config.max_context_bytes,
             summarized,
             forked_from,
@@ -193,6 +136,73 @@ pub async fn decide_chat_head(
 }
 
 impl PageBackend {
+    /// The conversation `conversation` was forked from (its title, when it is still there).
+    async fn forked_from(
+        &self,
+        agent: &Agent,
+        conversation: Option<&ConversationInfo>,
+    ) -> Result<Option<ConversationItem>, BackendError> {
+        let Some(origin) = conversation.and_then(|c| c.forked_from.as_ref()) else {
+            return Ok(None);
+        };
+        let store = &self.services.histories.for_agent(agent).store;
+        let title = store
+            .info(&origin.session_id)
+            .await?
+            .map_or_else(|| "a deleted conversation".to_owned(), |i| i.title);
+        Ok(Some(ConversationItem {
+            session_id: origin.session_id.to_string(),
+            agent_id: agent.id.clone(),
+            title,
+            updated_ms: 0,
+        }))
+    }
+
+    /// The sidebar: the conversations this browser started, newest first.
+    async fn sidebar(
+        &self,
+        browser: Option<&BrowserSession>,
+    ) -> Result<Vec<ConversationItem>, BackendError> {
+        let Some(browser) = browser else {
+            return Ok(Vec::new());
+        };
+        let owner = crate::ops::browser::owner(browser);
+        let owned = self.services.histories.list_owned(&owner).await?;
+        Ok(owned
+            .into_iter()
+            .map(|info| ConversationItem {
+                session_id: info.session_id.to_string(),
+                agent_id: info.agent_id,
+                // A conversation that so far only had commands has no title yet.
+                title: if info.title.is_empty() {
+                    "New conversation".into()
+                } else {
+                    info.title
+                },
+                updated_ms: info.updated_ms,
+            })
+            .collect())
+    }
+
+    /// The debug panel as the server renders it into the page.
+    fn debug_view(
+        &self,
+        agent: &Agent,
+        conversation: Option<&ConversationInfo>,
+        query: &ChatQuery,
+        stored: usize,
+    ) -> DebugView {
+        let info = self.services.debug_info(
+            agent,
+            conversation,
+            query.history_policy.as_deref(),
+            query.history_length.as_deref(),
+        );
+        DebugView {
+            first_sent: info.last_turn.as_ref().map(|t| t.history.first_sent_index),
+            html: parlor_app::components::debug_panel::render(info, stored),
+        }
+    }
     /// Whether the chat page for `query` exists for `browser`, and its agent's name:
     /// cheap (no messages read), so the page's head goes out first.
     async fn chat_head(
@@ -285,6 +295,21 @@ pub async fn older(
 /// Where the rolling summary ends (how many of the first stored messages it covers),
 /// when that end is among `messages`, which start at the stored position `first`; 0
 /// when it is not or when this agent's chain keeps no summary.
+/// The agent as the chat page shows it (its greeting rendered).
+fn agent_info(agent: &Agent) -> AgentInfo {
+    AgentInfo {
+        id: agent.id.clone(),
+        name: agent.name.clone(),
+        description: agent.description.clone(),
+        initial_messages_html: agent
+            .initial_messages
+            .iter()
+            .map(|m| render_markdown(m))
+            .collect(),
+        chat_prompts: agent.chat_prompts.clone(),
+    }
+}
+
 async fn summary_end(
     services: &Services,
     agent: &Agent,

@@ -111,78 +111,16 @@ fn validate(
             "must be 1-64 characters of letters, digits, '_' and '-'".into(),
         ));
     }
-    let BackendEntry {
-        kind,
-        url,
-        key_prefix,
-        max_turns,
-        ttl,
-        path,
-    } = &entry.backend;
+    let BackendEntry { max_turns, ttl, .. } = &entry.backend;
     let at_least_one = |field: &'static str, value: Option<i64>, unit: &str| match value {
         None => Ok(None),
         Some(n) if n >= 1 => Ok(Some(n as u64)),
         Some(n) => Err((field, format!("must be at least 1{unit} (got {n})"))),
     };
     let max_turns = at_least_one("backend.max_turns", *max_turns, "")?
-        .map(|n| NonZeroUsize::new(usize::try_from(n).unwrap_or(usize::MAX)).expect("n >= 1"));
+        .and_then(|n| NonZeroUsize::new(usize::try_from(n).unwrap_or(usize::MAX)));
     let ttl = at_least_one("backend.ttl", *ttl, " second")?.map(Duration::from_secs);
-    let only_for = |field: &'static str, present: bool, backend: &str| {
-        if present {
-            Err((field, format!("applies to the {backend} backend only")))
-        } else {
-            Ok(())
-        }
-    };
-    let backend = match kind.as_str() {
-        "memory" | "file" => {
-            only_for("backend.url", url.is_some(), "redis")?;
-            only_for("backend.key_prefix", key_prefix.is_some(), "redis")?;
-            only_for("backend.ttl", ttl.is_some(), "redis")?;
-            if kind == "memory" {
-                only_for("backend.path", path.is_some(), "file")?;
-                BackendSpec::Memory
-            } else {
-                BackendSpec::File {
-                    path: match path {
-                        Some(path) => path.clone(),
-                        None if id == DEFAULT_HISTORY => data_dir.to_owned(),
-                        None => data_dir.join("histories").join(id),
-                    },
-                }
-            }
-        }
-        "redis" => {
-            only_for("backend.path", path.is_some(), "file")?;
-            let Some(url) = url else {
-                return Err((
-                    "backend.url",
-                    "required for a redis history, e.g. \"redis://127.0.0.1:6379\"".into(),
-                ));
-            };
-            if !["redis://", "rediss://", "unix://", "redis+unix://"]
-                .iter()
-                .any(|scheme| url.starts_with(scheme))
-            {
-                return Err((
-                    "backend.url",
-                    format!("{url:?} is not a Redis URL (redis://, rediss:// or unix://)"),
-                ));
-            }
-            BackendSpec::Redis {
-                url: url.clone(),
-                key_prefix: key_prefix
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_KEY_PREFIX.into()),
-            }
-        }
-        other => {
-            return Err((
-                "backend.type",
-                format!("unknown backend {other:?} (allowed: memory, file, redis)"),
-            ))
-        }
-    };
+    let backend = backend_of(&entry.backend, id, data_dir)?;
     Ok(HistorySpec {
         id: id.to_owned(),
         backend,
@@ -193,6 +131,75 @@ fn validate(
             .clone()
             .filter(|s| !s.trim().is_empty()),
         declared_at: Some(entry_name(index, id)),
+    })
+}
+
+type Refusal = (&'static str, String);
+
+/// `field` is set though it applies to the `backend` backend only.
+fn only_for(field: &'static str, present: bool, backend: &str) -> Result<(), Refusal> {
+    match present {
+        true => Err((field, format!("applies to the {backend} backend only"))),
+        false => Ok(()),
+    }
+}
+
+/// Where a history keeps its conversations, checked field by field.
+fn backend_of(entry: &BackendEntry, id: &str, data_dir: &Path) -> Result<BackendSpec, Refusal> {
+    let BackendEntry {
+        kind,
+        url,
+        key_prefix,
+        ttl,
+        path,
+        ..
+    } = entry;
+    if kind.as_str() == "redis" {
+        only_for("backend.path", path.is_some(), "file")?;
+        return redis_backend(url.as_deref(), key_prefix.as_deref());
+    }
+    if !matches!(kind.as_str(), "memory" | "file") {
+        return Err((
+            "backend.type",
+            format!("unknown backend {kind:?} (allowed: memory, file, redis)"),
+        ));
+    }
+    only_for("backend.url", url.is_some(), "redis")?;
+    only_for("backend.key_prefix", key_prefix.is_some(), "redis")?;
+    only_for("backend.ttl", ttl.is_some(), "redis")?;
+    if kind == "memory" {
+        only_for("backend.path", path.is_some(), "file")?;
+        return Ok(BackendSpec::Memory);
+    }
+    Ok(BackendSpec::File {
+        path: match path {
+            Some(path) => path.clone(),
+            None if id == DEFAULT_HISTORY => data_dir.to_owned(),
+            None => data_dir.join("histories").join(id),
+        },
+    })
+}
+
+/// A Redis history's connection: its URL (required) and key prefix.
+fn redis_backend(url: Option<&str>, key_prefix: Option<&str>) -> Result<BackendSpec, Refusal> {
+    let Some(url) = url else {
+        return Err((
+            "backend.url",
+            "required for a redis history, e.g. \"redis://127.0.0.1:6379\"".into(),
+        ));
+    };
+    if !["redis://", "rediss://", "unix://", "redis+unix://"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+    {
+        return Err((
+            "backend.url",
+            format!("{url:?} is not a Redis URL (redis://, rediss:// or unix://)"),
+        ));
+    }
+    Ok(BackendSpec::Redis {
+        url: url.to_owned(),
+        key_prefix: key_prefix.unwrap_or(DEFAULT_KEY_PREFIX).to_owned(),
     })
 }
 
@@ -240,48 +247,7 @@ impl Histories {
     ) -> Result<Histories, OpenError> {
         let mut by_id = HashMap::new();
         for spec in specs {
-            let fail = |field: &'static str, message: String| OpenError {
-                history: spec.id.clone(),
-                declared: spec
-                    .declared_at
-                    .clone()
-                    .unwrap_or_else(|| "built in".into()),
-                field,
-                message,
-            };
-            let mut redis = None;
-            let store: Arc<dyn ConversationStore> = match &spec.backend {
-                BackendSpec::Memory => {
-                    tracing::warn!(
-                        "history {:?} keeps conversations in memory: they are lost when Parlor stops",
-                        spec.id
-                    );
-                    Arc::new(Measured::new(MemoryStore::new(spec.max_turns)))
-                }
-                BackendSpec::File { path } => Arc::new(Measured::new(
-                    FileStore::open(path, spec.max_turns, backup_retention).map_err(|e| {
-                        fail(
-                            "backend.path",
-                            format!("cannot open {}: {e}", path.display()),
-                        )
-                    })?,
-                )),
-                BackendSpec::Redis { url, key_prefix } => {
-                    let store = RedisStore::connect(RedisOptions {
-                        url: url.clone(),
-                        key_prefix: key_prefix.clone(),
-                        history_id: spec.id.clone(),
-                        max_turns: spec.max_turns,
-                        ttl: spec.ttl,
-                    })
-                    .await
-                    .map_err(|e| {
-                        fail("backend.url", format!("cannot reach Redis at {url}: {e}"))
-                    })?;
-                    redis = Some(store.shared());
-                    Arc::new(Measured::new(store))
-                }
-            };
+            let (store, redis) = open_store(spec, backup_retention).await?;
             tracing::info!("history {:?}: {}", spec.id, store.describe());
             by_id.insert(
                 spec.id.clone(),
@@ -405,6 +371,61 @@ impl Histories {
         ids.sort();
         ids
     }
+}
+
+/// Opens the store a history declares, and for Redis its connection (shared with other
+/// state, e.g. live sessions).
+async fn open_store(
+    spec: &HistorySpec,
+    backup_retention: usize,
+) -> Result<
+    (
+        Arc<dyn ConversationStore>,
+        Option<(redis::aio::ConnectionManager, String)>,
+    ),
+    OpenError,
+> {
+    let fail = |field: &'static str, message: String| OpenError {
+        history: spec.id.clone(),
+        declared: spec
+            .declared_at
+            .clone()
+            .unwrap_or_else(|| "built in".into()),
+        field,
+        message,
+    };
+    let mut redis = None;
+    let store: Arc<dyn ConversationStore> = match &spec.backend {
+        BackendSpec::Memory => {
+            tracing::warn!(
+                "history {:?} keeps conversations in memory: they are lost when Parlor stops",
+                spec.id
+            );
+            Arc::new(Measured::new(MemoryStore::new(spec.max_turns)))
+        }
+        BackendSpec::File { path } => Arc::new(Measured::new(
+            FileStore::open(path, spec.max_turns, backup_retention).map_err(|e| {
+                fail(
+                    "backend.path",
+                    format!("cannot open {}: {e}", path.display()),
+                )
+            })?,
+        )),
+        BackendSpec::Redis { url, key_prefix } => {
+            let store = RedisStore::connect(RedisOptions {
+                url: url.clone(),
+                key_prefix: key_prefix.clone(),
+                history_id: spec.id.clone(),
+                max_turns: spec.max_turns,
+                ttl: spec.ttl,
+            })
+            .await
+            .map_err(|e| fail("backend.url", format!("cannot reach Redis at {url}: {e}")))?;
+            redis = Some(store.shared());
+            Arc::new(Measured::new(store))
+        }
+    };
+    Ok((store, redis))
 }
 
 #[cfg(test)]

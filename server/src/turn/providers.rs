@@ -42,87 +42,98 @@ pub fn specs(
 ) -> Result<Vec<Provider>, ConfigFileError> {
     let mut providers: Vec<Provider> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
-        let fail = |field: &'static str, message: String| ConfigFileError::Field {
-            path: path.to_owned(),
-            entry: format!("context[{index}] (id {:?})", entry.id),
-            field,
-            message,
-        };
-        let id_chars = entry.id.chars().count();
-        if id_chars == 0 || id_chars > MAX_SOURCE_CHARS || entry.id.chars().any(char::is_control) {
-            return Err(fail(
-                "id",
-                format!("must be 1 to {MAX_SOURCE_CHARS} printable characters"),
-            ));
-        }
-        if providers.iter().any(|p| p.id == entry.id) {
-            return Err(fail("id", "duplicate id".into()));
-        }
-        let only = |field: &'static str, set: bool, kind: &str| {
-            if set {
-                Err(fail(field, format!("does not apply to kind {kind:?}")))
-            } else {
-                Ok(())
-            }
-        };
-        let kind = match entry.kind.as_str() {
-            "time" => {
-                only("path", entry.path.is_some(), "time")?;
-                only("max_bytes", entry.max_bytes.is_some(), "time")?;
-                match entry.time_zone.as_deref() {
-                    None => Kind::Time {
-                        zone: jiff::tz::TimeZone::system(),
-                        name: "system".into(),
-                    },
-                    Some(name) => Kind::Time {
-                        zone: jiff::tz::TimeZone::get(name).map_err(|_| {
-                            fail(
-                                "time_zone",
-                                format!(
-                                    "unknown time zone {name:?} (use an IANA name such as \
-                                     \"Europe/Paris\" or \"UTC\")"
-                                ),
-                            )
-                        })?,
-                        name: name.to_owned(),
-                    },
-                }
-            }
-            "file" => {
-                only("time_zone", entry.time_zone.is_some(), "file")?;
-                let file = entry
-                    .path
-                    .as_deref()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .ok_or_else(|| fail("path", "is required for kind \"file\"".into()))?;
-                let max_bytes = match entry.max_bytes {
-                    None => DEFAULT_MAX_BYTES,
-                    Some(n) if n >= 1 => n as u64,
-                    Some(n) => {
-                        return Err(fail("max_bytes", format!("must be at least 1 (got {n})")))
-                    }
-                };
-                let base = path.parent().unwrap_or(Path::new("."));
-                Kind::File {
-                    path: base.join(file),
-                    max_bytes,
-                }
-            }
-            other => {
-                return Err(fail(
-                    "kind",
-                    format!("unknown kind {other:?} (allowed: time, file)"),
-                ))
-            }
-        };
-        providers.push(Provider {
-            id: entry.id.clone(),
-            kind,
-            display: entry.display.unwrap_or(true),
-            save: entry.save.unwrap_or_default(),
-        });
+        let provider =
+            spec(entry, &providers, path).map_err(|(field, message)| ConfigFileError::Field {
+                path: path.to_owned(),
+                entry: format!("context[{index}] (id {:?})", entry.id),
+                field,
+                message,
+            })?;
+        providers.push(provider);
     }
     Ok(providers)
+}
+
+/// Why a provider entry is refused: the field, and what it must be.
+type Refusal = (&'static str, String);
+
+/// `field` is set though kind `kind` does not use it.
+fn only(field: &'static str, set: bool, kind: &str) -> Result<(), Refusal> {
+    match set {
+        true => Err((field, format!("does not apply to kind {kind:?}"))),
+        false => Ok(()),
+    }
+}
+
+/// One `[[context]]` entry, checked (`declared`: the entries before it; `path`: the file,
+/// which relative file paths start from).
+fn spec(
+    entry: &ContextProviderEntry,
+    declared: &[Provider],
+    path: &Path,
+) -> Result<Provider, Refusal> {
+    let id_chars = entry.id.chars().count();
+    if id_chars == 0 || id_chars > MAX_SOURCE_CHARS || entry.id.chars().any(char::is_control) {
+        let rule = format!("must be 1 to {MAX_SOURCE_CHARS} printable characters");
+        return Err(("id", rule));
+    }
+    if declared.iter().any(|p| p.id == entry.id) {
+        return Err(("id", "duplicate id".into()));
+    }
+    let kind = match entry.kind.as_str() {
+        "time" => time_kind(entry)?,
+        "file" => file_kind(entry, path)?,
+        other => {
+            let rule = format!("unknown kind {other:?} (allowed: time, file)");
+            return Err(("kind", rule));
+        }
+    };
+    Ok(Provider {
+        id: entry.id.clone(),
+        kind,
+        display: entry.display.unwrap_or(true),
+        save: entry.save.unwrap_or_default(),
+    })
+}
+
+/// The current time, in the entry's time zone (the system's when it names none).
+fn time_kind(entry: &ContextProviderEntry) -> Result<Kind, Refusal> {
+    only("path", entry.path.is_some(), "time")?;
+    only("max_bytes", entry.max_bytes.is_some(), "time")?;
+    let Some(name) = entry.time_zone.as_deref() else {
+        return Ok(Kind::Time {
+            zone: jiff::tz::TimeZone::system(),
+            name: "system".into(),
+        });
+    };
+    let zone = jiff::tz::TimeZone::get(name).map_err(|_| {
+        let rule = "use an IANA name such as \"Europe/Paris\" or \"UTC\"";
+        ("time_zone", format!("unknown time zone {name:?} ({rule})"))
+    })?;
+    Ok(Kind::Time {
+        zone,
+        name: name.to_owned(),
+    })
+}
+
+/// A file read at every turn, relative to the configuration file `path`.
+fn file_kind(entry: &ContextProviderEntry, path: &Path) -> Result<Kind, Refusal> {
+    only("time_zone", entry.time_zone.is_some(), "file")?;
+    let file = entry
+        .path
+        .as_deref()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| ("path", "is required for kind \"file\"".to_owned()))?;
+    let max_bytes = match entry.max_bytes {
+        None => DEFAULT_MAX_BYTES,
+        Some(n) if n >= 1 => n as u64,
+        Some(n) => return Err(("max_bytes", format!("must be at least 1 (got {n})"))),
+    };
+    let base = path.parent().unwrap_or(Path::new("."));
+    Ok(Kind::File {
+        path: base.join(file),
+        max_bytes,
+    })
 }
 
 impl Provider {

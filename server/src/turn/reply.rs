@@ -113,6 +113,20 @@ impl Reply {
         let Some((saved_info, outcome)) = unless_refused(details, reply).await else {
             return;
         };
+        self.complete(saved_info, outcome, text, model, started)
+            .await;
+    }
+
+    /// The reply has ended (`outcome`, with `text` from `model`): stores it, frees the
+    /// conversation, sends the last event and starts what runs after (the summarizer).
+    async fn complete(
+        mut self,
+        saved_info: Result<(), crate::store::StoreError>,
+        mut outcome: Outcome,
+        text: String,
+        model: Option<String>,
+        started: std::time::Instant,
+    ) {
         if let Err(e) = saved_info {
             tracing::error!(
                 "could not store the details of conversation {}: {e}",
@@ -121,7 +135,6 @@ impl Reply {
         }
         crate::ops::metrics::reply(started.elapsed().as_secs_f64());
         crate::ops::metrics::turn(outcome.label());
-        let mut outcome = outcome;
         if let Outcome::Finished(done) = &mut outcome {
             self.record_usage(done).await;
             // As the transcript counts every message: what it costs when sent again.

@@ -119,12 +119,15 @@ async fn chat_completions(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    recorder.authorizations.lock().expect("recorder lock").push(
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-    );
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    recorder
+        .authorizations
+        .lock()
+        .expect("recorder lock")
+        .push(authorization.clone());
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
@@ -134,11 +137,31 @@ async fn chat_completions(
         .lock()
         .expect("recorder lock")
         .push(request.clone());
+    let last_user = last_user_text(&request);
+    let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
+    let prompt_tokens = request.to_string().len() as u64 / 4;
+    if let Some(refused) = refusal(&recorder, authorization.as_deref(), &last_user).await {
+        return refused;
+    }
+    if request["stream"] != json!(true) {
+        let text = format!("Echo: {last_user}");
+        return Json(json!({
+            "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": usage(prompt_tokens, 3),
+        }))
+        .into_response();
+    }
+    let include_usage = request["stream_options"]["include_usage"] == json!(true);
+    let usage = include_usage.then_some(prompt_tokens);
+    sse(steps(&model, &last_user, usage))
+}
 
-    let last_user = request["messages"]
+/// The text of the last user message: a string, or the first text part of its content.
+fn last_user_text(request: &Value) -> String {
+    request["messages"]
         .as_array()
         .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
-        // A string, or content parts: the first text part is the user's own text.
         .and_then(|m| {
             m["content"].as_str().or_else(|| {
                 m["content"].as_array().and_then(|parts| {
@@ -150,108 +173,107 @@ async fn chat_completions(
             })
         })
         .unwrap_or_default()
-        .to_owned();
-    let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
-    let include_usage = request["stream_options"]["include_usage"] == json!(true);
-    let prompt_tokens = request.to_string().len() as u64 / 4;
+        .to_owned()
+}
 
+/// What the directives in the user's message make the fake do instead of answering: an
+/// error page echoing the credentials (`[echo-key]`), a status (`[status-N]`), one failure
+/// (`[fail-once]`), or no answer at all (`[hang]`).
+async fn refusal(
+    recorder: &Recorder,
+    authorization: Option<&str>,
+    last_user: &str,
+) -> Option<Response> {
     if last_user.contains("[echo-key]") {
         // A proxy's error page that echoes the start of the credentials it was given.
-        let authorization = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let token = authorization.trim_start_matches("Bearer ");
+        let token = authorization
+            .unwrap_or_default()
+            .trim_start_matches("Bearer ");
         let cut: String = token.chars().take(14).collect();
         let page = format!(
             "<html><body><h1>502 Bad Gateway</h1><p>upstream refused credentials {cut}…</p></body></html>"
         );
-        return (
-            StatusCode::BAD_GATEWAY,
-            [(header::CONTENT_TYPE, "text/html")],
-            page,
-        )
-            .into_response();
+        let html = [(header::CONTENT_TYPE, "text/html")];
+        return Some((StatusCode::BAD_GATEWAY, html, page).into_response());
     }
-    if let Some(code) = directive_status(&last_user) {
-        return openai_error(code, "The fake model was told to fail.");
+    if let Some(code) = directive_status(last_user) {
+        return Some(openai_error(code, "The fake model was told to fail."));
     }
     if last_user.contains("[fail-once]") {
-        let first_time = recorder
-            .failed_once
-            .lock()
-            .expect("recorder lock")
-            .insert(last_user.clone());
-        if first_time {
-            return openai_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The fake model is overloaded.",
-            );
+        let mut failed = recorder.failed_once.lock().expect("recorder lock");
+        if failed.insert(last_user.to_owned()) {
+            let overloaded = "The fake model is overloaded.";
+            return Some(openai_error(StatusCode::SERVICE_UNAVAILABLE, overloaded));
         }
     }
     if last_user.contains("[hang]") {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
-    if request["stream"] != json!(true) {
-        let text = format!("Echo: {last_user}");
-        return Json(json!({
-            "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": usage(prompt_tokens, 3),
-        }))
-        .into_response();
-    }
+    None
+}
 
-    let events: Vec<Step> = if last_user.contains("[malformed]") {
-        vec![
-            Step::Data(chunk(&model, Some("Hello"), None)),
+/// The streamed reply to `last_user`: a fault it asks for (`[malformed]`, `[drop]`,
+/// `[stall]`), paced words, or an echo (with usage for `prompt_tokens` when asked).
+fn steps(model: &str, last_user: &str, prompt_tokens: Option<u64>) -> Vec<Step> {
+    if last_user.contains("[malformed]") {
+        return vec![
+            Step::Data(chunk(model, Some("Hello"), None)),
             Step::Raw("data: {this is not json\n\n".into()),
-        ]
-    } else if last_user.contains("[drop]") {
-        vec![
-            Step::Data(chunk(&model, Some("Partial "), None)),
-            Step::Data(chunk(&model, Some("reply"), None)),
+        ];
+    }
+    if last_user.contains("[drop]") {
+        return vec![
+            Step::Data(chunk(model, Some("Partial "), None)),
+            Step::Data(chunk(model, Some("reply"), None)),
             Step::Pause(Duration::from_millis(50)),
             Step::Cut,
-        ]
-    } else if last_user.contains("[stall]") {
-        vec![
-            Step::Data(chunk(&model, Some("Waiting"), None)),
+        ];
+    }
+    if last_user.contains("[stall]") {
+        return vec![
+            Step::Data(chunk(model, Some("Waiting"), None)),
             Step::Pause(Duration::from_secs(3600)),
-        ]
-    } else if let Some((count, pause)) = paced_words(&last_user) {
+        ];
+    }
+    if let Some((count, pause)) = paced_words(last_user) {
         let mut steps = Vec::new();
         for i in 0..count {
-            steps.push(Step::Data(chunk(&model, Some(&format!("word{i} ")), None)));
+            steps.push(Step::Data(chunk(model, Some(&format!("word{i} ")), None)));
             steps.push(Step::Pause(pause));
         }
-        steps.push(Step::Data(chunk(&model, None, Some("stop"))));
+        steps.push(Step::Data(chunk(model, None, Some("stop"))));
         steps.push(Step::Raw("data: [DONE]\n\n".into()));
-        steps
-    } else {
-        let text = format!("Echo: {last_user}");
-        let pieces: Vec<&str> = text.split_inclusive(' ').collect();
-        let mut steps: Vec<Step> = pieces
-            .chunks(2)
-            .map(|c| Step::Data(chunk(&model, Some(&c.concat()), None)))
-            .collect();
-        steps.push(Step::Data(chunk(&model, None, Some("stop"))));
-        if include_usage {
-            let completion = pieces.len() as u64;
-            let mut usage = usage(prompt_tokens, completion);
-            if last_user.contains("[cached]") {
-                usage["prompt_tokens_details"] = json!({"cached_tokens": prompt_tokens / 2});
-            }
-            steps.push(Step::Data(json!({
-                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
-                "choices": [], "usage": usage,
-            })));
-        }
-        steps.push(Step::Raw("data: [DONE]\n\n".into()));
-        steps
-    };
+        return steps;
+    }
+    echo(model, last_user, prompt_tokens)
+}
 
-    let stream = futures::stream::iter(events).then(|step| async move {
+/// "Echo: <text>", two words a chunk, then the usage when asked for.
+fn echo(model: &str, last_user: &str, prompt_tokens: Option<u64>) -> Vec<Step> {
+    let text = format!("Echo: {last_user}");
+    let pieces: Vec<&str> = text.split_inclusive(' ').collect();
+    let mut steps: Vec<Step> = pieces
+        .chunks(2)
+        .map(|c| Step::Data(chunk(model, Some(&c.concat()), None)))
+        .collect();
+    steps.push(Step::Data(chunk(model, None, Some("stop"))));
+    if let Some(prompt_tokens) = prompt_tokens {
+        let mut usage = usage(prompt_tokens, pieces.len() as u64);
+        if last_user.contains("[cached]") {
+            usage["prompt_tokens_details"] = json!({"cached_tokens": prompt_tokens / 2});
+        }
+        steps.push(Step::Data(json!({
+            "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+            "choices": [], "usage": usage,
+        })));
+    }
+    steps.push(Step::Raw("data: [DONE]\n\n".into()));
+    steps
+}
+
+/// Plays `steps` as a server-sent event stream.
+fn sse(steps: Vec<Step>) -> Response {
+    let stream = futures::stream::iter(steps).then(|step| async move {
         match step {
             Step::Data(value) => Ok(Bytes::from(format!("data: {value}\n\n"))),
             Step::Raw(text) => Ok(Bytes::from(text)),
