@@ -2,8 +2,8 @@
 //! how saved entries get their timestamps, and which messages a query returns. The MCP
 //! tools (`parlor mcp`) apply them to a file history.
 
+use crate::conversation_id::ConversationId;
 use crate::message::{Message, Role};
-use crate::session::SessionId;
 
 /// The longest folder name a mapped dialog name gets.
 pub const MAX_DIALOG_CHARS: usize = 64;
@@ -20,11 +20,11 @@ pub enum DialogNameError {
 /// characters a session id cannot hold become `_`, runs of whitespace `-`; leading dots
 /// become `_`; cut to 64 characters and lowercased; empty means `default`. The same name
 /// always reaches the same folder. `.` and `..` are refused.
-pub fn dialog_folder(name: &str) -> Result<SessionId, DialogNameError> {
+pub fn dialog_folder(name: &str) -> Result<ConversationId, DialogNameError> {
     if name == "." || name == ".." {
         return Err(DialogNameError::Escapes(name.to_owned()));
     }
-    if let Ok(id) = SessionId::parse(name) {
+    if let Ok(id) = ConversationId::parse(name) {
         return Ok(id);
     }
     let mut out = String::new();
@@ -50,7 +50,7 @@ pub fn dialog_folder(name: &str) -> Result<SessionId, DialogNameError> {
         "" => return Err(DialogNameError::Escapes(name.to_owned())),
         rest => format!("{}{rest}", "_".repeat(usize::from(out.starts_with('.')))),
     };
-    SessionId::parse(&out).map_err(|_| DialogNameError::Escapes(name.to_owned()))
+    ConversationId::parse(&out).map_err(|_| DialogNameError::Escapes(name.to_owned()))
 }
 
 /// One message to save: a `ts` when the client gave one.

@@ -10,6 +10,7 @@ pub mod chain;
 pub mod command;
 pub mod context;
 pub mod conversation;
+pub mod conversation_id;
 pub mod dialog;
 pub mod event;
 pub mod history;
@@ -20,13 +21,13 @@ pub mod message;
 pub mod meter;
 pub mod mirror;
 pub mod plan;
-pub mod session;
 pub mod settings;
 pub mod summary;
 pub mod transfer;
 pub mod turn;
 
 pub use agent::{Agent, AgentTemplate, LlmNode, TemplateWarning};
+pub use conversation_id::{ConversationId, ConversationIdError};
 pub use event::{
     ApiError, ChatEvent, ChatRequest, ChatRequestError, DebugInfo, DoneEvent, HistoryReport,
     MarkReply, MarkRequest, MarksReport, MetaEvent, Rendered, SettingsReport, TurnReport, Usage,
@@ -34,5 +35,4 @@ pub use event::{
 };
 pub use history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy, Trimmed};
 pub use message::{Message, MessageMeta, ReplyStatus, Role, SendMark};
-pub use session::{SessionId, SessionIdError};
 pub use settings::{HistorySettings, Resolved, SettingSource};

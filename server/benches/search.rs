@@ -5,7 +5,7 @@
 //! median and the 99th percentile of 100 searches.
 
 use fake_llm::redis_server::RedisServer;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use parlor_server::conversation::search_owned;
 use parlor_server::store::histories::Histories;
 use parlor_server::store::{
@@ -40,7 +40,7 @@ fn message(c: usize, m: usize) -> Message {
 
 async fn fill(store: &dyn ConversationStore, owner: &str) {
     for c in 0..CONVERSATIONS {
-        let id = SessionId::parse(&format!("bench{c:05}")).expect("session id");
+        let id = ConversationId::parse(&format!("bench{c:05}")).expect("session id");
         let mut messages: Vec<Message> = (0..MESSAGES).map(|m| message(c, m)).collect();
         for message in &mut messages {
             message.ensure_id();

@@ -7,7 +7,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use fake_llm::redis_server::RedisServer;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use parlor_server::store::{ConversationStore, FileStore, MemoryStore, RedisOptions, RedisStore};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ fn bench_stores(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let redis = RedisServer::start().expect("redis-server (scripts/setup.sh test installs it)");
     let dir = tempfile::tempdir().unwrap();
-    let id = SessionId::parse("bench").unwrap();
+    let id = ConversationId::parse("bench").unwrap();
     let messages: Vec<Message> = (0..SIZES[2]).map(message).collect();
 
     for size in SIZES {

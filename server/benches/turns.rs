@@ -7,7 +7,7 @@
 //! `meta`, the work before the model call) and until its reply is stored.
 
 use fake_llm::redis_server::RedisServer;
-use parlor_domain::{ChatEvent, Message, SessionId};
+use parlor_domain::{ChatEvent, ConversationId, Message};
 use parlor_server::config::agents::AgentCatalog;
 use parlor_server::config::Config;
 use parlor_server::store::ConversationInfo;
@@ -44,7 +44,7 @@ async fn measure(backend: &str, vars: Vec<(String, String)>) {
     let agent = services.agents.get("concise").expect("the concise agent");
     let history = services.histories.for_agent(&agent).clone();
     for size in SIZES {
-        let id = SessionId::parse(&format!("grow{size}")).expect("id");
+        let id = ConversationId::parse(&format!("grow{size}")).expect("id");
         let messages: Vec<Message> = (0..size).map(message).collect();
         for chunk in messages.chunks(10_000) {
             history.store.append(&id, chunk).await.expect("fill");

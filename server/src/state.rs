@@ -11,7 +11,7 @@ use leptos::config::LeptosOptions;
 use parlor_domain::chain::Chain;
 use parlor_domain::plan::agent_ceiling;
 use parlor_domain::settings::SettingInputs;
-use parlor_domain::{Agent, DebugInfo, HistorySettings, SessionId, SettingsReport};
+use parlor_domain::{Agent, ConversationId, DebugInfo, HistorySettings, SettingsReport};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -32,7 +32,7 @@ pub struct Services {
     /// The operator's context providers (`[[context]]`).
     pub providers: crate::turn::providers::Providers,
     /// Conversations (history id, session) with a reply being written right now.
-    pub busy: Mutex<HashSet<(String, SessionId)>>,
+    pub busy: Mutex<HashSet<(String, ConversationId)>>,
     /// The processors after the policy step, for agents without their own.
     pub chain: Chain,
     pub limits: Limits,
@@ -185,7 +185,7 @@ impl Services {
     }
 
     /// Marks a conversation busy until the returned guard is dropped; `None` if it already is.
-    pub fn claim(self: &Arc<Self>, history: &str, id: &SessionId) -> Option<BusyGuard> {
+    pub fn claim(self: &Arc<Self>, history: &str, id: &ConversationId) -> Option<BusyGuard> {
         let key = (history.to_owned(), id.clone());
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         busy.insert(key.clone()).then(|| BusyGuard {
@@ -198,7 +198,7 @@ impl Services {
 
 pub struct BusyGuard {
     services: Arc<Services>,
-    key: (String, SessionId),
+    key: (String, ConversationId),
     /// The lock shared with other processes, for stores they share (Redis).
     shared: Option<crate::store::ReplyLock>,
 }
@@ -232,13 +232,13 @@ impl Drop for BusyGuard {
 /// debug panel).
 #[derive(Default)]
 pub struct Summarizers {
-    pub(crate) running: Mutex<HashSet<(String, SessionId)>>,
-    failures: Mutex<HashMap<(String, SessionId), String>>,
+    pub(crate) running: Mutex<HashSet<(String, ConversationId)>>,
+    failures: Mutex<HashMap<(String, ConversationId), String>>,
 }
 
 impl Summarizers {
     /// Why the last run for the conversation failed, if it did.
-    pub fn failure(&self, history: &str, id: &SessionId) -> Option<String> {
+    pub fn failure(&self, history: &str, id: &ConversationId) -> Option<String> {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -246,7 +246,7 @@ impl Summarizers {
             .cloned()
     }
 
-    pub(crate) fn record(&self, key: (String, SessionId), result: Option<String>) {
+    pub(crate) fn record(&self, key: (String, ConversationId), result: Option<String>) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Some(error) => failures.insert(key, error),

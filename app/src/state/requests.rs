@@ -214,7 +214,7 @@ impl ChatState {
 
     /// The conversation a turn's `meta` names becomes the page's (a new one goes to the top
     /// of the sidebar, titled by its first message); the one shown moves to the top.
-    pub(super) fn adopt_session(&self, session_id: &str, first_text: Option<&str>) {
+    pub(super) fn adopt_conversation(&self, session_id: &str, first_text: Option<&str>) {
         if self.session_id.get_untracked().as_deref() == Some(session_id) {
             let shown = self
                 .conversations
@@ -280,12 +280,12 @@ mod tests {
         state
             .conversations
             .set(vec![item("a", "First"), item("b", "Second")]);
-        state.adopt_session("b", Some("ignored"));
+        state.adopt_conversation("b", Some("ignored"));
         assert_eq!(
             sidebar(&state),
             [("b".into(), "Second".into()), ("a".into(), "First".into())]
         );
-        state.adopt_session("c", None);
+        state.adopt_conversation("c", None);
         assert_eq!(state.session_id.get_untracked().as_deref(), Some("c"));
         assert_eq!(sidebar(&state)[0], ("c".into(), "New conversation".into()));
     }

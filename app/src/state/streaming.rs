@@ -177,7 +177,7 @@ impl TurnView {
     fn meta(self, meta: PageMeta) {
         let state = self.state;
         let first_text = self.user_text.get_value();
-        state.adopt_session(&meta.session_id, first_text.as_deref());
+        state.adopt_conversation(&meta.session_id, first_text.as_deref());
         state.model.set(meta.model.clone());
         state.provider.set(meta.provider.clone());
         self.stored_after.set_value(meta.history.messages_stored);

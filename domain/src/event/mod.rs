@@ -5,8 +5,8 @@
 
 use crate::command::{parse_command, Parsed};
 use crate::context::{ContextEntry, ContextError, ContextReport};
+use crate::conversation_id::{ConversationId, ConversationIdError};
 pub use crate::meter::Usage;
-use crate::session::{SessionId, SessionIdError};
 use crate::settings::SettingSource;
 use serde::{Deserialize, Serialize};
 
@@ -370,7 +370,7 @@ mod tests {
         let ok = request(r#"{"session_id": "abc", "message": "hi"}"#)
             .validate(10)
             .unwrap();
-        assert_eq!(ok.session_id, Some(SessionId::parse("abc").unwrap()));
+        assert_eq!(ok.session_id, Some(ConversationId::parse("abc").unwrap()));
         assert_eq!(ok.message.as_deref(), Some("hi"));
         let empty_id = request(r#"{"session_id": "", "message": "hi"}"#)
             .validate(10)
@@ -400,7 +400,7 @@ mod tests {
             ),
             (
                 r#"{"session_id": "../x", "message": "hi"}"#,
-                ChatRequestError::SessionId(SessionIdError::BadCharacter),
+                ChatRequestError::ConversationId(ConversationIdError::BadCharacter),
             ),
             (
                 r#"{"session_id": "abc", "regenerate": true, "context": [{"source": "s", "blocks": [{"type": "text", "text": "t"}]}]}"#,

@@ -34,7 +34,7 @@ pub struct ChatRequest {
 pub struct ValidChatRequest {
     /// The conversation to continue; `None` (absent or empty in the body) lets the cookie or
     /// a new conversation decide.
-    pub session_id: Option<SessionId>,
+    pub session_id: Option<ConversationId>,
     /// The new message, or `None` to regenerate the reply to the last one.
     pub message: Option<String>,
     pub new_conversation: bool,
@@ -48,7 +48,7 @@ pub struct ValidChatRequest {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ChatRequestError {
     #[error("{0}")]
-    SessionId(#[from] SessionIdError),
+    ConversationId(#[from] ConversationIdError),
     #[error("send either a message or \"regenerate\": true, not both")]
     MessageAndRegenerate,
     #[error("regenerate needs a session_id")]
@@ -75,7 +75,7 @@ impl ChatRequest {
     pub fn validate(self, max_message_chars: usize) -> Result<ValidChatRequest, ChatRequestError> {
         let session_id = match self.session_id.as_deref() {
             None | Some("") => None,
-            Some(raw) => Some(SessionId::parse(raw)?),
+            Some(raw) => Some(ConversationId::parse(raw)?),
         };
         let message = match (self.message, self.regenerate) {
             (Some(_), true) => return Err(ChatRequestError::MessageAndRegenerate),

@@ -3,9 +3,9 @@ use super::*;
 use crate::chain::{Chain, EstimatedTokens, ModelLimits};
 use crate::context::{Block, Save};
 use crate::conversation::apply_edits;
+use crate::conversation_id::ConversationId;
 use crate::history::{HistoryLength, HistoryPolicy};
 use crate::message::SendMark;
-use crate::session::SessionId;
 use proptest::prelude::*;
 use std::num::NonZeroU32;
 
@@ -14,7 +14,7 @@ fn settings(policy: HistoryPolicy, length: i64) -> HistorySettings {
 }
 
 fn info() -> ConversationInfo {
-    ConversationInfo::bare(&SessionId::from_random(7), Some(1))
+    ConversationInfo::bare(&ConversationId::from_random(7), Some(1))
 }
 
 fn entry(text: &str, save: Save) -> ContextEntry {

@@ -3,7 +3,7 @@
 use crate::store::histories::DEFAULT_HISTORY;
 use crate::store::ConversationStore;
 use clap::{Parser, Subcommand};
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 use std::fmt::Write;
 
 mod store;
@@ -396,7 +396,7 @@ fn stats_report(
 /// when it has messages; `None` when there is no such conversation.
 async fn info_or_bare(
     store: &dyn ConversationStore,
-    id: &SessionId,
+    id: &ConversationId,
 ) -> Result<Option<crate::store::ConversationInfo>, CliError> {
     if let Some(info) = store.info(id).await? {
         return Ok(Some(info));

@@ -3,7 +3,7 @@
 use super::{info_or_bare, stats_report, CliError, StoreCommand, Target};
 use crate::store::histories::Histories;
 use crate::store::ConversationStore;
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 use std::fmt::Write;
 
 /// Runs a store command; its output, or a message saying what was wrong.
@@ -51,8 +51,8 @@ impl StoreCli<'_> {
     }
 
     /// The store and conversation a command names.
-    fn target(&self, target: &Target) -> Result<(Store, SessionId), CliError> {
-        let id = SessionId::parse(&target.session).map_err(|e| {
+    fn target(&self, target: &Target) -> Result<(Store, ConversationId), CliError> {
+        let id = ConversationId::parse(&target.session).map_err(|e| {
             CliError::Usage(format!("{:?} is not a session id: {e}", target.session))
         })?;
         Ok((self.store_of(&target.history)?, id))

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use parlor_domain::conversation::longest_retention;
 use parlor_domain::message::title_of;
 use parlor_domain::transfer::{self, Export, ImportError};
-use parlor_domain::{Message, Role, SessionId};
+use parlor_domain::{ConversationId, Message, Role};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -90,8 +90,8 @@ pub struct Hit {
 }
 
 /// A new conversation's id: unguessable.
-pub(crate) fn new_session_id() -> SessionId {
-    SessionId::from_random(uuid::Uuid::new_v4().as_u128())
+pub(crate) fn new_conversation_id() -> ConversationId {
+    ConversationId::from_random(uuid::Uuid::new_v4().as_u128())
 }
 
 /// A new conversation of the same agent and browser with the messages of `info`'s up to
@@ -123,7 +123,7 @@ pub async fn fork(
         title_of(&format!("Fork of {}", info.title))
     };
     let fork = ConversationInfo {
-        session_id: new_session_id(),
+        session_id: new_conversation_id(),
         agent_id: info.agent_id.clone(),
         owner: info.owner.clone(),
         title,
@@ -215,7 +215,7 @@ pub async fn delete(
 async fn claim(
     services: &Arc<Services>,
     history: &History,
-    id: &SessionId,
+    id: &ConversationId,
 ) -> Result<crate::state::BusyGuard, ConversationError> {
     let mut busy = services
         .claim(&history.id, id)
@@ -255,7 +255,7 @@ pub async fn import(
     let now = now_ms();
     let imported = transfer::parse_import(text, now)?;
     let info = ConversationInfo {
-        session_id: new_session_id(),
+        session_id: new_conversation_id(),
         agent_id: agent_id.to_owned(),
         owner,
         title: clean_title(&imported.title).unwrap_or_else(|_| title_of(&imported.title)),

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use parlor_domain::summary::{
     flat, fold, mirror_summary, parse_model_summary, Covers, SUMMARIZER_PROMPT,
 };
-use parlor_domain::{Agent, Message, SessionId};
+use parlor_domain::{Agent, ConversationId, Message};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -47,7 +47,7 @@ pub enum SummarizeError {
 /// Marks a conversation's summarizer as running in this process until dropped.
 struct Running<'a> {
     summarizers: &'a Summarizers,
-    key: (String, SessionId),
+    key: (String, ConversationId),
 }
 
 impl Drop for Running<'_> {
@@ -66,7 +66,7 @@ pub async fn bring_up_to_date(
     services: &Services,
     history: &History,
     agent: &Agent,
-    id: &SessionId,
+    id: &ConversationId,
     chosen_model: Option<&str>,
     first_sent: usize,
 ) -> Result<Outcome, SummarizeError> {
@@ -92,7 +92,7 @@ async fn run(
     services: &Services,
     history: &History,
     agent: &Agent,
-    id: &SessionId,
+    id: &ConversationId,
     chosen_model: Option<&str>,
     first_sent: usize,
 ) -> Result<Outcome, SummarizeError> {
@@ -132,7 +132,7 @@ async fn run(
 /// summary written in between is never overwritten).
 pub(crate) async fn update<F, Fut>(
     store: &dyn ConversationStore,
-    id: &SessionId,
+    id: &ConversationId,
     first_sent: usize,
     ask: F,
 ) -> Result<Outcome, SummarizeError>
@@ -220,7 +220,7 @@ pub fn spawn_after_reply(
     services: &Arc<Services>,
     history: &Arc<History>,
     agent: &Arc<Agent>,
-    id: SessionId,
+    id: ConversationId,
     chosen_model: Option<String>,
     first_sent: usize,
 ) {

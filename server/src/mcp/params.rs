@@ -3,7 +3,7 @@
 
 use super::ToolError;
 use parlor_domain::dialog::{dialog_folder, stamp, Entry};
-use parlor_domain::{Message, MessageMeta, Role, SessionId};
+use parlor_domain::{ConversationId, Message, MessageMeta, Role};
 use rmcp::schemars;
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,7 +105,7 @@ pub struct RestoreParams {
     pub project_root: Option<String>,
 }
 
-pub(super) fn folder(dialog: &str) -> Result<SessionId, ToolError> {
+pub(super) fn folder(dialog: &str) -> Result<ConversationId, ToolError> {
     dialog_folder(dialog).map_err(|e| ToolError(e.to_string()))
 }
 

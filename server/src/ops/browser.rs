@@ -145,15 +145,15 @@ pub fn owner(browser: &BrowserSession) -> String {
 /// every chat response. A request without `session_id` continues it (see `turn::start`).
 pub const CHAT_COOKIE: &str = "parlor_chat";
 
-pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::SessionId> {
+pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::ConversationId> {
     jar.get(CHAT_COOKIE)
         .map(|c| c.value())
         .filter(|v| !v.is_empty())
-        .and_then(|v| parlor_domain::SessionId::parse(v).ok())
+        .and_then(|v| parlor_domain::ConversationId::parse(v).ok())
 }
 
 /// The `Set-Cookie` value naming `id` as the current conversation (30 days, chat API only).
-pub fn chat_cookie(id: &parlor_domain::SessionId, secure: bool) -> Option<HeaderValue> {
+pub fn chat_cookie(id: &parlor_domain::ConversationId, secure: bool) -> Option<HeaderValue> {
     set_cookie(CHAT_COOKIE, id.to_string(), "/api/chat", 30, secure)
 }
 

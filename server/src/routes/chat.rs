@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use futures::StreamExt;
 use parlor_domain::context::Block;
-use parlor_domain::{ChatEvent, ChatRequest, SessionId};
+use parlor_domain::{ChatEvent, ChatRequest, ConversationId};
 use std::convert::Infallible;
 
 #[utoipa::path(
@@ -89,7 +89,7 @@ pub async fn post_chat(
 /// The turn as a server-sent event stream (`meta` first), naming its conversation in the
 /// `parlor_chat` cookie.
 fn stream(turn: Turn, secure_cookie: bool) -> Response {
-    let chat_cookie = SessionId::parse(&turn.meta.session_id)
+    let chat_cookie = ConversationId::parse(&turn.meta.session_id)
         .ok()
         .and_then(|id| browser::chat_cookie(&id, secure_cookie));
     let meta = futures::stream::once(async move { ChatEvent::Meta(Box::new(turn.meta)) });

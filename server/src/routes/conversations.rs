@@ -15,7 +15,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
-use parlor_domain::{Agent, SessionId};
+use parlor_domain::{Agent, ConversationId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ pub(super) async fn visible(
         .agents
         .get(agent_id)
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
-    let id = SessionId::parse(session_id)?;
+    let id = ConversationId::parse(session_id)?;
     let history = services.histories.for_agent(&agent).clone();
     let info = history
         .store

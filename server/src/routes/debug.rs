@@ -12,7 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
-use parlor_domain::{DebugInfo, SessionId};
+use parlor_domain::{ConversationId, DebugInfo};
 
 #[utoipa::path(
     get,
@@ -52,7 +52,7 @@ pub async fn get_debug(
     let conversation = match first_value(&query, "session_id").filter(|s| !s.is_empty()) {
         None => None,
         Some(raw) => {
-            let id = SessionId::parse(raw)?;
+            let id = ConversationId::parse(raw)?;
             let info = store
                 .info(&id)
                 .await

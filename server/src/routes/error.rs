@@ -53,8 +53,8 @@ impl From<ChatRequestError> for ApiError {
     }
 }
 
-impl From<parlor_domain::SessionIdError> for ApiError {
-    fn from(e: parlor_domain::SessionIdError) -> Self {
+impl From<parlor_domain::ConversationIdError> for ApiError {
+    fn from(e: parlor_domain::ConversationIdError) -> Self {
         ApiError::bad_request(e.to_string())
     }
 }

@@ -10,7 +10,7 @@ use parlor_app::api::{
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
 use parlor_domain::chain::TokenCounter;
 use parlor_domain::markdown::render_markdown;
-use parlor_domain::{Agent, Message, Role, SessionId};
+use parlor_domain::{Agent, ConversationId, Message, Role};
 use std::sync::Arc;
 
 impl From<crate::store::StoreError> for BackendError {
@@ -227,8 +227,8 @@ impl PageBackend {
         agent: &Agent,
         raw: &str,
         browser: Option<&BrowserSession>,
-    ) -> Result<Option<(SessionId, Option<ConversationInfo>)>, BackendError> {
-        let Ok(id) = SessionId::parse(raw) else {
+    ) -> Result<Option<(ConversationId, Option<ConversationInfo>)>, BackendError> {
+        let Ok(id) = ConversationId::parse(raw) else {
             return Ok(None);
         };
         let store = &self.services.histories.for_agent(agent).store;
@@ -248,7 +248,7 @@ impl PageBackend {
 pub async fn older(
     services: &Services,
     agent: &Agent,
-    id: &SessionId,
+    id: &ConversationId,
     info: &ConversationInfo,
     before: usize,
     before_id: &str,
@@ -313,7 +313,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
 async fn summary_end(
     services: &Services,
     agent: &Agent,
-    id: &SessionId,
+    id: &ConversationId,
     first: usize,
     messages: &[Message],
 ) -> Result<usize, StoreError> {

@@ -33,7 +33,7 @@ use super::{Stats, StoreError};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -59,12 +59,12 @@ pub struct FileStore {
     root: PathBuf,
     max_turns: MaxTurns,
     backup_retention: usize,
-    locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
     /// Every conversation, with what a browser's list shows of those a browser owns (see
     /// [`Indexed`]; the whole details are read from disk when asked for), read once at
     /// startup and kept in step with every write, so listing a browser's conversations
     /// never scans the folder and memory stays small per conversation.
-    infos: Mutex<HashMap<SessionId, Indexed>>,
+    infos: Mutex<HashMap<ConversationId, Indexed>>,
     /// Bounds the file operations in flight by the blocking threads they hold (one each,
     /// three for a new dialog): thousands of streams would otherwise start hundreds of
     /// threads (memory).
@@ -99,7 +99,7 @@ impl FileStore {
         })
     }
 
-    fn dialog(&self, id: &SessionId) -> Dialog {
+    fn dialog(&self, id: &ConversationId) -> Dialog {
         Dialog {
             dir: dialog_dir(&self.root, id),
             max_turns: self.max_turns,
@@ -110,14 +110,14 @@ impl FileStore {
 
 /// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
 /// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
-/// characters cannot occur. The check below keeps that true whatever `SessionId` allows.
-fn dialog_dir(root: &Path, id: &SessionId) -> PathBuf {
+/// characters cannot occur. The check below keeps that true whatever `ConversationId` allows.
+fn dialog_dir(root: &Path, id: &ConversationId) -> PathBuf {
     let name = id.as_str();
     assert!(
         !name.starts_with('.')
             && !name.contains(['/', '\\'])
             && !name.chars().any(char::is_control),
-        "SessionId guarantees a safe folder name"
+        "ConversationId guarantees a safe folder name"
     );
     root.join(name)
 }
@@ -153,29 +153,29 @@ impl ConversationStore for FileStore {
         "file"
     }
 
-    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+    async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
         self.locked(id, |d| d.read_messages()).await
     }
 
-    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+    async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         Ok(self.load_tail_sized(id, count).await?.0)
     }
 
     async fn load_tail_sized(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         count: usize,
     ) -> Result<(Tail, usize), StoreError> {
         self.locked(id, move |d| d.read_tail(count)).await
     }
 
-    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let messages = messages.to_vec();
         self.locked(id, move |d| d.append_with(|_| messages).map(drop))
             .await
     }
 
-    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let mut messages = messages.to_vec();
         cap(&mut messages, self.max_turns);
         self.locked(id, move |d| {
@@ -185,13 +185,13 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+    async fn version(&self, id: &ConversationId) -> Result<u64, StoreError> {
         self.locked(id, |d| d.version()).await
     }
 
     async fn put_summary_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         version: u64,
         summary: &serde_json::Value,
     ) -> Result<bool, StoreError> {
@@ -209,7 +209,7 @@ impl ConversationStore for FileStore {
 
     async fn truncate_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         keep: usize,
         total: usize,
         last: &Message,
@@ -229,7 +229,7 @@ impl ConversationStore for FileStore {
 
     async fn append_stamped(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         make: super::StampedMessages,
     ) -> Result<usize, StoreError> {
         let max_turns = self.max_turns;
@@ -244,7 +244,7 @@ impl ConversationStore for FileStore {
 
     async fn prune(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError> {
@@ -260,7 +260,7 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn summary(&self, id: &ConversationId) -> Result<Option<serde_json::Value>, StoreError> {
         self.locked(id, |d| match std::fs::read_to_string(d.dir.join(SUMMARY)) {
             Ok(text) => Ok(parlor_domain::summary::read_summary(&text)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -271,7 +271,7 @@ impl ConversationStore for FileStore {
 
     async fn put_summary(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
         let text = summary.to_string();
@@ -283,7 +283,7 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.locked(id, |d| {
             let summary = d.dir.join(SUMMARY);
             if !d.messages_path().exists() && !summary.exists() {
@@ -303,7 +303,7 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         let backup = self
             .locked(id, |d| {
                 let files = [d.messages_path(), d.dir.join(SUMMARY), d.dir.join(INFO)];
@@ -327,7 +327,7 @@ impl ConversationStore for FileStore {
         Ok(backup)
     }
 
-    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+    async fn list(&self) -> Result<Vec<ConversationId>, StoreError> {
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || {
             let mut ids = Vec::new();
@@ -336,7 +336,7 @@ impl ConversationStore for FileStore {
                 let Some(id) = entry
                     .file_name()
                     .to_str()
-                    .and_then(|n| SessionId::parse(n).ok())
+                    .and_then(|n| ConversationId::parse(n).ok())
                 else {
                     continue;
                 };
@@ -351,7 +351,7 @@ impl ConversationStore for FileStore {
         .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
     }
 
-    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+    async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError> {
         self.locked(id, |d| {
             let (tail, _) = d.read_tail(1)?;
             let approx_bytes = match std::fs::metadata(d.messages_path()) {
@@ -369,11 +369,11 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn list_backups(&self, id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+    async fn list_backups(&self, id: &ConversationId) -> Result<Vec<BackupInfo>, StoreError> {
         self.locked(id, |d| d.backups()).await
     }
 
-    async fn restore_backup(&self, id: &SessionId, backup: &str) -> Result<(), StoreError> {
+    async fn restore_backup(&self, id: &ConversationId, backup: &str) -> Result<(), StoreError> {
         let backup = backup.to_owned();
         let session = id.clone();
         let info = self
@@ -422,7 +422,7 @@ impl ConversationStore for FileStore {
         Ok(())
     }
 
-    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+    async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError> {
         if self
             .infos
             .lock()
@@ -442,7 +442,7 @@ impl ConversationStore for FileStore {
         Ok(found)
     }
 
-    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+    async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         self.read_info(id).await
     }
 
@@ -506,7 +506,7 @@ mod tests {
         let writes = (0..20).map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let id = SessionId::parse(&format!("c{}", i % 4)).unwrap();
+                let id = ConversationId::parse(&format!("c{}", i % 4)).unwrap();
                 store
                     .append(&id, &[Message::user(format!("m{i}"), i)])
                     .await
@@ -516,7 +516,7 @@ mod tests {
             write.unwrap().unwrap();
         }
         assert!(store.locks.lock().unwrap().is_empty());
-        let id = SessionId::parse("c0").unwrap();
+        let id = ConversationId::parse("c0").unwrap();
         assert_eq!(store.load(&id).await.unwrap().len(), 5, "every write kept");
     }
 
@@ -538,8 +538,8 @@ mod tests {
         assert!(locks.join("a.lock").is_file());
     }
 
-    fn id(s: &str) -> SessionId {
-        SessionId::parse(s).unwrap()
+    fn id(s: &str) -> ConversationId {
+        ConversationId::parse(s).unwrap()
     }
 
     fn open(dir: &Path) -> FileStore {

@@ -4,7 +4,7 @@
 use super::{BackupInfo, ConversationInfo, ConversationStore, ReplyLock, Stats, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use std::future::Future;
 use std::time::Instant;
 
@@ -36,16 +36,16 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     fn max_turns(&self) -> super::MaxTurns {
         self.inner.max_turns()
     }
-    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+    async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
         self.timed("load", self.inner.load(id)).await
     }
-    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+    async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         self.timed("load_tail", self.inner.load_tail(id, count))
             .await
     }
     async fn load_tail_sized(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         count: usize,
     ) -> Result<(Tail, usize), StoreError> {
         self.timed("load_tail", self.inner.load_tail_sized(id, count))
@@ -53,7 +53,7 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     }
     async fn load_range(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         start: usize,
         end: usize,
     ) -> Result<Vec<Message>, StoreError> {
@@ -68,16 +68,16 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("create", self.inner.create(info, messages))
             .await
     }
-    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("append", self.inner.append(id, messages)).await
     }
-    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         self.timed("replace", self.inner.replace(id, messages))
             .await
     }
     async fn append_stamped(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         make: super::StampedMessages,
     ) -> Result<usize, StoreError> {
         self.timed("append", self.inner.append_stamped(id, make))
@@ -85,22 +85,22 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     }
     async fn prune(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError> {
         self.timed("prune", self.inner.prune(id, offset, edits))
             .await
     }
-    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+    async fn rewrite(&self, id: &ConversationId, edits: &[Edit]) -> Result<usize, StoreError> {
         self.timed("rewrite", self.inner.rewrite(id, edits)).await
     }
-    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+    async fn version(&self, id: &ConversationId) -> Result<u64, StoreError> {
         self.timed("version", self.inner.version(id)).await
     }
     async fn put_summary_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         version: u64,
         summary: &serde_json::Value,
     ) -> Result<bool, StoreError> {
@@ -112,7 +112,7 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     }
     async fn truncate_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         keep: usize,
         total: usize,
         last: &Message,
@@ -120,51 +120,51 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("truncate", self.inner.truncate_if(id, keep, total, last))
             .await
     }
-    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn summary(&self, id: &ConversationId) -> Result<Option<serde_json::Value>, StoreError> {
         self.timed("summary", self.inner.summary(id)).await
     }
     async fn put_summary(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.timed("put_summary", self.inner.put_summary(id, summary))
             .await
     }
-    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.timed("clear", self.inner.clear(id)).await
     }
-    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.timed("delete", self.inner.delete(id)).await
     }
-    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+    async fn list(&self) -> Result<Vec<ConversationId>, StoreError> {
         self.timed("list", self.inner.list()).await
     }
-    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+    async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError> {
         self.timed("stats", self.inner.stats(id)).await
     }
-    async fn list_backups(&self, id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+    async fn list_backups(&self, id: &ConversationId) -> Result<Vec<BackupInfo>, StoreError> {
         self.timed("list_backups", self.inner.list_backups(id))
             .await
     }
-    async fn restore_backup(&self, id: &SessionId, backup: &str) -> Result<(), StoreError> {
+    async fn restore_backup(&self, id: &ConversationId, backup: &str) -> Result<(), StoreError> {
         self.timed("restore_backup", self.inner.restore_backup(id, backup))
             .await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed("ping", self.inner.ping()).await
     }
-    async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_reply(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         self.timed("lock_reply", self.inner.lock_reply(id)).await
     }
-    async fn lock_summary(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_summary(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         self.timed("lock_summary", self.inner.lock_summary(id))
             .await
     }
-    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+    async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError> {
         self.timed("exists", self.inner.exists(id)).await
     }
-    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+    async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         self.timed("info", self.inner.info(id)).await
     }
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {

@@ -6,7 +6,7 @@ use super::{
 use super::{unchanged_since, Stats, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -18,14 +18,14 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Inner {
-    messages: HashMap<SessionId, Vec<Message>>,
-    infos: HashMap<SessionId, ConversationInfo>,
-    summaries: HashMap<SessionId, serde_json::Value>,
-    versions: HashMap<SessionId, u64>,
+    messages: HashMap<ConversationId, Vec<Message>>,
+    infos: HashMap<ConversationId, ConversationInfo>,
+    summaries: HashMap<ConversationId, serde_json::Value>,
+    versions: HashMap<ConversationId, u64>,
 }
 
 impl Inner {
-    fn bump(&mut self, id: &SessionId) {
+    fn bump(&mut self, id: &ConversationId) {
         *self.versions.entry(id.clone()).or_default() += 1;
     }
 }
@@ -60,11 +60,11 @@ impl ConversationStore for MemoryStore {
         "memory"
     }
 
-    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+    async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
         Ok(self.with(|i| i.messages.get(id).cloned().unwrap_or_default()))
     }
 
-    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+    async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         Ok(self.with(|i| {
             let all = i.messages.get(id).map(Vec::as_slice).unwrap_or_default();
             Tail {
@@ -74,7 +74,7 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         self.with(|i| {
             let stored = i.messages.entry(id.clone()).or_default();
             stored.extend_from_slice(messages);
@@ -83,7 +83,7 @@ impl ConversationStore for MemoryStore {
         Ok(())
     }
 
-    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let mut messages = messages.to_vec();
         cap(&mut messages, self.max_turns);
         self.with(|i| {
@@ -95,7 +95,7 @@ impl ConversationStore for MemoryStore {
 
     async fn prune(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError> {
@@ -106,13 +106,13 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn summary(&self, id: &ConversationId) -> Result<Option<serde_json::Value>, StoreError> {
         Ok(self.with(|i| i.summaries.get(id).cloned()))
     }
 
     async fn put_summary(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.with(|i| {
@@ -122,13 +122,13 @@ impl ConversationStore for MemoryStore {
         Ok(())
     }
 
-    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+    async fn version(&self, id: &ConversationId) -> Result<u64, StoreError> {
         Ok(self.with(|i| i.versions.get(id).copied().unwrap_or_default()))
     }
 
     async fn put_summary_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         version: u64,
         summary: &serde_json::Value,
     ) -> Result<bool, StoreError> {
@@ -144,7 +144,7 @@ impl ConversationStore for MemoryStore {
 
     async fn truncate_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         keep: usize,
         total: usize,
         last: &Message,
@@ -158,7 +158,7 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.with(|i| {
             i.bump(id);
             i.messages.remove(id);
@@ -167,7 +167,7 @@ impl ConversationStore for MemoryStore {
         Ok(None)
     }
 
-    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.with(|i| {
             i.bump(id);
             i.messages.remove(id);
@@ -177,9 +177,9 @@ impl ConversationStore for MemoryStore {
         Ok(None)
     }
 
-    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+    async fn list(&self) -> Result<Vec<ConversationId>, StoreError> {
         Ok(self.with(|i| {
-            let mut ids: Vec<SessionId> = i
+            let mut ids: Vec<ConversationId> = i
                 .messages
                 .keys()
                 .chain(i.summaries.keys())
@@ -191,7 +191,7 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+    async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError> {
         Ok(self.with(|i| {
             let messages = i.messages.get(id).map(Vec::as_slice).unwrap_or_default();
             Stats {
@@ -203,13 +203,13 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+    async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError> {
         Ok(self.with(|i| {
             i.messages.contains_key(id) || i.summaries.contains_key(id) || i.infos.contains_key(id)
         }))
     }
 
-    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+    async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         Ok(self.with(|i| i.infos.get(id).cloned()))
     }
 

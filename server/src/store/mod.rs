@@ -22,7 +22,7 @@ pub use parlor_domain::conversation::{
 
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use serde::Serialize;
 use serde_json::Value;
 use std::num::NonZeroUsize;
@@ -162,9 +162,9 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// The backend's name and where it keeps data, for startup logs and the CLI.
     fn describe(&self) -> String;
     /// The conversation's messages, oldest first (empty when it does not exist).
-    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError>;
+    async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError>;
     /// The last `count` messages and the total; backends that can read a tail cheaply do.
-    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+    async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         let mut messages = self.load(id).await?;
         let total = messages.len();
         messages.drain(..total.saturating_sub(count));
@@ -174,7 +174,7 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// array (the MCP tools' maintenance signal); the file store measures without parsing.
     async fn load_tail_sized(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         count: usize,
     ) -> Result<(Tail, usize), StoreError> {
         let mut messages = self.load(id).await?;
@@ -187,7 +187,7 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// page of an older part of the conversation; backends that can read a range cheaply do.
     async fn load_range(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         start: usize,
         end: usize,
     ) -> Result<Vec<Message>, StoreError> {
@@ -207,9 +207,9 @@ pub trait ConversationStore: Send + Sync + 'static {
         self.append(&info.session_id, messages).await
     }
     /// Adds messages at the end (then keeps the last `max_turns`).
-    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
+    async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError>;
     /// Replaces all messages.
-    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError>;
+    async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError>;
     /// Appends the messages `make` builds from the conversation's latest timestamp (`None`
     /// when empty) and the time now, in one step with reading that timestamp (the MCP
     /// tools' saves: timestamps that never go back nor repeat). Returns how many. Never
@@ -217,7 +217,7 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// nothing and is [`StoreError::Full`].
     async fn append_stamped(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         make: StampedMessages,
     ) -> Result<usize, StoreError> {
         let tail = self.load_tail(id, 1).await?;
@@ -236,14 +236,14 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Returns how many edits were applied. What is pruned is gone: nothing keeps a copy.
     async fn prune(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError>;
     /// Rewrites messages in place (each edit's `new` replaces the message at `edit.index`),
     /// each only if it is still the message `edit.old` (same role, time and text). Returns
     /// how many were rewritten. For stores that rewrite whole, this is [`Self::prune`].
-    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+    async fn rewrite(&self, id: &ConversationId, edits: &[Edit]) -> Result<usize, StoreError> {
         self.prune(id, 0, edits).await
     }
     /// The conversation's version: a number that every write replacing or removing what a
@@ -252,12 +252,12 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// place do not. Read before a step that waits (the summarizer's model call) and given
     /// back to [`Self::put_summary_if`], it makes that step a compare-and-set that holds no
     /// lock while it waits, across processes too.
-    async fn version(&self, id: &SessionId) -> Result<u64, StoreError>;
+    async fn version(&self, id: &ConversationId) -> Result<u64, StoreError>;
     /// Replaces the rolling summary only if the conversation is still at `version` (see
     /// [`Self::version`]); returns whether it did.
     async fn put_summary_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         version: u64,
         summary: &Value,
     ) -> Result<bool, StoreError>;
@@ -268,31 +268,31 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// whether it did.
     async fn truncate_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         keep: usize,
         total: usize,
         last: &Message,
     ) -> Result<bool, StoreError>;
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
     /// is none, or it cannot be read.
-    async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError>;
+    async fn summary(&self, id: &ConversationId) -> Result<Option<Value>, StoreError>;
     /// Replaces the rolling summary.
-    async fn put_summary(&self, id: &SessionId, summary: &Value) -> Result<(), StoreError>;
+    async fn put_summary(&self, id: &ConversationId, summary: &Value) -> Result<(), StoreError>;
     /// Removes all messages and the summary, first backing them up where the backend keeps
     /// backups. The conversation's details stay.
-    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
+    async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError>;
     /// Removes the conversation: its messages, summary and details (backed up first where
     /// the backend keeps backups).
-    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError>;
+    async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError>;
     /// The conversations with stored messages or a summary, in no particular order.
-    async fn list(&self) -> Result<Vec<SessionId>, StoreError>;
-    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError>;
+    async fn list(&self) -> Result<Vec<ConversationId>, StoreError>;
+    async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError>;
     /// The conversation's backups, oldest first.
-    async fn list_backups(&self, _id: &SessionId) -> Result<Vec<BackupInfo>, StoreError> {
+    async fn list_backups(&self, _id: &ConversationId) -> Result<Vec<BackupInfo>, StoreError> {
         Ok(Vec::new())
     }
     /// Puts a backup back, first backing up the current state.
-    async fn restore_backup(&self, _id: &SessionId, _backup: &str) -> Result<(), StoreError> {
+    async fn restore_backup(&self, _id: &ConversationId, _backup: &str) -> Result<(), StoreError> {
         Err(StoreError::NoBackups(self.kind()))
     }
     fn kind(&self) -> &'static str;
@@ -303,18 +303,18 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Takes the "a reply is being written" lock of a conversation for every process that
     /// shares this store; `Ok(None)` when another process holds it. Stores only one process
     /// uses need nothing beyond the process's own lock (see `Services::claim`).
-    async fn lock_reply(&self, _id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_reply(&self, _id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         Ok(Some(ReplyLock::default()))
     }
     /// Takes the summarizer's lock of a conversation for every process that shares this
     /// store (`Ok(None)`: another process is summarizing it).
-    async fn lock_summary(&self, _id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_summary(&self, _id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         Ok(Some(ReplyLock::default()))
     }
-    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError>;
+    async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError>;
     /// Whether anything is stored under `id`: messages, a summary, details or backups (a
     /// name a client proposes for a new conversation must name nothing).
-    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError>;
+    async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
     /// The conversations a browser session started (by [`owner_key`]), newest first.
     async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;
@@ -357,8 +357,8 @@ pub(crate) mod contract {
     //! opened with `max_turns = 4`.
     use super::*;
 
-    fn id(s: &str) -> SessionId {
-        SessionId::parse(s).unwrap()
+    fn id(s: &str) -> ConversationId {
+        ConversationId::parse(s).unwrap()
     }
 
     fn info(session: &str, owner: Option<&str>, updated_ms: i64) -> ConversationInfo {
@@ -407,7 +407,7 @@ pub(crate) mod contract {
         assert_eq!(api.visible_to(Some("anyone"), "general"), Ok(()));
     }
 
-    async fn texts(store: &dyn ConversationStore, s: &SessionId) -> Vec<String> {
+    async fn texts(store: &dyn ConversationStore, s: &ConversationId) -> Vec<String> {
         store
             .load(s)
             .await
@@ -622,7 +622,7 @@ pub(crate) mod contract {
         assert!(store.load(&id("s2")).await.unwrap().is_empty());
         assert_eq!(store.summary(&id("s2")).await.unwrap(), None);
         assert!(store.info(&id("s2")).await.unwrap().is_none());
-        let mine: Vec<SessionId> = store
+        let mine: Vec<ConversationId> = store
             .list_owned("b1")
             .await
             .unwrap()

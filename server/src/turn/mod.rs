@@ -20,7 +20,7 @@ use parlor_domain::command::{parse_command, Command, Parsed, Usage};
 use parlor_domain::context::ContextEntry;
 use parlor_domain::live_sessions::LimitReached;
 use parlor_domain::turn::{self, Ask, Decided, Decision, Read, Refusal};
-use parlor_domain::{Agent, ChatEvent, HistorySettings, MetaEvent, SessionId};
+use parlor_domain::{Agent, ChatEvent, ConversationId, HistorySettings, MetaEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -28,9 +28,9 @@ use tokio::sync::mpsc;
 pub struct TurnInput {
     pub agent: Arc<Agent>,
     /// The conversation to continue (the body's `session_id`); see [`start`] when absent.
-    pub session_id: Option<SessionId>,
+    pub session_id: Option<ConversationId>,
     /// The conversation named by the `parlor_chat` cookie.
-    pub cookie_session: Option<SessionId>,
+    pub cookie_session: Option<ConversationId>,
     /// Start a new conversation even if the cookie names one.
     pub new_conversation: bool,
     pub browser: Option<BrowserSession>,
@@ -154,7 +154,7 @@ fn command_in(text: &str) -> Option<Result<Command, Usage>> {
 async fn resolve_conversation(
     history: &History,
     input: &TurnInput,
-) -> Result<(SessionId, Option<ConversationInfo>), TurnError> {
+) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
     let owner = input.browser.as_ref().map(browser::owner);
     let visible = |info: &Option<ConversationInfo>| match info {
         Some(info) => info.visible_to(owner.as_deref(), &input.agent.id),
@@ -179,10 +179,10 @@ async fn resolve_conversation(
             // browser is simply not continued.
             match visible(&info) {
                 Ok(()) => Ok((id.clone(), info)),
-                Err(_) => Ok((crate::conversation::new_session_id(), None)),
+                Err(_) => Ok((crate::conversation::new_conversation_id(), None)),
             }
         }
-        _ => Ok((crate::conversation::new_session_id(), None)),
+        _ => Ok((crate::conversation::new_conversation_id(), None)),
     }
 }
 
@@ -193,7 +193,7 @@ async fn resolve_conversation(
 async fn admit(
     services: &Arc<Services>,
     history: &History,
-    session_id: &SessionId,
+    session_id: &ConversationId,
     input: &TurnInput,
     is_admin: bool,
 ) -> Result<BusyGuard, TurnError> {
@@ -231,7 +231,7 @@ async fn admit(
 /// owned by the requesting browser.
 fn conversation_info(
     existing: Option<ConversationInfo>,
-    session_id: &SessionId,
+    session_id: &ConversationId,
     input: &TurnInput,
 ) -> ConversationInfo {
     let now = now_ms();
@@ -267,7 +267,7 @@ impl TurnContext<'_> {
         }
     }
 
-    async fn read(&self, id: &SessionId, read: Read) -> Result<Tail, StoreError> {
+    async fn read(&self, id: &ConversationId, read: Read) -> Result<Tail, StoreError> {
         let store = &self.history.store;
         match read {
             Read::Nothing => Ok(Tail::default()),

@@ -321,7 +321,7 @@ mod tests {
     use crate::llm::MirrorModel;
     use crate::store::{ConversationStore, MemoryStore};
     use parlor_domain::chain::EstimatedTokens;
-    use parlor_domain::SessionId;
+    use parlor_domain::ConversationId;
     use std::time::Duration;
 
     /// A reply to "hello" by the mirror, with a listener, whose durable signal is `durable`.
@@ -329,7 +329,7 @@ mod tests {
         durable: tokio::sync::oneshot::Receiver<bool>,
     ) -> Arc<dyn ConversationStore> {
         let store: Arc<dyn ConversationStore> = Arc::new(MemoryStore::new(None));
-        let id = SessionId::parse("gate").unwrap();
+        let id = ConversationId::parse("gate").unwrap();
         let (tx, mut rx) = mpsc::channel(64);
         let reply = Reply {
             history: Arc::new(History {
@@ -366,7 +366,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reply_is_stored_only_once_its_question_is_durable() {
-        let id = SessionId::parse("gate").unwrap();
+        let id = ConversationId::parse("gate").unwrap();
         let (durable, signal) = tokio::sync::oneshot::channel();
         durable.send(false).unwrap();
         let store = reply_with(signal).await;

@@ -4,7 +4,7 @@
 use super::{TurnContext, TurnError};
 use crate::store::ConversationInfo;
 use parlor_domain::turn::call::StoredSummary;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 
 impl TurnContext<'_> {
     /// The rolling summary, when the agent's chain has the `summary` processor and the
@@ -12,7 +12,7 @@ impl TurnContext<'_> {
     /// being stored with this turn.
     pub(super) async fn summary(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         pending: Option<&Message>,
     ) -> Result<Option<StoredSummary>, TurnError> {
         let chain = self.services.chain_for(self.agent);

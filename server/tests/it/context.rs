@@ -6,7 +6,7 @@ use crate::support::{config_file, TestServer};
 use fake_llm::redis_server::RedisServer;
 use fake_llm::FakeLlm;
 use parlor_domain::context::Part;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use serde_json::{json, Value};
 
 /// A 1×1 PNG.
@@ -178,7 +178,7 @@ async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
     history
         .store
-        .load(&SessionId::parse(session).unwrap())
+        .load(&ConversationId::parse(session).unwrap())
         .await
         .unwrap()
 }
@@ -658,7 +658,7 @@ async fn the_summary_processor_sends_the_summary_in_place_of_what_the_window_lef
     let first = server.chat("concise", json!({"message": "q0"})).await;
     let session = first.session_id();
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(&session).unwrap();
+    let id = ConversationId::parse(&session).unwrap();
     history
         .store
         .put_summary(

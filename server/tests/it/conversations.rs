@@ -6,7 +6,7 @@ use crate::support::{redis_history, TestServer};
 use fake_llm::redis_server::RedisServer;
 use fake_llm::FakeLlm;
 use parlor_domain::transfer::Export;
-use parlor_domain::{Message, SendMark, SessionId};
+use parlor_domain::{ConversationId, Message, SendMark};
 use serde_json::{json, Value};
 
 static ALICE: std::sync::LazyLock<String> =
@@ -16,7 +16,7 @@ static BOB: std::sync::LazyLock<String> =
 
 async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(session).unwrap();
+    let id = ConversationId::parse(session).unwrap();
     history.store.load(&id).await.unwrap()
 }
 
@@ -25,7 +25,7 @@ async fn info(
     session: &str,
 ) -> Option<parlor_server::store::ConversationInfo> {
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(session).unwrap();
+    let id = ConversationId::parse(session).unwrap();
     history.store.info(&id).await.unwrap()
 }
 
@@ -152,7 +152,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     history
         .store
         .put_summary(
-            &SessionId::parse(&session).unwrap(),
+            &ConversationId::parse(&session).unwrap(),
             &json!({"summary": "they talked", "summarized_through": 1}),
         )
         .await
@@ -261,7 +261,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         page.contains("forked from “alpha question”"),
         "the origin's title"
     );
-    let fork_sid = SessionId::parse(&fork_id).unwrap();
+    let fork_sid = ConversationId::parse(&fork_id).unwrap();
     assert_eq!(history.store.summary(&fork_sid).await.unwrap(), None);
     // The original is unchanged; the fork goes on by itself, with its marks applied.
     assert_eq!(stored(&server, &session).await, original);

@@ -130,7 +130,7 @@ async fn failed_metrics_authorizations_are_limited() {
 /// panel never reveal it.
 async fn names_of_stored_things_are_refused(server: &TestServer) {
     let store = &server.services.histories.get("default").unwrap().store;
-    let id = |s: &str| parlor_domain::SessionId::parse(s).unwrap();
+    let id = |s: &str| parlor_domain::ConversationId::parse(s).unwrap();
     store
         .put_summary(
             &id("only-summary"),
@@ -383,7 +383,7 @@ mod interleaving {
     //! request goes on) appends a message as an MCP client's save would.
     use async_trait::async_trait;
     use parlor_domain::context::Edit;
-    use parlor_domain::{Message, SessionId};
+    use parlor_domain::{ConversationId, Message};
     use parlor_server::store::{
         BackupInfo, ConversationInfo, ConversationStore, Stats, StoreError, Tail,
     };
@@ -392,7 +392,7 @@ mod interleaving {
 
     pub struct Interleaving {
         pub inner: Arc<dyn ConversationStore>,
-        pub armed: Mutex<Option<(SessionId, Message)>>,
+        pub armed: Mutex<Option<(ConversationId, Message)>>,
     }
 
     #[async_trait]
@@ -403,7 +403,7 @@ mod interleaving {
         fn kind(&self) -> &'static str {
             self.inner.kind()
         }
-        async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+        async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
             let read = self.inner.load(id).await?;
             let save = {
                 let mut armed = self.armed.lock().unwrap();
@@ -420,21 +420,29 @@ mod interleaving {
             }
             Ok(read)
         }
-        async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+        async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
             self.inner.load_tail(id, count).await
         }
-        async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        async fn append(
+            &self,
+            id: &ConversationId,
+            messages: &[Message],
+        ) -> Result<(), StoreError> {
             self.inner.append(id, messages).await
         }
-        async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+        async fn replace(
+            &self,
+            id: &ConversationId,
+            messages: &[Message],
+        ) -> Result<(), StoreError> {
             self.inner.replace(id, messages).await
         }
-        async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+        async fn version(&self, id: &ConversationId) -> Result<u64, StoreError> {
             self.inner.version(id).await
         }
         async fn put_summary_if(
             &self,
-            id: &SessionId,
+            id: &ConversationId,
             version: u64,
             summary: &Value,
         ) -> Result<bool, StoreError> {
@@ -442,7 +450,7 @@ mod interleaving {
         }
         async fn truncate_if(
             &self,
-            id: &SessionId,
+            id: &ConversationId,
             keep: usize,
             total: usize,
             last: &Message,
@@ -451,37 +459,41 @@ mod interleaving {
         }
         async fn prune(
             &self,
-            id: &SessionId,
+            id: &ConversationId,
             offset: usize,
             edits: &[Edit],
         ) -> Result<usize, StoreError> {
             self.inner.prune(id, offset, edits).await
         }
-        async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+        async fn rewrite(&self, id: &ConversationId, edits: &[Edit]) -> Result<usize, StoreError> {
             self.inner.rewrite(id, edits).await
         }
-        async fn summary(&self, id: &SessionId) -> Result<Option<Value>, StoreError> {
+        async fn summary(&self, id: &ConversationId) -> Result<Option<Value>, StoreError> {
             self.inner.summary(id).await
         }
-        async fn put_summary(&self, id: &SessionId, summary: &Value) -> Result<(), StoreError> {
+        async fn put_summary(
+            &self,
+            id: &ConversationId,
+            summary: &Value,
+        ) -> Result<(), StoreError> {
             self.inner.put_summary(id, summary).await
         }
-        async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
             self.inner.clear(id).await
         }
-        async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+        async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
             self.inner.delete(id).await
         }
-        async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+        async fn list(&self) -> Result<Vec<ConversationId>, StoreError> {
             self.inner.list().await
         }
-        async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+        async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError> {
             self.inner.stats(id).await
         }
-        async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+        async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
             self.inner.info(id).await
         }
-        async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+        async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError> {
             self.inner.exists(id).await
         }
         async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
@@ -512,7 +524,7 @@ async fn a_save_made_while_an_edit_or_a_regenerate_reads_is_never_lost() {
     let store = armed.unwrap();
     let first = server.chat("general", json!({"message": "question"})).await;
     let session = first.session_id();
-    let id = parlor_domain::SessionId::parse(&session).unwrap();
+    let id = parlor_domain::ConversationId::parse(&session).unwrap();
     let texts = |server: &TestServer| -> Vec<String> {
         server
             .stored(&session)

@@ -5,7 +5,7 @@
 use crate::support::{config_file, redis_history, TestServer};
 use fake_llm::redis_server::RedisServer;
 use fake_llm::FakeLlm;
-use parlor_domain::{Message, Role, SessionId};
+use parlor_domain::{ConversationId, Message, Role};
 use serde_json::{json, Value};
 
 static ALICE: std::sync::LazyLock<String> =
@@ -15,7 +15,7 @@ static BOB: std::sync::LazyLock<String> =
 
 async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(session).unwrap();
+    let id = ConversationId::parse(session).unwrap();
     history.store.load(&id).await.unwrap()
 }
 

@@ -6,7 +6,7 @@
 use crate::support::{config_file, TestServer};
 use fake_llm::redis_server::RedisServer;
 use parlor_domain::meter::{Cost, Meter};
-use parlor_domain::{DoneEvent, MetaEvent, SessionId};
+use parlor_domain::{ConversationId, DoneEvent, MetaEvent};
 use serde_json::json;
 
 static ALICE: std::sync::LazyLock<String> =
@@ -254,7 +254,7 @@ async fn near_the_limit_the_meter_names_what_goes_next_and_pins_stay() {
 
     // Pinned, the first question stays: the next to go is its reply.
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(&session).unwrap();
+    let id = ConversationId::parse(&session).unwrap();
     let stored = history.store.load(&id).await.unwrap();
     let response = server
         .http

@@ -5,7 +5,7 @@
 
 use crate::support::{redis_history, TestServer};
 use fake_llm::redis_server::RedisServer;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use serde_json::{json, Value};
 
 static ALICE: std::sync::LazyLock<String> =
@@ -41,7 +41,7 @@ async fn stored(server: &TestServer, session: &str) -> Vec<Message> {
     let history = server.services.histories.get("default").unwrap();
     history
         .store
-        .load(&SessionId::parse(session).unwrap())
+        .load(&ConversationId::parse(session).unwrap())
         .await
         .unwrap()
 }

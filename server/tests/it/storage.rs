@@ -283,7 +283,7 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
         .get("default")
         .unwrap()
         .store
-        .load(&parlor_domain::SessionId::parse(&reply.session_id()).unwrap())
+        .load(&parlor_domain::ConversationId::parse(&reply.session_id()).unwrap())
         .await
         .unwrap();
     let texts: Vec<&str> = stored.iter().map(|m| m.text.as_str()).collect();

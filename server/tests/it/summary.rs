@@ -4,14 +4,14 @@
 
 use crate::support::{config_file, TestServer};
 use parlor_domain::summary::Covers;
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 use serde_json::{json, Value};
 
 const CHAIN: &str = "[history]\nchain = [\"sliding_window\", \"summary\"]\n";
 
 async fn summary_of(server: &TestServer, session: &str) -> Option<Value> {
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(session).unwrap();
+    let id = ConversationId::parse(session).unwrap();
     history.store.summary(&id).await.unwrap()
 }
 
@@ -183,7 +183,7 @@ async fn a_failing_summarizer_keeps_the_old_summary_and_the_chat_goes_on() {
     let first = server.chat("concise", json!({"message": "one"})).await;
     let session = first.session_id();
     let history = server.services.histories.get("default").unwrap();
-    let id = SessionId::parse(&session).unwrap();
+    let id = ConversationId::parse(&session).unwrap();
     let old = json!({"version": 1, "facts": ["kept [status:503]"]});
     history.store.put_summary(&id, &old).await.unwrap();
     say(&server, &session, "two").await;
@@ -242,7 +242,7 @@ async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time(
         a.services.histories.get("default").unwrap(),
         b.services.histories.get("default").unwrap(),
     );
-    let id = SessionId::parse("shared-on-redis").unwrap();
+    let id = ConversationId::parse("shared-on-redis").unwrap();
     // The first turn makes the summarizing request slow (the fake streams 30 words, 80 ms
     // apart), so the first run still holds the conversation when the second asks for it.
     let turns = [

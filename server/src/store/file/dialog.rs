@@ -6,7 +6,7 @@ use super::lines;
 use super::{BACKED_UP, BACKUPS, INFO, MESSAGES, VERSION};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -403,7 +403,7 @@ pub(super) fn remove_leftovers(dialog: &Path) {
     }
 }
 
-pub(super) fn read_info(path: &Path, id: &SessionId) -> Option<ConversationInfo> {
+pub(super) fn read_info(path: &Path, id: &ConversationId) -> Option<ConversationInfo> {
     let bytes = std::fs::read(path).ok()?;
     match serde_json::from_slice::<ConversationInfo>(&bytes) {
         Ok(info) if &info.session_id == id => Some(info),

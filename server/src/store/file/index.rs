@@ -7,7 +7,7 @@ use super::locking::unlocked;
 use super::{FileStore, INFO};
 use crate::store::atomic::TMP_MARK;
 use crate::store::{ConversationInfo, StoreError};
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -28,7 +28,7 @@ pub(super) fn indexed(mut info: ConversationInfo) -> Indexed {
 }
 
 /// Reads the index of the folder `root` at startup, cleaning what crashes left behind.
-pub(super) fn read(root: &Path) -> Result<HashMap<SessionId, Indexed>, StoreError> {
+pub(super) fn read(root: &Path) -> Result<HashMap<ConversationId, Indexed>, StoreError> {
     let mut infos = HashMap::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
@@ -47,7 +47,7 @@ pub(super) fn read(root: &Path) -> Result<HashMap<SessionId, Indexed>, StoreErro
             continue;
         }
         // Folders that are not valid dialog names were not made by Parlor: leave them.
-        let Some(id) = name.to_str().and_then(|n| SessionId::parse(n).ok()) else {
+        let Some(id) = name.to_str().and_then(|n| ConversationId::parse(n).ok()) else {
             continue;
         };
         // Another process (`parlor mcp`, a second server) may be writing it right now:
@@ -76,7 +76,7 @@ impl FileStore {
             *last = Some(std::time::Instant::now());
         }
         let root = self.root.clone();
-        let known: std::collections::HashSet<SessionId> = self
+        let known: std::collections::HashSet<ConversationId> = self
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -93,7 +93,7 @@ impl FileStore {
                 let Some(id) = entry
                     .file_name()
                     .to_str()
-                    .and_then(|n| SessionId::parse(n).ok())
+                    .and_then(|n| ConversationId::parse(n).ok())
                 else {
                     continue;
                 };
@@ -118,7 +118,7 @@ impl FileStore {
         }
     }
 
-    pub(super) fn remember(&self, info: Option<ConversationInfo>, id: &SessionId) {
+    pub(super) fn remember(&self, info: Option<ConversationInfo>, id: &ConversationId) {
         let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
         match info {
             Some(info) => infos.insert(id.clone(), indexed(info)),
@@ -129,7 +129,7 @@ impl FileStore {
     /// A conversation's whole details, read from disk (the index holds only what lists show).
     pub(super) async fn read_info(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
     ) -> Result<Option<ConversationInfo>, StoreError> {
         let known = self
             .infos

@@ -3,7 +3,7 @@
 
 use super::{Dialog, FileStore, LOCKS};
 use crate::store::StoreError;
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ impl FileStore {
     /// thread where blocking file I/O is fine.
     pub(super) async fn locked<T: Send + 'static>(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.locked_on(id, 1, op).await
@@ -24,7 +24,7 @@ impl FileStore {
     /// on threads.
     pub(super) async fn locked_on<T: Send + 'static>(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         threads: u32,
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {

@@ -3,12 +3,12 @@
 
 use super::{decode, glob_escape, retrying, RedisStore};
 use crate::store::{newest_first, ConversationInfo, Stats, StoreError};
-use parlor_domain::SessionId;
+use parlor_domain::ConversationId;
 
 impl RedisStore {
     /// Every conversation of this history: its messages, or its summary alone (a dialog
     /// written over MCP).
-    pub(super) async fn scan_conversations(&self) -> Result<Vec<SessionId>, StoreError> {
+    pub(super) async fn scan_conversations(&self) -> Result<Vec<ConversationId>, StoreError> {
         let base = self.base();
         let pattern = format!("{}*", glob_escape(&base));
         let mut conn = self.conn();
@@ -28,7 +28,7 @@ impl RedisStore {
                 keys.iter()
                     .filter_map(|k| k.strip_prefix(&base))
                     .map(|rest| rest.strip_suffix(":summary").unwrap_or(rest))
-                    .filter_map(|rest| SessionId::parse(rest).ok()),
+                    .filter_map(|rest| ConversationId::parse(rest).ok()),
             );
             if next == 0 {
                 break;
@@ -41,7 +41,10 @@ impl RedisStore {
     }
 
     /// The numbers an operator looks at for one conversation.
-    pub(super) async fn conversation_stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+    pub(super) async fn conversation_stats(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Stats, StoreError> {
         let key = self.messages_key(id);
         let (messages, last, bytes): (usize, Option<String>, Option<u64>) = redis::pipe()
             .cmd("LLEN")
@@ -79,9 +82,9 @@ impl RedisStore {
             cmd.query_async(&mut c).await
         })
         .await?;
-        let ids: Vec<SessionId> = sessions
+        let ids: Vec<ConversationId> = sessions
             .iter()
-            .filter_map(|s| SessionId::parse(s).ok())
+            .filter_map(|s| ConversationId::parse(s).ok())
             .collect();
         if ids.is_empty() {
             return Ok(Vec::new());

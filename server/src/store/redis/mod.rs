@@ -23,7 +23,7 @@ use super::{BackupInfo, ConversationInfo, ConversationStore, MaxTurns, Stats};
 use super::{ReplyLock, StoreError, Tail};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
-use parlor_domain::{Message, SessionId};
+use parlor_domain::{ConversationId, Message};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -109,24 +109,24 @@ impl RedisStore {
         Ok(())
     }
 
-    fn messages_key(&self, id: &SessionId) -> String {
+    fn messages_key(&self, id: &ConversationId) -> String {
         format!("{}{}", self.base(), id.as_str())
     }
 
-    fn info_key(&self, id: &SessionId) -> String {
+    fn info_key(&self, id: &ConversationId) -> String {
         format!("{}{}:info", self.base(), id.as_str())
     }
 
-    fn summary_key(&self, id: &SessionId) -> String {
+    fn summary_key(&self, id: &ConversationId) -> String {
         format!("{}{}:summary", self.base(), id.as_str())
     }
 
-    fn version_key(&self, id: &SessionId) -> String {
+    fn version_key(&self, id: &ConversationId) -> String {
         format!("{}{}:version", self.base(), id.as_str())
     }
 
     /// Adds the step that moves the conversation's version on to `pipe`.
-    fn bump_version(&self, pipe: &mut redis::Pipeline, id: &SessionId) {
+    fn bump_version(&self, pipe: &mut redis::Pipeline, id: &ConversationId) {
         let key = self.version_key(id);
         pipe.cmd("INCR").arg(&key).ignore();
         if let Some(ttl) = self.options.ttl {
@@ -143,7 +143,7 @@ impl RedisStore {
         (self.connection.clone(), self.options.key_prefix.clone())
     }
 
-    fn lock_key(&self, id: &SessionId) -> String {
+    fn lock_key(&self, id: &ConversationId) -> String {
         format!("{}{}:writing", self.base(), id.as_str())
     }
 
@@ -152,7 +152,7 @@ impl RedisStore {
     }
 
     /// Adds the trim and TTL steps of a write to `pipe`.
-    fn finish_write(&self, pipe: &mut redis::Pipeline, id: &SessionId) {
+    fn finish_write(&self, pipe: &mut redis::Pipeline, id: &ConversationId) {
         let key = self.messages_key(id);
         if let Some(max) = self.options.max_turns {
             pipe.cmd("LTRIM")
@@ -230,7 +230,7 @@ mod tests {
         let redis = RedisServer::start().unwrap();
         let a = RedisStore::connect(options(&redis, "a")).await.unwrap();
         let b = RedisStore::connect(options(&redis, "b")).await.unwrap();
-        let s = SessionId::parse("same").unwrap();
+        let s = ConversationId::parse("same").unwrap();
         a.append(&s, &[Message::user("for a", 1)]).await.unwrap();
         assert!(b.load(&s).await.unwrap().is_empty());
         let mut conn = a.conn();

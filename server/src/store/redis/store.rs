@@ -34,18 +34,18 @@ impl ConversationStore for RedisStore {
     /// `SET key token NX PX`: held by one process; renewed while the reply is written, so it
     /// outlives no holder by more than [`lock::REPLY_LOCK_TTL`](super::lock::REPLY_LOCK_TTL); released (only by its holder)
     /// when the reply ends.
-    async fn lock_reply(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_reply(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         self.lock(self.lock_key(id)).await
     }
 
     /// The summarizer's lock: one run per conversation across processes, held like the
     /// reply lock, and independent of it (a summary being written never delays a turn).
-    async fn lock_summary(&self, id: &SessionId) -> Result<Option<ReplyLock>, StoreError> {
+    async fn lock_summary(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
         self.lock(format!("{}{}:summarizing", self.base(), id.as_str()))
             .await
     }
 
-    async fn load(&self, id: &SessionId) -> Result<Vec<Message>, StoreError> {
+    async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
         let key = self.messages_key(id);
         let cmd = &redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone();
         let items: Vec<String> = retrying(&self.connection, |mut c| async move {
@@ -57,7 +57,7 @@ impl ConversationStore for RedisStore {
 
     async fn load_range(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         start: usize,
         end: usize,
     ) -> Result<Vec<Message>, StoreError> {
@@ -78,7 +78,7 @@ impl ConversationStore for RedisStore {
         decode(items, &key)
     }
 
-    async fn load_tail(&self, id: &SessionId, count: usize) -> Result<Tail, StoreError> {
+    async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         if count == 0 {
             let cmd = &redis::cmd("LLEN").arg(self.messages_key(id)).clone();
             let total: usize = retrying(&self.connection, |mut c| async move {
@@ -110,7 +110,7 @@ impl ConversationStore for RedisStore {
         })
     }
 
-    async fn append(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         if messages.is_empty() {
             return Ok(());
         }
@@ -140,7 +140,7 @@ impl ConversationStore for RedisStore {
         }
     }
 
-    async fn replace(&self, id: &SessionId, messages: &[Message]) -> Result<(), StoreError> {
+    async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let key = self.messages_key(id);
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("DEL").arg(&key).ignore();
@@ -159,7 +159,7 @@ impl ConversationStore for RedisStore {
 
     async fn prune(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         offset: usize,
         edits: &[Edit],
     ) -> Result<usize, StoreError> {
@@ -190,7 +190,7 @@ impl ConversationStore for RedisStore {
         Ok(applied)
     }
 
-    async fn rewrite(&self, id: &SessionId, edits: &[Edit]) -> Result<usize, StoreError> {
+    async fn rewrite(&self, id: &ConversationId, edits: &[Edit]) -> Result<usize, StoreError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(REWRITE).arg(1).arg(self.messages_key(id));
         let mut count = 0;
@@ -215,7 +215,7 @@ impl ConversationStore for RedisStore {
         Ok(applied)
     }
 
-    async fn summary(&self, id: &SessionId) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn summary(&self, id: &ConversationId) -> Result<Option<serde_json::Value>, StoreError> {
         let cmd = &redis::cmd("GET").arg(self.summary_key(id)).clone();
         let text: Option<String> = retrying(&self.connection, |mut c| async move {
             cmd.query_async(&mut c).await
@@ -228,7 +228,7 @@ impl ConversationStore for RedisStore {
 
     async fn put_summary(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         summary: &serde_json::Value,
     ) -> Result<(), StoreError> {
         let mut pipe = redis::pipe();
@@ -250,7 +250,7 @@ impl ConversationStore for RedisStore {
         Ok(())
     }
 
-    async fn version(&self, id: &SessionId) -> Result<u64, StoreError> {
+    async fn version(&self, id: &ConversationId) -> Result<u64, StoreError> {
         let cmd = &redis::cmd("GET").arg(self.version_key(id)).clone();
         let version: Option<u64> = retrying(&self.connection, |mut c| async move {
             cmd.query_async(&mut c).await
@@ -261,7 +261,7 @@ impl ConversationStore for RedisStore {
 
     async fn put_summary_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         version: u64,
         summary: &serde_json::Value,
     ) -> Result<bool, StoreError> {
@@ -285,7 +285,7 @@ impl ConversationStore for RedisStore {
 
     async fn truncate_if(
         &self,
-        id: &SessionId,
+        id: &ConversationId,
         keep: usize,
         total: usize,
         last: &Message,
@@ -304,7 +304,7 @@ impl ConversationStore for RedisStore {
         Ok(done == 1)
     }
 
-    async fn clear(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         let mut pipe = redis::pipe();
         pipe.atomic()
             .cmd("DEL")
@@ -320,7 +320,7 @@ impl ConversationStore for RedisStore {
         Ok(None)
     }
 
-    async fn delete(&self, id: &SessionId) -> Result<Option<BackupInfo>, StoreError> {
+    async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         let owner = self.info(id).await?.and_then(|info| info.owner);
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -350,11 +350,11 @@ impl ConversationStore for RedisStore {
         Ok(None)
     }
 
-    async fn restore_backup(&self, _id: &SessionId, _backup: &str) -> Result<(), StoreError> {
+    async fn restore_backup(&self, _id: &ConversationId, _backup: &str) -> Result<(), StoreError> {
         Err(StoreError::NoBackups("redis"))
     }
 
-    async fn exists(&self, id: &SessionId) -> Result<bool, StoreError> {
+    async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError> {
         let cmd = &redis::cmd("EXISTS")
             .arg(self.messages_key(id))
             .arg(self.summary_key(id))
@@ -367,7 +367,7 @@ impl ConversationStore for RedisStore {
         Ok(found > 0)
     }
 
-    async fn info(&self, id: &SessionId) -> Result<Option<ConversationInfo>, StoreError> {
+    async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         let key = self.info_key(id);
         let cmd = &redis::cmd("GET").arg(&key).clone();
         let raw: Option<String> = retrying(&self.connection, |mut c| async move {
@@ -430,11 +430,11 @@ impl ConversationStore for RedisStore {
         }
     }
 
-    async fn list(&self) -> Result<Vec<SessionId>, StoreError> {
+    async fn list(&self) -> Result<Vec<ConversationId>, StoreError> {
         self.scan_conversations().await
     }
 
-    async fn stats(&self, id: &SessionId) -> Result<Stats, StoreError> {
+    async fn stats(&self, id: &ConversationId) -> Result<Stats, StoreError> {
         self.conversation_stats(id).await
     }
 

@@ -4,17 +4,18 @@
 //!
 //! The MCP tools call a conversation a *dialog*; a store of conversations is a *history*.
 
+pub use crate::conversation_id::{ConversationId, ConversationIdError, MAX_CONVERSATION_ID_LEN};
+
 use crate::context::Edit;
 use crate::event::TurnReport;
 use crate::message::Message;
-use crate::session::SessionId;
 use crate::transfer::ForkLink;
 use serde::{Deserialize, Serialize};
 
 /// What Parlor knows about a conversation besides its messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationInfo {
-    pub session_id: SessionId,
+    pub session_id: ConversationId,
     pub agent_id: String,
     /// A hash of the browser session that started it (the server derives it from the browser's cookie); `None` for
     /// conversations started by API clients.
@@ -53,7 +54,7 @@ pub struct ConversationInfo {
 /// copied none, e.g. an edit of the first message).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkOrigin {
-    pub session_id: SessionId,
+    pub session_id: ConversationId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
 }
@@ -89,7 +90,7 @@ pub enum AccessDenied {
 impl ConversationInfo {
     /// The details of a conversation written without them (by `parlor mcp` or by hand): no
     /// agent, no owner, no title.
-    pub fn bare(id: &SessionId, last_ts: Option<i64>) -> Self {
+    pub fn bare(id: &ConversationId, last_ts: Option<i64>) -> Self {
         let ts = last_ts.unwrap_or_default();
         Self {
             session_id: id.clone(),

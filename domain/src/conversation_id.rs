@@ -1,22 +1,23 @@
-//! Session ids: which conversation a request continues.
+//! Conversation ids: which conversation a request continues. The API and the stored files
+//! call it `session_id` (AgentDock's name); the MCP tools call it a dialog's name.
 
 use serde::{Deserialize, Serialize};
 
-/// The longest session id Parlor accepts.
-pub const MAX_SESSION_ID_LEN: usize = 128;
+/// The longest conversation id Parlor accepts.
+pub const MAX_CONVERSATION_ID_LEN: usize = 128;
 
 /// A conversation's id. Parlor makes unguessable ones (128 random bits); API clients may
 /// bring their own, limited to letters, digits, `-`, `_` and `.` (not leading) so an id is
 /// always safe in a file name, a Redis key and a URL.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct SessionId(String);
+pub struct ConversationId(String);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionIdError {
+pub enum ConversationIdError {
     #[error("session_id is empty")]
     Empty,
-    #[error("session_id is longer than {MAX_SESSION_ID_LEN} characters")]
+    #[error("session_id is longer than {MAX_CONVERSATION_ID_LEN} characters")]
     TooLong,
     #[error(
         "session_id may only contain letters, digits, '-', '_' and '.', and may not start with '.'"
@@ -24,17 +25,17 @@ pub enum SessionIdError {
     BadCharacter,
 }
 
-impl SessionId {
-    pub fn parse(raw: &str) -> Result<Self, SessionIdError> {
+impl ConversationId {
+    pub fn parse(raw: &str) -> Result<Self, ConversationIdError> {
         if raw.is_empty() {
-            return Err(SessionIdError::Empty);
+            return Err(ConversationIdError::Empty);
         }
-        if raw.len() > MAX_SESSION_ID_LEN {
-            return Err(SessionIdError::TooLong);
+        if raw.len() > MAX_CONVERSATION_ID_LEN {
+            return Err(ConversationIdError::TooLong);
         }
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if raw.starts_with('.') || !raw.chars().all(allowed) {
-            return Err(SessionIdError::BadCharacter);
+            return Err(ConversationIdError::BadCharacter);
         }
         Ok(Self(raw.to_owned()))
     }
@@ -55,20 +56,20 @@ impl SessionId {
     }
 }
 
-impl TryFrom<String> for SessionId {
-    type Error = SessionIdError;
+impl TryFrom<String> for ConversationId {
+    type Error = ConversationIdError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
         Self::parse(&value)
     }
 }
 
-impl From<SessionId> for String {
-    fn from(value: SessionId) -> Self {
+impl From<ConversationId> for String {
+    fn from(value: ConversationId) -> Self {
         value.0
     }
 }
 
-impl std::fmt::Display for SessionId {
+impl std::fmt::Display for ConversationId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -80,11 +81,11 @@ mod tests {
 
     #[test]
     fn accepts_generated_and_client_ids() {
-        assert!(SessionId::parse("user_123").is_ok());
-        assert!(SessionId::parse("a.b-c_D9").is_ok());
-        let id = SessionId::from_random(u128::MAX - 7);
+        assert!(ConversationId::parse("user_123").is_ok());
+        assert!(ConversationId::parse("a.b-c_D9").is_ok());
+        let id = ConversationId::from_random(u128::MAX - 7);
         assert_eq!(id.as_str().len(), 32);
-        assert_eq!(SessionId::parse(id.as_str()).unwrap(), id);
+        assert_eq!(ConversationId::parse(id.as_str()).unwrap(), id);
     }
 
     #[test]
@@ -92,11 +93,11 @@ mod tests {
         for bad in [
             "", "..", "../x", "a/b", "a\\b", ".hidden", "a b", "é", "a\nb",
         ] {
-            assert!(SessionId::parse(bad).is_err(), "{bad:?} accepted");
+            assert!(ConversationId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(
-            SessionId::parse(&"x".repeat(129)),
-            Err(SessionIdError::TooLong)
+            ConversationId::parse(&"x".repeat(129)),
+            Err(ConversationIdError::TooLong)
         );
     }
 }
