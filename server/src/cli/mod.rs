@@ -1,10 +1,12 @@
 //! The `parlor` command line: serving (the default) and operator commands on the stores.
 
+use crate::config::settings::{apply_edit, Edit};
 use crate::store::histories::DEFAULT_HISTORY;
 use crate::store::ConversationStore;
 use clap::{Parser, Subcommand};
 use parlor_domain::ConversationId;
 use std::fmt::Write;
+use std::path::Path;
 
 mod store;
 pub use store::run_store;
@@ -190,40 +192,12 @@ pub fn run_config(
     path: &std::path::Path,
     data_dir: &std::path::Path,
 ) -> Result<String, CliError> {
-    use crate::config::settings::{apply_edit, Edit};
     match command {
         Command::History(HistoryCommand::List) => Ok(show_settings(&current_settings(path)?)),
         Command::History(HistoryCommand::Chain(edit)) => change_chain(path, data_dir, edit),
-        Command::History(HistoryCommand::MaxCtx { n }) => {
-            if n < 1 {
-                return Err(CliError::Usage(format!(
-                    "agent_max_ctx must be at least 1 (got {n})"
-                )));
-            }
-            apply_edit(path, &Edit::AgentMaxCtx(n as usize), data_dir)?;
-            Ok(saved(path, format!("agent_max_ctx: {n}")))
-        }
-        Command::MaxUsers { n } => {
-            if n < 0 {
-                return Err(CliError::Usage(format!(
-                    "max_users must be 0 (no limit) or more (got {n})"
-                )));
-            }
-            apply_edit(path, &Edit::MaxUsers(n as usize), data_dir)?;
-            Ok(saved(path, format!("max_users: {n}")))
-        }
-        Command::SessionTimeout { minutes } => {
-            if minutes < 0 {
-                return Err(CliError::Usage(format!(
-                    "session_idle_timeout_minutes must be 0 (never) or more (got {minutes})"
-                )));
-            }
-            apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
-            Ok(saved(
-                path,
-                format!("session_idle_timeout_minutes: {minutes}"),
-            ))
-        }
+        Command::History(HistoryCommand::MaxCtx { n }) => set_max_ctx(path, data_dir, n),
+        Command::MaxUsers { n } => set_max_users(path, data_dir, n),
+        Command::SessionTimeout { minutes } => set_idle_timeout(path, data_dir, minutes),
         Command::Serve
         | Command::Store(_)
         | Command::Mcp { .. }
@@ -239,7 +213,6 @@ fn change_chain(
     data_dir: &std::path::Path,
     edit: ChainCommand,
 ) -> Result<String, CliError> {
-    use crate::config::settings::{apply_edit, Edit};
     use parlor_domain::chain::{edit_chain, ChainEdit, POLICY_STEP};
     let settings = current_settings(path)?;
     let edit = match edit {
@@ -251,6 +224,40 @@ fn change_chain(
     apply_edit(path, &Edit::Chain(chain.clone()), data_dir)?;
     let what = format!("chain: {POLICY_STEP}, {}", chain.join(", "));
     Ok(saved(path, what))
+}
+
+/// `parlor history max-ctx N`: the agents' window ceiling (at least 1).
+fn set_max_ctx(path: &Path, data_dir: &Path, n: i64) -> Result<String, CliError> {
+    if n < 1 {
+        let rule = format!("agent_max_ctx must be at least 1 (got {n})");
+        return Err(CliError::Usage(rule));
+    }
+    apply_edit(path, &Edit::AgentMaxCtx(n as usize), data_dir)?;
+    Ok(saved(path, format!("agent_max_ctx: {n}")))
+}
+
+/// `parlor max-users N`: browsers chatting at once (0: no limit).
+fn set_max_users(path: &Path, data_dir: &Path, n: i64) -> Result<String, CliError> {
+    if n < 0 {
+        let rule = format!("max_users must be 0 (no limit) or more (got {n})");
+        return Err(CliError::Usage(rule));
+    }
+    apply_edit(path, &Edit::MaxUsers(n as usize), data_dir)?;
+    Ok(saved(path, format!("max_users: {n}")))
+}
+
+/// `parlor session-timeout MINUTES`: when an idle browser's slot is freed (0: never).
+fn set_idle_timeout(path: &Path, data_dir: &Path, minutes: i64) -> Result<String, CliError> {
+    if minutes < 0 {
+        let rule =
+            format!("session_idle_timeout_minutes must be 0 (never) or more (got {minutes})");
+        return Err(CliError::Usage(rule));
+    }
+    apply_edit(path, &Edit::IdleTimeoutMinutes(minutes as u64), data_dir)?;
+    Ok(saved(
+        path,
+        format!("session_idle_timeout_minutes: {minutes}"),
+    ))
 }
 
 /// What a configuration command answers once it saved `what` to `path`.

@@ -28,28 +28,42 @@ use serde_json::Value;
 use std::num::NonZeroUsize;
 
 type Release = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+type Ended = Box<dyn FnOnce() + Send>;
 
 /// A held reply lock: [`ReplyLock::release`] frees it before the reply's last event goes
 /// out (so the browser's next message finds it free); dropped without that, it is freed in
-/// the background.
+/// the background. Either way the holder's part ends at once: what this process must know
+/// (that the lock is no longer its reply's) is done synchronously, before the next request
+/// can look.
 #[derive(Default)]
 pub struct ReplyLock {
     /// In a mutex only so that the lock can be shared between threads (`Sync`).
-    release: std::sync::Mutex<Option<Release>>,
+    parts: std::sync::Mutex<(Option<Ended>, Option<Release>)>,
 }
 
 impl ReplyLock {
     pub fn new(release: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self::ending(|| {}, release)
+    }
+
+    /// A lock whose holder's part ends with `ended` (run at once when it is released or
+    /// dropped), then is freed by `release`.
+    pub fn ending(
+        ended: impl FnOnce() + Send + 'static,
+        release: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Self {
         Self {
-            release: std::sync::Mutex::new(Some(Box::pin(release))),
+            parts: std::sync::Mutex::new((Some(Box::new(ended)), Some(Box::pin(release)))),
         }
     }
 
+    /// Ends the holder's part and gives the release to run.
     fn take(&mut self) -> Option<Release> {
-        self.release
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        let parts = self.parts.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(ended) = parts.0.take() {
+            ended();
+        }
+        parts.1.take()
     }
 
     pub async fn release(mut self) {

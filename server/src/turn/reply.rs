@@ -140,18 +140,25 @@ impl Reply {
             // As the transcript counts every message: what it costs when sent again.
             done.message_tokens = Some(self.tokens.count(&Message::assistant(text.as_str(), 0)));
         }
-        let stored = if text.is_empty() {
-            Some(None)
-        } else {
-            self.store(text, model, outcome.status()).await.map(Some)
+        let stored = match text.is_empty() {
+            true => Ok(None),
+            false => self.store(text, model, outcome.status()).await,
         };
+        // The conversation is free before the last event goes out, whatever it says: a
+        // client that sends its next message on reading it never finds it busy.
         if let Some(busy) = self.busy.take() {
             busy.release().await;
         }
-        if let Some(reply_id) = stored {
-            self.finish(outcome, reply_id).await;
-            if let Some(then) = self.then.take() {
-                then();
+        match stored {
+            Ok(reply_id) => {
+                self.finish(outcome, reply_id).await;
+                if let Some(then) = self.then.take() {
+                    then();
+                }
+            }
+            Err(e) => {
+                let message = format!("The reply could not be saved: {e}");
+                let _ = self.tx.send(ChatEvent::Error { message }).await;
             }
         }
     }
@@ -183,13 +190,13 @@ impl Reply {
         }
     }
 
-    /// Stores the reply and returns its id; on failure tells the browser and returns `None`.
+    /// Stores the reply and returns its id.
     async fn store(
         &self,
         text: String,
         model: Option<String>,
         status: Option<ReplyStatus>,
-    ) -> Option<String> {
+    ) -> Result<Option<String>, crate::store::StoreError> {
         let id = &self.info.session_id;
         let mut reply = Message {
             meta: Some(MessageMeta {
@@ -200,24 +207,12 @@ impl Reply {
             ..Message::assistant(text, now_ms())
         };
         reply.ensure_id();
-        match self
-            .history
-            .store
-            .append(id, std::slice::from_ref(&reply))
-            .await
-        {
-            Ok(()) => reply.id,
-            Err(e) => {
-                tracing::error!("could not store the reply in {id}: {e}");
-                let _ = self
-                    .tx
-                    .send(ChatEvent::Error {
-                        message: format!("The reply could not be saved: {e}"),
-                    })
-                    .await;
-                None
-            }
+        let store = &self.history.store;
+        if let Err(e) = store.append(id, std::slice::from_ref(&reply)).await {
+            tracing::error!("could not store the reply in {id}: {e}");
+            return Err(e);
         }
+        Ok(reply.id)
     }
 
     /// The last event: `done` (with the stored reply's id) or `error` (nothing when nobody

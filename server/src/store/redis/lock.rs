@@ -19,18 +19,7 @@ impl RedisStore {
     pub(super) async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
         let value = format!("{}:{}", self.instance, uuid::Uuid::new_v4().simple());
         let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
-        let cmd = &redis::cmd("SET")
-            .arg(&key)
-            .arg(&value)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .clone();
-        let taken: Option<String> = retrying(&self.connection, |mut c| async move {
-            cmd.query_async(&mut c).await
-        })
-        .await?;
-        if taken.is_none() && !self.take_over_stale(&key, &value, ttl_ms).await? {
+        if !self.take(&key, &value, ttl_ms).await? {
             return Ok(None);
         }
         self.held
@@ -65,31 +54,61 @@ impl RedisStore {
                 }
             }
         });
-        let held = self.held.clone();
-        Ok(Some(ReplyLock::new(async move {
+        let (held, ours) = (self.held.clone(), value.clone());
+        let ended = move || {
             renew.abort();
-            // Over for this process at once, whatever Redis says.
-            held.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&value);
-            release(connection, key, value).await;
-        })))
+            // Over for this process at once, whatever Redis says: the next request for this
+            // conversation may take the lock over even before the release reaches Redis.
+            held.lock().unwrap_or_else(|e| e.into_inner()).remove(&ours);
+        };
+        Ok(Some(ReplyLock::ending(
+            ended,
+            release(connection, key, value),
+        )))
+    }
+
+    /// Sets the lock `key` to `value` when it is free, or held by a reply of this process
+    /// that is over. A lock freed between the two checks (its release just reached Redis)
+    /// is tried again.
+    async fn take(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, StoreError> {
+        for _ in 0..3 {
+            let cmd = &redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .clone();
+            let taken: Option<String> = retrying(&self.connection, |mut c| async move {
+                cmd.query_async(&mut c).await
+            })
+            .await?;
+            if taken.is_some() {
+                return Ok(true);
+            }
+            match self.take_over_stale(key, value, ttl_ms).await? {
+                Some(took) => return Ok(took),
+                // Freed meanwhile: try to set it again.
+                None => continue,
+            }
+        }
+        Ok(false)
     }
 
     /// Whether the lock `key`, held by a reply of this process that is over, was taken over
-    /// for `value`.
+    /// for `value`; `None` when it was freed meanwhile.
     async fn take_over_stale(
         &self,
         key: &str,
         value: &str,
         ttl_ms: u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<bool>, StoreError> {
         let holder: Option<String> = redis::cmd("GET")
             .arg(key)
             .query_async(&mut self.conn())
             .await?;
         let Some(holder) = holder else {
-            return Ok(false);
+            return Ok(None);
         };
         let ours = holder.starts_with(&format!("{}:", self.instance));
         let live = self
@@ -98,7 +117,7 @@ impl RedisStore {
             .unwrap_or_else(|e| e.into_inner())
             .contains(&holder);
         if !ours || live {
-            return Ok(false);
+            return Ok(Some(false));
         }
         let took: i64 = redis::cmd("EVAL")
             .arg(TAKE_OVER)
@@ -109,7 +128,11 @@ impl RedisStore {
             .arg(ttl_ms)
             .query_async(&mut self.conn())
             .await?;
-        Ok(took == 1)
+        match took {
+            1 => Ok(Some(true)),
+            // Changed meanwhile: freed (try again), or another holder's now.
+            _ => Ok(None),
+        }
     }
 }
 

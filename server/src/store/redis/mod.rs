@@ -226,6 +226,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_lock_dropped_without_its_release_frees_the_conversation_at_once() {
+        let redis = RedisServer::start().unwrap();
+        let store = RedisStore::connect(options(&redis, "locks")).await.unwrap();
+        let id = ConversationId::parse("dropped").unwrap();
+        for _ in 0..20 {
+            // A turn that failed after taking the lock drops it (no release awaited): the
+            // next message of this process takes it at once, before the release has run.
+            let lock = store.lock_reply(&id).await.unwrap().expect("free");
+            drop(lock);
+            let again = store.lock_reply(&id).await.unwrap();
+            assert!(again.is_some(), "the conversation stayed busy");
+            again.unwrap().release().await;
+        }
+        // Another process's lock is never taken over.
+        let other = RedisStore::connect(options(&redis, "locks")).await.unwrap();
+        let held = other.lock_reply(&id).await.unwrap().expect("free");
+        assert!(store.lock_reply(&id).await.unwrap().is_none());
+        held.release().await;
+    }
+
+    #[tokio::test]
     async fn histories_never_share_keys_and_writes_refresh_the_ttl() {
         let redis = RedisServer::start().unwrap();
         let a = RedisStore::connect(options(&redis, "a")).await.unwrap();
