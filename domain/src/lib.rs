@@ -23,6 +23,7 @@ pub mod mirror;
 pub mod plan;
 pub mod settings;
 pub mod summary;
+pub mod tool;
 pub mod transfer;
 pub mod turn;
 
