@@ -20,6 +20,7 @@
 //! Every request body is recorded; `GET /_requests` returns them as a JSON array.
 
 pub mod redis_server;
+mod tools;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -142,6 +143,11 @@ async fn chat_completions(
     let prompt_tokens = request.to_string().len() as u64 / 4;
     if let Some(refused) = refusal(&recorder, authorization.as_deref(), &last_user).await {
         return refused;
+    }
+    if request["stream"] == json!(true) {
+        if let Some(steps) = tools::steps(&model, &request, &last_user) {
+            return sse(steps);
+        }
     }
     if request["stream"] != json!(true) {
         let text = format!("Echo: {last_user}");
