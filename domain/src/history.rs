@@ -270,6 +270,18 @@ pub fn tail_hint(policy: HistoryPolicy, length: HistoryLength) -> Option<usize> 
 /// from the agent and the history at call time).
 pub fn tail_suffices(tail: &[Message], policy: HistoryPolicy, length: HistoryLength) -> bool {
     let users = tail.iter().filter(|m| m.role == Role::User).count();
+    let opens_with_user = tail.first().is_some_and(|m| m.role == Role::User);
+    suffices(users, opens_with_user, policy, length)
+}
+
+/// [`tail_suffices`] for a tail of which only these are known: how many user messages it
+/// holds, and whether it starts with one.
+pub fn suffices(
+    users: usize,
+    opens_with_user: bool,
+    policy: HistoryPolicy,
+    length: HistoryLength,
+) -> bool {
     match policy {
         HistoryPolicy::All => false,
         // The cut falls at the N-th last user message when there are more than N. The tail
@@ -277,7 +289,7 @@ pub fn tail_suffices(tail: &[Message], policy: HistoryPolicy, length: HistoryLen
         // would keep what precedes its first user message, as a short conversation does).
         HistoryPolicy::LastN => {
             let n = length.effective();
-            users > n || (users == n && tail.first().is_some_and(|m| m.role == Role::User))
+            users > n || (users == n && opens_with_user)
         }
         HistoryPolicy::None => users >= 1,
     }

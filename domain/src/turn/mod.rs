@@ -12,7 +12,7 @@ mod tests;
 
 use crate::context::{self, BlockReport, ContextEntry, ContextReport, Edit, Pruning};
 use crate::conversation::{longest_retention, ConversationInfo, Tail};
-use crate::history::{tail_hint, tail_suffices};
+use crate::history::{suffices, tail_hint};
 use crate::message::{title_of, Message, Role};
 use crate::settings::HistorySettings;
 
@@ -208,10 +208,11 @@ fn tail_is_enough(
         .iter()
         .filter(|m| m.role == Role::User)
         .count();
-    let mut with_new = Vec::with_capacity(read.messages.len() + 1);
-    with_new.extend(read.messages.iter().cloned());
-    with_new.push(new.clone());
-    tail_suffices(&with_new, settings.policy.value, settings.length.value)
+    // The tail as the policy reads it: the new message after it (not copied to say so).
+    let first = read.messages.first().unwrap_or(new);
+    let (policy, length) = (settings.policy.value, settings.length.value);
+    let with_new = users + usize::from(new.role == Role::User);
+    suffices(with_new, first.role == Role::User, policy, length)
         && users > info.context_turns as usize
         && info.pinned == 0
 }
