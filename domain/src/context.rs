@@ -322,12 +322,26 @@ pub fn prune(history: Vec<Message>) -> Pruning {
         .filter(|m| m.role == Role::User)
         .count()
         .wrapping_sub(1);
+    // The age of the turn being read: its tool results are as old as its user message.
+    let mut turn_age = None;
     for (index, message) in history.into_iter().enumerate() {
         if message.role != Role::User {
-            out.messages.push(message);
+            match turn_age.and_then(|age| expired_result(&message, age)) {
+                Some((new, report)) => {
+                    out.expired.push(report);
+                    out.messages.push(new.clone());
+                    out.edits.push(Edit {
+                        index,
+                        old: message,
+                        new: Some(new),
+                    });
+                }
+                None => out.messages.push(message),
+            }
             continue;
         }
         let i = age;
+        turn_age = Some(i);
         age = age.wrapping_sub(1);
         if message.context.is_empty() {
             out.messages.push(message);
@@ -354,6 +368,27 @@ pub fn prune(history: Vec<Message>) -> Pruning {
         }
     }
     out
+}
+
+/// A tool result `age` user turns back whose retention is over: the message with its content
+/// replaced by the stub that keeps its pairing ([`crate::tool::stub`]), and the report.
+fn expired_result(message: &Message, age: usize) -> Option<(Message, BlockReport)> {
+    let answer = message
+        .tool
+        .as_ref()
+        .filter(|t| t.removed_after.is_none())?;
+    let retention = message.context.first()?.retention;
+    if alive(retention, age) {
+        return None;
+    }
+    let turns = retention.map_or(0, |n| n.get());
+    let mut new = message.clone();
+    let tool = new.tool.as_mut()?;
+    tool.removed_after = Some(turns);
+    let stub = crate::tool::stub(&answer.name, Some(turns).filter(|&n| n > 0), answer.bytes);
+    crate::exchange::replace_content(&mut new, stub);
+    let report = BlockReport::of(&answer.name, &message.context[0], false, Some(0));
+    Some((new, report))
 }
 
 /// Whether a block kept for `retention` stays in a message `age` user messages back.

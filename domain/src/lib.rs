@@ -13,6 +13,7 @@ pub mod conversation;
 pub mod conversation_id;
 pub mod dialog;
 pub mod event;
+pub mod exchange;
 pub mod history;
 pub mod live_sessions;
 #[cfg(feature = "markdown")]
@@ -20,6 +21,7 @@ pub mod markdown;
 pub mod message;
 pub mod meter;
 pub mod mirror;
+pub mod numbers;
 pub mod plan;
 pub mod settings;
 pub mod summary;

@@ -135,6 +135,40 @@ pub fn title_of(text: &str) -> String {
     short
 }
 
+/// One tool call an assistant reply asked for: the call's id, the tool as the model named
+/// it, and its arguments exactly as the model gave them (JSON text, or not).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// What a `tool` message answers and how: its content is the message's blocks (see
+/// [`Message::context`]), each kept as the server's `save` says.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolAnswer {
+    /// The id of the call it answers.
+    pub tool_call_id: String,
+    /// The tool as the model named it.
+    pub name: String,
+    /// `false` when the result is an error (of the tool, the server, the arguments, a
+    /// timeout, a denial, a cancellation).
+    pub ok: bool,
+    /// How long the call took, in milliseconds.
+    #[serde(default)]
+    pub ms: u64,
+    /// The size of the full result, in bytes (kept when the content is replaced by a stub).
+    #[serde(default)]
+    pub bytes: u64,
+    /// Set once the content was replaced by a stub: for how many turns after its own it
+    /// was kept (`0`: for its own turn only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_after: Option<u32>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
@@ -154,6 +188,12 @@ pub struct Message {
     /// with its retention (see [`crate::context`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<ContextBlock>,
+    /// The tool calls an assistant reply asked for (a tool exchange opens with it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// On a `tool` message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolAnswer>,
 }
 
 impl Message {
@@ -166,7 +206,31 @@ impl Message {
             send: None,
             meta: None,
             context: Vec::new(),
+            tool_calls: Vec::new(),
+            tool: None,
         }
+    }
+
+    /// A `tool` message answering `call` with `content` (text and images), each block kept
+    /// for `retention`.
+    pub fn tool_result(
+        answer: ToolAnswer,
+        content: Vec<Part>,
+        retention: crate::block::Retention,
+        ts: i64,
+    ) -> Self {
+        let mut message = Self::new(Role::Tool, String::new(), ts);
+        message.context = content
+            .into_iter()
+            .map(|part| ContextBlock { part, retention })
+            .collect();
+        message.tool = Some(answer);
+        message
+    }
+
+    /// The id of the call a `tool` message answers.
+    pub fn answers(&self) -> Option<&str> {
+        self.tool.as_ref().map(|t| t.tool_call_id.as_str())
     }
 
     /// The message's id: the stored one, or else the one derived from its role, time and
@@ -176,14 +240,26 @@ impl Message {
     pub fn id(&self) -> std::borrow::Cow<'_, str> {
         match &self.id {
             Some(id) => id.as_str().into(),
-            None => derived_id(self.role, self.ts, &self.text).into(),
+            None => self.derived_id().into(),
+        }
+    }
+
+    /// The id derived from role, time and text; a tool exchange's messages, which may share
+    /// a time and have no text, add the first call id they ask for or answer.
+    fn derived_id(&self) -> String {
+        let call = self
+            .answers()
+            .or_else(|| self.tool_calls.first().map(|c| c.id.as_str()));
+        match call {
+            None => derived_id(self.role, self.ts, &self.text),
+            Some(call) => derived_id(self.role, self.ts, &format!("{}\0{call}", self.text)),
         }
     }
 
     /// Stores the id a message would otherwise derive (see [`Message::id`]).
     pub fn ensure_id(&mut self) {
         if self.id.is_none() {
-            self.id = Some(derived_id(self.role, self.ts, &self.text));
+            self.id = Some(self.derived_id());
         }
     }
 
@@ -199,10 +275,16 @@ impl Message {
     }
 
     /// The text pieces the model reads, in order: the message's text, then its context's
-    /// headers and text blocks.
+    /// headers and text blocks (a tool result's content), then the tool calls it asks for
+    /// (each call's tool and arguments).
     pub fn texts(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
         std::iter::once(self.text.as_str().into())
             .chain(self.context.iter().filter_map(|b| b.part.sent_text()))
+            .chain(
+                self.tool_calls
+                    .iter()
+                    .flat_map(|c| [c.name.as_str().into(), c.arguments.as_str().into()]),
+            )
     }
 
     /// How many images the message carries.

@@ -230,18 +230,7 @@ pub fn format_usd(nano_usd: u64) -> String {
     format!("${dollars}.{digits}")
 }
 
-/// `12,345`: a count with thousands separators.
-pub fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::numbers::group_digits;
 
 /// `part` in thousandths of `whole`, at most 1000 (the meter's bar is drawn in thousandths:
 /// SVG attributes, since the page's Content-Security-Policy allows no inline styles).

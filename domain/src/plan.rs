@@ -21,6 +21,7 @@ use crate::chain::{
 };
 use crate::context::{ContextReport, Part};
 use crate::event::{HistoryReport, MarksReport, SettingsReport};
+use crate::exchange;
 use crate::history::{trim_for_model, Conversation, HistoryLength, HistoryPolicy};
 use crate::message::{Message, Role};
 use crate::settings::HistorySettings;
@@ -30,6 +31,9 @@ pub const CEILING_STEP: &str = "max_ctx";
 /// The name of the step of the user's pins and exclusions, reported when the conversation
 /// has any (see the module documentation).
 pub const MARKS_STEP: &str = "marks";
+/// The name of the step that drops the parts of tool exchanges the steps before it split,
+/// reported when it removed anything (see [`exchange::whole`]).
+pub const EXCHANGES_STEP: &str = "exchanges";
 
 /// Everything one model call depends on.
 pub struct PlanInput<'a> {
@@ -102,10 +106,11 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     if !input.chain.names().contains(&SlidingWindow.name()) {
         outgoing = ceiling(outgoing, input.max_ctx, &mut steps);
     }
+    outgoing = whole_exchanges(outgoing, &mut steps);
     let (sent, error) = match input.chain.run(outgoing, &ctx) {
         Ok(outcome) => {
             steps.extend(outcome.steps);
-            (outcome.messages, None)
+            (whole_exchanges(outcome.messages, &mut steps), None)
         }
         Err(e) => (Vec::new(), Some(e)),
     };
@@ -135,6 +140,22 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         report,
         error,
     }
+}
+
+/// Keeps tool exchanges whole ([`exchange::whole`]); reported as the `exchanges` step when
+/// it removed anything.
+fn whole_exchanges(outgoing: Vec<Outgoing>, steps: &mut Vec<StepReport>) -> Vec<Outgoing> {
+    let before = outgoing.len();
+    let kept = exchange::whole(outgoing, |m| &m.message);
+    if kept.len() < before {
+        steps.push(StepReport {
+            added: 0,
+            name: EXCHANGES_STEP.to_owned(),
+            removed: before - kept.len(),
+            kept: kept.len(),
+        });
+    }
+    kept
 }
 
 /// The agent's ceiling when the chain has no sliding window: the last `max_ctx` messages.

@@ -93,6 +93,7 @@ impl HistoryProcessor for TokenBudget {
         let Some(budget) = ctx.model.token_budget else {
             return Ok(messages);
         };
+        let messages = stub_results_to_fit(messages, budget, ctx);
         let systems = leading_systems(&messages);
         let (prompt, rest) = messages.split_at(systems);
         let cost = |part: &[Outgoing]| {
@@ -145,6 +146,37 @@ impl HistoryProcessor for TokenBudget {
     }
 }
 
+/// The budget prefers stubs to cuts: while `messages` cost more than `budget`, the oldest
+/// tool result before the latest user message is replaced, in this request only, by a stub
+/// saying so ([`crate::exchange::budget_stub`]); results already stubbed stay as they are.
+fn stub_results_to_fit(
+    mut messages: Vec<Outgoing>,
+    budget: u64,
+    ctx: &ChainContext<'_>,
+) -> Vec<Outgoing> {
+    let mut used: u64 = messages.iter().map(|m| ctx.tokens.count(&m.message)).sum();
+    let last_user = messages
+        .iter()
+        .rposition(|m| m.role() == Role::User)
+        .unwrap_or(messages.len());
+    for m in &mut messages[..last_user] {
+        if used <= budget {
+            break;
+        }
+        let Some(answer) = m.message.tool.as_ref() else {
+            continue;
+        };
+        if answer.removed_after.is_some() || m.message.is_pinned() {
+            continue;
+        }
+        let stub = crate::exchange::budget_stub(&answer.name, answer.bytes);
+        let before = ctx.tokens.count(&m.message);
+        crate::exchange::replace_content(&mut m.message, stub);
+        used = (used + ctx.tokens.count(&m.message)).saturating_sub(before);
+    }
+    messages
+}
+
 /// For providers that require strict alternation: the result (after the system messages)
 /// starts with a user message and alternates; neighbours of the same role are merged (their
 /// texts joined by a blank line), never dropped. Replies before the first user message
@@ -182,14 +214,22 @@ impl HistoryProcessor for RoleAlternation {
                 head += 1;
                 continue;
             }
-            let role = if item.role() == Role::User {
-                Role::User
-            } else {
-                Role::Assistant
+            // A tool exchange's messages keep their roles and are never merged: a call and
+            // its results go to the model as they are.
+            let in_exchange = |m: &Message| !m.tool_calls.is_empty() || m.tool.is_some();
+            let role = match item.role() {
+                Role::User => Role::User,
+                Role::Tool if item.message.tool.is_some() => Role::Tool,
+                _ => Role::Assistant,
             };
             let has_body = out.len() > head;
             match out.last_mut() {
-                Some(previous) if has_body && previous.role() == role => {
+                Some(previous)
+                    if has_body
+                        && previous.role() == role
+                        && !in_exchange(&previous.message)
+                        && !in_exchange(&item.message) =>
+                {
                     merge_into(&mut previous.message, item.message);
                 }
                 _ => out.push(Outgoing {

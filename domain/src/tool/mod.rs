@@ -4,6 +4,8 @@
 //!
 //! The MCP client, the loop and storage build on these; nothing here runs a tool.
 
+pub mod calls;
+
 use serde::{Deserialize, Serialize};
 
 /// The longest tool name a model is given.
@@ -176,7 +178,7 @@ pub fn next(limits: Limits, round: u32, made: u32, asked: usize) -> Next {
 /// What later turns receive in place of a result whose retention is over (`turns`: how
 /// long it was kept; `None`: it was kept for its own turn only).
 pub fn stub(tool: &str, turns: Option<u32>, bytes: u64) -> String {
-    let size = crate::meter::group_digits(bytes);
+    let size = crate::numbers::group_digits(bytes);
     match turns {
         Some(1) => format!("[result of {tool} removed after 1 turn: {size} bytes]"),
         Some(n) => format!("[result of {tool} removed after {n} turns: {size} bytes]"),
