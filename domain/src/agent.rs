@@ -83,6 +83,10 @@ pub struct RawChatSettings {
     /// `parlor.toml`) that run on this agent's turns.
     #[serde(default)]
     pub context: Vec<String>,
+    /// Parlor extension: the tools this agent may call: a tool server's id (every tool it
+    /// allows) or `<server>.<tool>` (one tool).
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// The LLM an agent's template asks for.
@@ -123,6 +127,8 @@ pub struct Agent {
     pub history_id: Option<String>,
     /// The context providers of this agent's turns, by id.
     pub context: Vec<String>,
+    /// The tools this agent may call: server ids or `<server>.<tool>`.
+    pub tools: Vec<String>,
     pub preserve_system_messages: bool,
     /// Validated processor names, when the template sets its own chain.
     pub history_processors: Option<Vec<String>>,
@@ -171,6 +177,7 @@ impl Agent {
                 chat_prompts: settings.chat_prompts.clone(),
                 history_id: settings.history_id.clone(),
                 context: settings.context.clone(),
+                tools: settings.tools.clone(),
                 preserve_system_messages,
                 history_processors,
                 max_context,

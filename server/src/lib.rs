@@ -10,6 +10,7 @@ pub mod ops;
 pub mod routes;
 pub mod state;
 pub mod store;
+pub mod tools;
 pub mod turn;
 
 use crate::config::agents::AgentCatalog;
@@ -81,6 +82,9 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     crate::turn::providers::Providers::new(settings.providers.clone())
+        .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
+    settings
+        .tools
         .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     let config_path = file
         .map(|(path, _)| path)

@@ -23,6 +23,53 @@ pub struct ConfigFile {
     /// `[[context]]`: the operator's context providers.
     #[serde(default)]
     pub context: Vec<ContextProviderEntry>,
+    /// `[tools]`: the limits of a turn's tool loop.
+    pub tools: Option<ToolsSection>,
+    /// `[[mcp_servers]]`: the tool servers agents may call.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerEntry>,
+}
+
+/// `[tools]`: how far one turn's tool loop may go.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// Model calls that may ask for tools in one turn (1..=50, default 8).
+    pub max_rounds: Option<i64>,
+    /// Tool calls in one turn, all rounds together (1..=500, default 32).
+    pub max_calls: Option<i64>,
+}
+
+/// `[[mcp_servers]]`: one tool server (stdio, streamable HTTP, or Parlor's built-in one).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerEntry {
+    /// `[a-z0-9_-]{1,32}`, unique; the model sees its tools as `<id>__<tool>`.
+    pub id: String,
+    /// stdio: the program Parlor starts (one process per server).
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: the only variables passed (with PATH and HOME); `${VAR}` reads Parlor's.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Streamable HTTP: the server's URL.
+    pub url: Option<String>,
+    /// Streamable HTTP: headers sent with every request; `${VAR}` reads Parlor's.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// `"parlor"`: Parlor's own tool server (no process, no URL).
+    pub builtin: Option<String>,
+    /// Seconds one call may take (1..=600, default 30).
+    pub timeout_secs: Option<i64>,
+    /// The longest result kept, in bytes (default 65536); a longer one is cut, saying so.
+    pub max_result_bytes: Option<i64>,
+    /// `never` (default), `always`, or `first` (the first use in a conversation).
+    pub confirm: Option<String>,
+    /// The tools offered (default: every tool the server lists).
+    pub allow: Option<Vec<String>>,
+    /// The results' retention: true (default), false, or for the next n turns.
+    pub save: Option<parlor_domain::context::Save>,
 }
 
 /// `[[context]]`: context added to every turn of the agents that name it in

@@ -21,6 +21,8 @@ pub struct ServerSettings {
     pub providers: Vec<crate::turn::providers::Provider>,
     /// The model that keeps conversation summaries (`None`: each conversation's own).
     pub summary_model: Option<String>,
+    /// `[tools]` and `[[mcp_servers]]`.
+    pub tools: crate::tools::spec::ToolSpecs,
 }
 
 pub const DEFAULT_MAX_USERS: usize = 50;
@@ -61,6 +63,7 @@ impl ServerSettings {
             idle_timeout_minutes: idle_timeout_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT_MINUTES),
             models: crate::llm::models::specs(&file.models, path)?,
             providers: crate::turn::providers::specs(&file.context, path)?,
+            tools: crate::tools::spec::specs(file, path, &|name| std::env::var(name).ok())?,
             summary_model,
         })
     }

@@ -1,0 +1,3 @@
+//! Tools: the MCP servers an operator declares (spec `tools.md`), Parlor as their client.
+
+pub mod spec;
