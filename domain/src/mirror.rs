@@ -6,7 +6,7 @@
 
 use crate::context::{image_type, Part};
 use crate::message::title_of as preview;
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, ToolCall};
 
 /// The model name the mirror answers to.
 pub const MIRROR_MODEL: &str = "mirror";
@@ -23,7 +23,7 @@ pub fn describe_request(messages: &[&Message]) -> String {
             "{}. `{}`: {}\n",
             i + 1,
             message.role,
-            quote(&preview(&message.text))
+            line(message)
         ));
         describe_context(&mut out, message);
     }
@@ -41,6 +41,49 @@ pub fn describe_request(messages: &[&Message]) -> String {
         ));
     }
     out
+}
+
+/// A message's line: its text's preview; for a tool exchange, the calls asked for or the
+/// result received (the result's text follows as a block).
+fn line(message: &Message) -> String {
+    if let Some(answer) = &message.tool {
+        let outcome = if answer.ok { "ok" } else { "error" };
+        return format!("result of {} ({outcome})", quote(&answer.name));
+    }
+    let text = quote(&preview(&message.text));
+    if message.tool_calls.is_empty() {
+        return text;
+    }
+    let calls: Vec<String> = message
+        .tool_calls
+        .iter()
+        .map(|c| format!("{} {}", quote(&c.name), quote(&preview(&c.arguments))))
+        .collect();
+    format!("{text}, asking for {}", calls.join(", "))
+}
+
+/// What the mirror asks for when tools are offered and the request ends with a user message
+/// `/tool <tool> <json arguments>`: that one call (arguments `{}` when none are given; given
+/// ones are passed as written, valid JSON or not).
+pub fn tool_request(messages: &[&Message], tools_offered: bool) -> Option<ToolCall> {
+    let last = messages.last().filter(|m| m.role == Role::User)?;
+    let rest = last.text.trim_start().strip_prefix("/tool")?;
+    if !tools_offered || !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim();
+    let (name, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let arguments = arguments.trim();
+    (!name.is_empty()).then(|| ToolCall {
+        id: format!("mirror_{}", last.ts),
+        name: name.to_owned(),
+        arguments: if arguments.is_empty() {
+            "{}"
+        } else {
+            arguments
+        }
+        .to_owned(),
+    })
 }
 
 /// Lists a message's context blocks under it: one line per source, naming each block.
@@ -170,5 +213,48 @@ mod tests {
         let text = "one two\n\nthree  four";
         assert_eq!(words(text).collect::<String>(), text);
         assert!(words(text).count() >= 4);
+    }
+
+    #[test]
+    fn a_tool_command_asks_for_that_call_and_the_next_round_shows_the_result() {
+        let ask = Message::user("/tool clock__now {\"tz\": \"UTC\"}", 7);
+        let call = tool_request(&[&ask], true).unwrap();
+        assert_eq!(
+            (call.id.as_str(), call.name.as_str()),
+            ("mirror_7", "clock__now")
+        );
+        assert_eq!(call.arguments, "{\"tz\": \"UTC\"}");
+        // Without tools offered (the last call of a loop), or not a command: no call.
+        assert_eq!(tool_request(&[&ask], false), None);
+        assert_eq!(tool_request(&[&Message::user("/toolbox x", 1)], true), None);
+        assert_eq!(tool_request(&[&Message::user("/tool", 1)], true), None);
+        let bare = tool_request(&[&Message::user("/tool t", 1)], true).unwrap();
+        assert_eq!(bare.arguments, "{}");
+        // The next round ends with the result: described, result text included.
+        let mut asked = Message::assistant("", 8);
+        asked.tool_calls = vec![call];
+        let answer = crate::message::ToolAnswer {
+            tool_call_id: "mirror_7".into(),
+            name: "clock__now".into(),
+            ok: true,
+            ms: 2,
+            bytes: 5,
+            removed_after: None,
+        };
+        let text = Part::Text {
+            text: "12:00 UTC".into(),
+        };
+        let result = Message::tool_result(answer, vec![text], None, 9);
+        assert_eq!(tool_request(&[&ask, &asked, &result], true), None);
+        let described = describe_request(&[&ask, &asked, &result]);
+        assert!(
+            described.contains("asking for “clock\\_\\_now”"),
+            "{described}"
+        );
+        assert!(
+            described.contains("3. `tool`: result of “clock\\_\\_now” (ok)"),
+            "{described}"
+        );
+        assert!(described.contains("12:00 UTC"), "{described}");
     }
 }

@@ -8,6 +8,22 @@ pub mod calls;
 
 use serde::{Deserialize, Serialize};
 
+/// A tool offered to the model on a turn: the name it sees, the server and tool it stands
+/// for, and what the server says about it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    /// `<server>__<tool>` (see [`model_name`]).
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of the arguments, as the server gives it.
+    #[serde(default)]
+    pub parameters: serde_json::Value,
+}
+
 /// The longest tool name a model is given.
 pub const MAX_TOOL_NAME: usize = 64;
 

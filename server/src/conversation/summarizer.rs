@@ -200,6 +200,7 @@ async fn summarize(
         ],
         temperature: Some(0.0),
         max_tokens: None,
+        tools: Vec::new(),
     };
     let mut stream = client
         .stream(request)

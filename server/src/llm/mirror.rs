@@ -3,7 +3,7 @@
 
 use super::{LlmEvent, LlmStream, ModelRequest};
 use futures::StreamExt;
-use parlor_domain::mirror::{describe_request, words};
+use parlor_domain::mirror::{describe_request, tool_request, words};
 use std::time::Duration;
 
 pub struct MirrorModel {
@@ -14,6 +14,14 @@ pub struct MirrorModel {
 impl MirrorModel {
     pub fn stream(&self, request: ModelRequest) -> LlmStream {
         let messages: Vec<_> = request.messages.iter().collect();
+        if let Some(call) = tool_request(&messages, !request.tools.is_empty()) {
+            let asked = LlmEvent::Finished {
+                reason: "tool_calls".into(),
+                usage: None,
+                tool_calls: vec![call],
+            };
+            return futures::stream::once(async { Ok(asked) }).boxed();
+        }
         let reply = describe_request(&messages);
         let pieces: Vec<String> = words(&reply).map(str::to_owned).collect();
         let delay = self.delay;
@@ -27,6 +35,7 @@ impl MirrorModel {
             Ok(LlmEvent::Finished {
                 reason: "stop".into(),
                 usage: None,
+                tool_calls: Vec::new(),
             })
         });
         deltas.chain(finished).boxed()
@@ -49,6 +58,7 @@ mod tests {
                 messages: vec![Message::system("Be brief.", 0), Message::user("Hi", 1)],
                 temperature: None,
                 max_tokens: None,
+                tools: Vec::new(),
             })
             .collect()
             .await;

@@ -19,6 +19,8 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
+    /// The tools the model may ask for on this call (none: it may not).
+    pub tools: Vec<parlor_domain::tool::Offered>,
 }
 
 /// A piece of a streamed reply.
@@ -29,6 +31,8 @@ pub enum LlmEvent {
     Finished {
         reason: String,
         usage: Option<Usage>,
+        /// The tool calls the reply asks for, put together from the stream's pieces.
+        tool_calls: Vec<parlor_domain::message::ToolCall>,
     },
 }
 

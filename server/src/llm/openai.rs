@@ -9,6 +9,7 @@ use crate::config::ApiKey;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use parlor_domain::context::Part;
+use parlor_domain::tool::calls::{Assembler, Piece as CallPieceOf};
 use parlor_domain::{Message, Role, Usage};
 use serde::Deserialize;
 use serde_json::json;
@@ -89,6 +90,7 @@ impl OpenAiClient {
             ended: false,
             timeout: self.timeout,
             scrub_key: self.api_key.clone(),
+            calls: Assembler::default(),
         };
         Ok(futures::stream::unfold(reader, Reader::next).boxed())
     }
@@ -200,22 +202,32 @@ struct Choice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<CallPiece>,
 }
 
-/// The Chat Completions body of a request: streamed, with usage.
+/// A piece of a streamed tool call: `index` says which call it belongs to.
+#[derive(Deserialize)]
+struct CallPiece {
+    #[serde(default)]
+    index: u64,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionPiece>,
+}
+
+#[derive(Deserialize)]
+struct FunctionPiece {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// The Chat Completions body of a request: streamed, with usage, and the tools offered.
 fn request_body(request: &ModelRequest) -> serde_json::Value {
-    let messages: Vec<_> = request
-        .messages
-        .iter()
-        .map(|m| {
-            // Parlor stores no tool calls, so a stored tool message is passed as context.
-            let role = match m.role {
-                Role::Tool => "assistant",
-                other => other.as_str(),
-            };
-            json!({"role": role, "content": content(m)})
-        })
-        .collect();
+    let messages: Vec<_> = request.messages.iter().map(wire_message).collect();
     let mut body = json!({
         "model": request.model,
         "messages": messages,
@@ -228,7 +240,55 @@ fn request_body(request: &ModelRequest) -> serde_json::Value {
     if let Some(n) = request.max_tokens {
         body["max_tokens"] = json!(n);
     }
+    if !request.tools.is_empty() {
+        let tools: Vec<_> = request
+            .tools
+            .iter()
+            .map(|t| {
+                let parameters = match &t.parameters {
+                    serde_json::Value::Object(_) => t.parameters.clone(),
+                    _ => json!({"type": "object", "properties": {}}),
+                };
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": parameters,
+                }})
+            })
+            .collect();
+        body["tools"] = json!(tools);
+    }
     body
+}
+
+/// One message as Chat Completions takes it: an exchange's call with its `tool_calls`, its
+/// results as `tool` messages naming their call. A `tool` message without a call (written by
+/// another tool) is passed as the assistant's.
+fn wire_message(m: &Message) -> serde_json::Value {
+    if let Some(answer) = &m.tool {
+        let text: String = m.texts().collect::<Vec<_>>().concat();
+        let images = m.images();
+        let text = match images {
+            0 => text,
+            n => format!("{text}\n[{n} image(s) in this result]"),
+        };
+        return json!({"role": "tool", "tool_call_id": answer.tool_call_id, "content": text});
+    }
+    let role = match m.role {
+        Role::Tool => "assistant",
+        other => other.as_str(),
+    };
+    if m.tool_calls.is_empty() {
+        return json!({"role": role, "content": content(m)});
+    }
+    let calls: Vec<_> = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments}})
+        })
+        .collect();
+    let content = (!m.text.is_empty()).then(|| m.text.clone());
+    json!({"role": "assistant", "content": content, "tool_calls": calls})
 }
 
 type Events = std::pin::Pin<
@@ -256,6 +316,7 @@ struct Reader {
     ended: bool,
     timeout: Duration,
     scrub_key: Option<ApiKey>,
+    calls: Assembler,
 }
 
 impl Reader {
@@ -297,6 +358,7 @@ impl Reader {
             Some(reason) => Ok(LlmEvent::Finished {
                 reason,
                 usage: self.usage.take(),
+                tool_calls: std::mem::take(&mut self.calls).finish(),
             }),
             None => Err(LlmError::Dropped),
         }
@@ -310,7 +372,12 @@ impl Reader {
         if data == "[DONE]" {
             let reason = self.finish_reason.take().unwrap_or_else(|| "stop".into());
             let usage = self.usage.take();
-            return Piece::Last(Ok(LlmEvent::Finished { reason, usage }));
+            let tool_calls = std::mem::take(&mut self.calls).finish();
+            return Piece::Last(Ok(LlmEvent::Finished {
+                reason,
+                usage,
+                tool_calls,
+            }));
         }
         let chunk: StreamChunk = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
@@ -337,8 +404,22 @@ impl Reader {
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason);
             }
-            if let Some(content) = choice.delta.and_then(|d| d.content) {
+            let Some(delta) = choice.delta else { continue };
+            if let Some(content) = delta.content {
                 text.push_str(&content);
+            }
+            for piece in delta.tool_calls {
+                let function = piece.function;
+                let (name, arguments) = match function {
+                    Some(f) => (f.name, f.arguments),
+                    None => (None, None),
+                };
+                self.calls.add(CallPieceOf {
+                    index: piece.index,
+                    id: piece.id,
+                    name,
+                    arguments,
+                });
             }
         }
         match text.is_empty() {
@@ -375,6 +456,7 @@ fn content(message: &Message) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parlor_domain::message::ToolCall;
 
     #[test]
     fn error_bodies_yield_their_message() {
@@ -405,5 +487,93 @@ mod tests {
             Duration::from_secs(5),
         );
         assert_eq!(client.host(), "https://llm.example:8443");
+    }
+
+    fn offered(name: &str) -> parlor_domain::tool::Offered {
+        parlor_domain::tool::Offered {
+            name: name.into(),
+            server: "clock".into(),
+            tool: "now".into(),
+            description: "the time".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    /// Reads a whole reply: its text and the finished event's calls.
+    async fn reply(client: &OpenAiClient, request: ModelRequest) -> (String, Vec<ToolCall>) {
+        let mut stream = client.stream(request).await.unwrap();
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                LlmEvent::Delta(piece) => text.push_str(&piece),
+                LlmEvent::Finished { tool_calls, .. } => return (text, tool_calls),
+            }
+        }
+        panic!("no finished event")
+    }
+
+    #[tokio::test]
+    async fn streamed_calls_are_assembled_and_results_go_back_paired() {
+        let upstream = fake_llm::FakeLlm::start().await.unwrap();
+        let client = OpenAiClient::new(upstream.base_url(), None, Duration::from_secs(10));
+        let ask = Message::user(
+            r#"[call:clock__now {"tz":"Europe/Paris","long":"abcdefghijklmnop"}] [call:clock__now {}]"#,
+            1,
+        );
+        let request = ModelRequest {
+            model: "m".into(),
+            messages: vec![ask.clone()],
+            temperature: None,
+            max_tokens: None,
+            tools: vec![offered("clock__now")],
+        };
+        let (_, calls) = reply(&client, request.clone()).await;
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(
+            calls[0].arguments,
+            r#"{"tz":"Europe/Paris","long":"abcdefghijklmnop"}"#
+        );
+        assert_eq!(calls[1].name, "clock__now");
+        assert_ne!(calls[0].id, calls[1].id);
+        // The exchange goes back as the provider expects, and the model reads the results.
+        let mut asked = Message::assistant("", 2);
+        asked.tool_calls = calls.clone();
+        let results = calls.iter().enumerate().map(|(i, call)| {
+            let answer = parlor_domain::message::ToolAnswer {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok: true,
+                ms: 1,
+                bytes: 5,
+                removed_after: None,
+            };
+            let text = Part::Text {
+                text: format!("time {i}"),
+            };
+            Message::tool_result(answer, vec![text], None, 3)
+        });
+        let mut messages = vec![ask, asked];
+        messages.extend(results);
+        let (text, calls) = reply(
+            &client,
+            ModelRequest {
+                messages,
+                ..request
+            },
+        )
+        .await;
+        assert_eq!(text, "Results: time 0; time 1");
+        assert!(calls.is_empty());
+        let sent = &upstream.requests()[1];
+        assert_eq!(
+            sent["messages"][1]["tool_calls"][0]["function"]["name"],
+            "clock__now"
+        );
+        assert_eq!(sent["messages"][2]["role"], "tool");
+        assert_eq!(
+            sent["messages"][2]["tool_call_id"],
+            sent["messages"][1]["tool_calls"][0]["id"]
+        );
+        assert_eq!(sent["tools"][0]["function"]["name"], "clock__now");
     }
 }

@@ -95,6 +95,7 @@ impl CallFacts {
                 messages: plan.messages,
                 temperature: llm.and_then(|l| l.temperature),
                 max_tokens: llm.and_then(|l| l.max_tokens),
+                tools: Vec::new(),
             },
         ))
     }

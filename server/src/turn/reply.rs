@@ -279,7 +279,7 @@ async fn relay(
         };
         let piece = match item {
             Some(Ok(LlmEvent::Delta(piece))) => piece,
-            Some(Ok(LlmEvent::Finished { reason, usage })) => {
+            Some(Ok(LlmEvent::Finished { reason, usage, .. })) => {
                 return Outcome::Finished(Box::new(DoneEvent {
                     finish_reason: reason,
                     usage,
@@ -346,6 +346,7 @@ mod tests {
             messages: vec![Message::user("hello", 1)],
             temperature: None,
             max_tokens: None,
+            tools: Vec::new(),
         };
         let client = LlmClient::Mirror(MirrorModel {
             delay: Duration::ZERO,
