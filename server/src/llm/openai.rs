@@ -217,6 +217,21 @@ struct CallPiece {
     function: Option<FunctionPiece>,
 }
 
+impl From<CallPiece> for CallPieceOf {
+    fn from(piece: CallPiece) -> Self {
+        let (name, arguments) = match piece.function {
+            Some(f) => (f.name, f.arguments),
+            None => (None, None),
+        };
+        CallPieceOf {
+            index: piece.index,
+            id: piece.id,
+            name,
+            arguments,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct FunctionPiece {
     #[serde(default)]
@@ -409,17 +424,7 @@ impl Reader {
                 text.push_str(&content);
             }
             for piece in delta.tool_calls {
-                let function = piece.function;
-                let (name, arguments) = match function {
-                    Some(f) => (f.name, f.arguments),
-                    None => (None, None),
-                };
-                self.calls.add(CallPieceOf {
-                    index: piece.index,
-                    id: piece.id,
-                    name,
-                    arguments,
-                });
+                self.calls.add(piece.into());
             }
         }
         match text.is_empty() {
