@@ -52,11 +52,24 @@ apt_install() {
   fi
 }
 
+MCP_SERVER_TIME_VERSION=2026.10.19
 if [ "${1:-}" = "test" ]; then
   apt_install chromium redis-server
   if [ ! -d end2end/node_modules/playwright-core ] || ! (cd end2end && npm ls --silent >/dev/null 2>&1); then
     say "installing the browser tests' npm packages"
     (cd end2end && npm ci --no-audit --no-fund)
+  fi
+  # The tool tests' stdio MCP server, written by others: PyPI mcp-server-time, in the
+  # project's own virtual environment (.tools/venv), pinned.
+  if ! .tools/venv/bin/python -c "import mcp_server_time" >/dev/null 2>&1; then
+    command -v python3 >/dev/null || apt_install python3
+    python3 -m venv --help >/dev/null 2>&1 && python3 -c "import ensurepip" >/dev/null 2>&1 \
+      || apt_install python3-venv
+    say "installing mcp-server-time $MCP_SERVER_TIME_VERSION into .tools/venv"
+    rm -rf .tools/venv
+    python3 -m venv .tools/venv
+    .tools/venv/bin/pip install --quiet --disable-pip-version-check \
+      "mcp-server-time==$MCP_SERVER_TIME_VERSION"
   fi
 fi
 say "ready"

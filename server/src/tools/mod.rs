@@ -1,3 +1,256 @@
-//! Tools: the MCP servers an operator declares (spec `tools.md`), Parlor as their client.
+//! Tools: the MCP servers an operator declares (spec `tools.md`), with Parlor as their client.
+//!
+//! [`Tools`] starts every declared server ([`server`]), says which tools an agent is offered
+//! on a turn, runs one call (with its timeout, cancelled by Stop) and turns every fault into
+//! an error result for the model ([`result`]), and ends the servers when Parlor stops.
 
+pub mod builtin;
+pub mod result;
+pub mod server;
 pub mod spec;
+
+use parlor_domain::message::ToolCall;
+use parlor_domain::tool::{model_name, Limits, Offered};
+use parlor_domain::Agent;
+pub use result::Outcome;
+use server::{Status, ToolServer};
+use spec::{ServerSpec, ToolSpecs, Transport};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The arguments of a call, as a JSON object.
+pub type Arguments = serde_json::Map<String, serde_json::Value>;
+
+/// Runs a call of the built-in `parlor` server for the current conversation's owner.
+#[async_trait::async_trait]
+pub trait Recall: Send + Sync {
+    async fn call(&self, tool: &str, arguments: Arguments) -> Outcome;
+}
+
+/// Every declared tool server.
+pub struct Tools {
+    pub limits: Limits,
+    servers: Vec<Arc<ToolServer>>,
+    stop: CancellationToken,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Tools {
+    /// Starts the servers' supervisors (on the current runtime).
+    pub fn start(specs: ToolSpecs) -> Arc<Tools> {
+        // The MCP HTTP client's rustls takes the process's provider: ring, as reqwest 0.12's
+        // (an error only says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let stop = CancellationToken::new();
+        let servers: Vec<Arc<ToolServer>> =
+            specs.servers.into_iter().map(ToolServer::new).collect();
+        let tasks = servers
+            .iter()
+            .filter(|s| s.spec.transport != Transport::Builtin)
+            .map(|s| tokio::spawn(s.clone().supervise(stop.clone())))
+            .collect();
+        Arc::new(Tools {
+            limits: specs.limits,
+            servers,
+            stop,
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// No tool servers (tests, and deployments without any).
+    pub fn none() -> Arc<Tools> {
+        Tools::start(ToolSpecs::default())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Each server's id and status.
+    pub fn statuses(&self) -> Vec<(String, Status)> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let status = match s.spec.transport {
+                    Transport::Builtin => Status::Ready {
+                        tools: builtin::TOOLS.len(),
+                    },
+                    _ => s.status(),
+                };
+                (s.spec.id.clone(), status)
+            })
+            .collect()
+    }
+
+    fn server(&self, id: &str) -> Option<&Arc<ToolServer>> {
+        self.servers.iter().find(|s| s.spec.id == id)
+    }
+
+    /// The tools `agent` is offered now: those of its servers that answer, as each server's
+    /// `allow` and the agent's list let through. A name two tools share goes to the first.
+    pub fn offered(&self, agent: &Agent) -> Vec<Offered> {
+        let mut out: Vec<Offered> = Vec::new();
+        for entry in &agent.tools {
+            let (id, only) = match entry.split_once('.') {
+                Some((id, tool)) => (id, Some(tool)),
+                None => (entry.as_str(), None),
+            };
+            let Some(server) = self.server(id) else {
+                continue;
+            };
+            for tool in listed(server) {
+                let allowed = server
+                    .spec
+                    .allow
+                    .as_ref()
+                    .is_none_or(|a| a.contains(&tool.tool));
+                let chosen = only.is_none_or(|t| t == tool.tool);
+                if allowed && chosen && !out.iter().any(|o| o.name == tool.name) {
+                    out.push(tool);
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs one call the model asked for; every fault is an error result.
+    pub async fn call(
+        &self,
+        call: &ToolCall,
+        offered: &[Offered],
+        stop: &CancellationToken,
+        recall: &dyn Recall,
+    ) -> Outcome {
+        let started = Instant::now();
+        let mut outcome = self.run(call, offered, stop, recall).await;
+        outcome.ms = started.elapsed().as_millis() as u64;
+        outcome
+    }
+
+    async fn run(
+        &self,
+        call: &ToolCall,
+        offered: &[Offered],
+        stop: &CancellationToken,
+        recall: &dyn Recall,
+    ) -> Outcome {
+        let Some(tool) = offered.iter().find(|t| t.name == call.name) else {
+            let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+            return Outcome::error(format!(
+                "Unknown tool {:?}. The tools offered are: {}.",
+                call.name,
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        let arguments = match arguments(&call.arguments) {
+            Ok(arguments) => arguments,
+            Err(why) => return Outcome::error(why),
+        };
+        let Some(server) = self.server(&tool.server) else {
+            return Outcome::error(format!("Tool server {:?} is not declared.", tool.server));
+        };
+        let spec = &server.spec;
+        let running = async {
+            match &spec.transport {
+                Transport::Builtin => recall.call(&tool.tool, arguments).await,
+                _ => remote(server, &tool.tool, arguments).await,
+            }
+        };
+        tokio::select! {
+            outcome = running => outcome,
+            _ = tokio::time::sleep(spec.timeout) => Outcome::error(format!(
+                "{} did not answer within {} s (its timeout); the call was cancelled.",
+                call.name,
+                spec.timeout.as_secs()
+            )),
+            _ = stop.cancelled() => Outcome::error(format!(
+                "{} was cancelled: the user stopped the turn.", call.name
+            )),
+        }
+    }
+
+    /// Ends every server and waits until each has ended (no process outlives Parlor).
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let tasks: Vec<_> = self
+            .tasks
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// A call's arguments: empty means `{}`; anything else must be a JSON object.
+fn arguments(text: &str) -> Result<Arguments, String> {
+    if text.trim().is_empty() {
+        return Ok(Arguments::new());
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err("The arguments must be a JSON object.".into()),
+        Err(e) => Err(format!("The arguments are not valid JSON ({e}).")),
+    }
+}
+
+/// The tools a server lists now, as the model would see them.
+fn listed(server: &ToolServer) -> Vec<Offered> {
+    let spec: &ServerSpec = &server.spec;
+    let offered = |tool: &str, description: &str, parameters: serde_json::Value| Offered {
+        name: model_name(&spec.id, tool),
+        server: spec.id.clone(),
+        tool: tool.to_owned(),
+        description: description.to_owned(),
+        parameters,
+    };
+    if spec.transport == Transport::Builtin {
+        return builtin::TOOLS
+            .iter()
+            .map(|t| offered(t.name, t.description, (t.parameters)()))
+            .collect();
+    }
+    let Some(live) = server.live() else {
+        return Vec::new();
+    };
+    live.tools
+        .iter()
+        .map(|t| {
+            let schema = serde_json::Value::Object((*t.input_schema).clone());
+            offered(
+                &t.name,
+                t.description.as_deref().unwrap_or_default(),
+                schema,
+            )
+        })
+        .collect()
+}
+
+/// A call to a server over MCP; dropping it (timeout, Stop) sends MCP's cancellation.
+async fn remote(server: &ToolServer, tool: &str, arguments: Arguments) -> Outcome {
+    let Some(live) = server.live() else {
+        let why = match server.status() {
+            Status::Down { error, .. } => error,
+            Status::Starting => "it is starting".into(),
+            other => format!("{other:?}"),
+        };
+        return Outcome::error(format!(
+            "Tool server {:?} is not running ({why}).",
+            server.spec.id
+        ));
+    };
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    match live.peer.call_tool(params).await {
+        Ok(result) => {
+            let json = serde_json::to_value(&result).unwrap_or_default();
+            result::read(&json, server.spec.max_result_bytes)
+        }
+        Err(e) => Outcome::error(format!("Tool server {:?} failed: {e}", server.spec.id)),
+    }
+}

@@ -19,3 +19,4 @@ mod processes;
 mod startup;
 mod storage;
 mod summary;
+mod tools;
