@@ -137,6 +137,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         summarizers: Default::default(),
         summary_model: settings.summary_model,
         cookie_key: setup.cookie_key,
+        tools: crate::tools::Tools::start(settings.tools),
     });
     // The metrics recorder is installed before anything is measured.
     ops::metrics::handle();

@@ -112,13 +112,17 @@ async fn serve() -> anyhow::Result<()> {
         serve_metrics(addr, services.clone()).await?;
     }
     let replies = services.replies.clone();
+    let tools = services.tools.clone();
     let app = parlor_server::router(leptos, services);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!("Parlor is listening on http://{bound}");
-    serve_until_stopped(listener, app, replies, grace).await
+    let served = serve_until_stopped(listener, app, replies, grace).await;
+    // The tool servers Parlor started end with it (waited for: no process is left).
+    tools.shutdown().await;
+    served
 }
 
 /// The log filter: `RUST_LOG`, else `fallback` (also when `RUST_LOG` does not parse).

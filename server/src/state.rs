@@ -47,6 +47,8 @@ pub struct Services {
     pub summary_model: Option<String>,
     /// Signs and checks browser session cookies.
     pub cookie_key: crate::ops::cookie_key::CookieKey,
+    /// The operator's tool servers (`[[mcp_servers]]`) and the loop's limits.
+    pub tools: Arc<crate::tools::Tools>,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

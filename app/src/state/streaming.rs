@@ -164,6 +164,11 @@ impl TurnView {
             PageEvent::Done(done) => self.done(done),
             PageEvent::Notice { text } => self.notice(text),
             PageEvent::Error { message } => self.error(message),
+            // Not shown live yet: the page shows a turn's tool exchanges once stored.
+            PageEvent::ToolCall(_)
+            | PageEvent::ToolResult(_)
+            | PageEvent::Approval(_)
+            | PageEvent::Limit(_) => {}
         }
     }
 

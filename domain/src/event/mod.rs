@@ -31,10 +31,16 @@ pub enum ChatEvent {
     Notice {
         text: String,
     },
+    ToolCall(ToolCallEvent),
+    ToolResult(ToolResultEvent),
+    Approval(ApprovalEvent),
+    Limit(LimitEvent),
 }
 
 mod request;
+pub mod tools;
 pub use request::{ChatRequest, ChatRequestError, ValidChatRequest};
+pub use tools::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent};
 
 /// A refused request's body: `{"error": "…"}`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -51,6 +57,10 @@ impl ChatEvent {
             ChatEvent::Done(_) => "done",
             ChatEvent::Error { .. } => "error",
             ChatEvent::Notice { .. } => "notice",
+            ChatEvent::ToolCall(_) => "tool_call",
+            ChatEvent::ToolResult(_) => "tool_result",
+            ChatEvent::Approval(_) => "approval",
+            ChatEvent::Limit(_) => "limit",
         }
     }
 }
@@ -66,6 +76,10 @@ impl ChatEvent {
                 StreamEvent::Done(done) => ChatEvent::Done(Box::new(done)),
                 StreamEvent::Error { message } => ChatEvent::Error { message },
                 StreamEvent::Notice { text } => ChatEvent::Notice { text },
+                StreamEvent::ToolCall(e) => ChatEvent::ToolCall(e),
+                StreamEvent::ToolResult(e) => ChatEvent::ToolResult(e),
+                StreamEvent::Approval(e) => ChatEvent::Approval(e),
+                StreamEvent::Limit(e) => ChatEvent::Limit(e),
             },
         )
     }
@@ -88,6 +102,10 @@ pub enum StreamEvent<M, D> {
     Notice {
         text: String,
     },
+    ToolCall(ToolCallEvent),
+    ToolResult(ToolResultEvent),
+    Approval(ApprovalEvent),
+    Limit(LimitEvent),
 }
 
 impl<M: serde::de::DeserializeOwned, D: serde::de::DeserializeOwned> StreamEvent<M, D> {
@@ -128,10 +146,24 @@ impl<M: serde::de::DeserializeOwned, D: serde::de::DeserializeOwned> StreamEvent
             "notice" => StreamEvent::Notice {
                 text: serde_json::from_str::<Notice>(data)?.text,
             },
+            "tool_call" => StreamEvent::ToolCall(serde_json::from_str(data)?),
+            "tool_result" => StreamEvent::ToolResult(serde_json::from_str(data)?),
+            "approval" => StreamEvent::Approval(serde_json::from_str(data)?),
+            "limit" => StreamEvent::Limit(serde_json::from_str(data)?),
             other => {
                 return Err(serde::de::Error::unknown_variant(
                     other,
-                    &["meta", "delta", "done", "error", "notice"],
+                    &[
+                        "meta",
+                        "delta",
+                        "done",
+                        "error",
+                        "notice",
+                        "tool_call",
+                        "tool_result",
+                        "approval",
+                        "limit",
+                    ],
                 ))
             }
         })

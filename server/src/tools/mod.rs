@@ -45,10 +45,12 @@ impl Tools {
         let stop = CancellationToken::new();
         let servers: Vec<Arc<ToolServer>> =
             specs.servers.into_iter().map(ToolServer::new).collect();
+        // Outside a runtime (a command that serves nothing) no server is started.
+        let runtime = tokio::runtime::Handle::try_current().ok();
         let tasks = servers
             .iter()
             .filter(|s| s.spec.transport != Transport::Builtin)
-            .map(|s| tokio::spawn(s.clone().supervise(stop.clone())))
+            .filter_map(|s| Some(runtime.as_ref()?.spawn(s.clone().supervise(stop.clone()))))
             .collect();
         Arc::new(Tools {
             limits: specs.limits,
@@ -81,6 +83,17 @@ impl Tools {
                 (s.spec.id.clone(), status)
             })
             .collect()
+    }
+
+    /// How long the results of server `id` are kept (kept for good when unknown).
+    pub fn save_of(&self, id: &str) -> parlor_domain::context::Save {
+        self.server(id)
+            .map_or(parlor_domain::context::Save::Always, |s| s.spec.save)
+    }
+
+    /// The declared server `id`.
+    pub fn spec(&self, id: &str) -> Option<&ServerSpec> {
+        self.server(id).map(|s| &s.spec)
     }
 
     fn server(&self, id: &str) -> Option<&Arc<ToolServer>> {
@@ -174,6 +187,11 @@ impl Tools {
         }
     }
 
+    /// Tells every server to end, without waiting.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
     /// Ends every server and waits until each has ended (no process outlives Parlor).
     pub async fn shutdown(&self) {
         self.stop.cancel();
@@ -185,6 +203,12 @@ impl Tools {
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+impl Drop for Tools {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 

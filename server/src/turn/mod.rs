@@ -10,6 +10,7 @@ mod call;
 mod commands;
 mod reply;
 mod summary;
+pub(crate) mod tools;
 
 use crate::ops::browser;
 use crate::state::{BusyGuard, Services};
@@ -341,6 +342,7 @@ impl TurnContext<'_> {
             prices: facts.model.as_ref().and_then(|m| m.prices),
             tokens: facts.tokens,
             durable: durable_rx,
+            tools: self.tool_run(&details),
         };
         let ended = self.spawn_reply(reply, request);
         let durable = message.map(|m| (details_first, m));
@@ -349,6 +351,24 @@ impl TurnContext<'_> {
         Ok(Turn {
             meta: planned.meta,
             events: rx,
+        })
+    }
+
+    /// The agent's tools on this turn, when it has any (the owner of `info` is whose
+    /// conversations the built-in server recalls).
+    fn tool_run(&self, info: &ConversationInfo) -> Option<tools::ToolRun> {
+        let services = self.services;
+        if self.agent.tools.is_empty() || services.tools.is_empty() {
+            return None;
+        }
+        let recall = crate::conversation::recall::OwnerRecall {
+            services: services.clone(),
+            owner: info.owner.clone(),
+        };
+        Some(tools::ToolRun {
+            tools: services.tools.clone(),
+            offered: services.tools.offered(self.agent),
+            recall: Arc::new(recall),
         })
     }
 

@@ -3,6 +3,7 @@
 //! reply is stored even when the browser disconnects; dropping the upstream stream cancels
 //! the upstream request.
 
+use super::tools::{Progress, ToolRun};
 use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
 use crate::state::BusyGuard;
 use crate::store::histories::History;
@@ -10,8 +11,9 @@ use crate::store::{now_ms, ConversationInfo};
 use futures::StreamExt;
 use parlor_domain::chain::TokenCounter;
 use parlor_domain::markdown::StreamingMarkdown;
+use parlor_domain::message::ToolCall;
 use parlor_domain::meter::Prices;
-use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus};
+use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus, Role};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +33,8 @@ pub enum ReplyError {
 
 enum Outcome {
     Finished(Box<DoneEvent>),
+    /// The model asked for these tool calls (only when it was offered tools).
+    Asked(Vec<ToolCall>),
     Failed(ReplyError),
     /// The browser went away (Stop, closed tab): nobody is listening any more.
     Abandoned,
@@ -40,7 +44,7 @@ impl Outcome {
     /// The outcome's name in `parlor_turns_total`.
     fn label(&self) -> &'static str {
         match self {
-            Outcome::Finished(_) => "done",
+            Outcome::Finished(_) | Outcome::Asked(_) => "done",
             Outcome::Failed(_) => "error",
             Outcome::Abandoned => "stopped",
         }
@@ -48,7 +52,7 @@ impl Outcome {
 
     fn status(&self) -> Option<ReplyStatus> {
         match self {
-            Outcome::Finished(_) => None,
+            Outcome::Finished(_) | Outcome::Asked(_) => None,
             Outcome::Failed(_) => Some(ReplyStatus::Incomplete),
             Outcome::Abandoned => Some(ReplyStatus::Stopped),
         }
@@ -73,6 +77,8 @@ pub(super) struct Reply {
     /// dropped if it could not be stored (then the turn was never acknowledged, and nothing
     /// of the reply is stored).
     pub durable: tokio::sync::oneshot::Receiver<bool>,
+    /// The agent's tools, when it has any: the loop may run.
+    pub tools: Option<ToolRun>,
 }
 
 impl Reply {
@@ -88,11 +94,18 @@ impl Reply {
         let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
         let started = std::time::Instant::now();
         let mut text = String::new();
+        let mut exchanges = Vec::new();
         let reply = async {
             match request {
                 Ok((client, request)) => {
+                    let turn = Conversing {
+                        llm: &client,
+                        run: self.tools.as_ref(),
+                        tx: &self.tx,
+                        started,
+                    };
                     tokio::select! {
-                        outcome = relay(&client, request, &self.tx, &mut text, started) => outcome,
+                        outcome = turn.converse(request, &mut text, &mut exchanges) => outcome,
                         _ = stop.cancelled() => Outcome::Failed(ReplyError::ShuttingDown),
                     }
                 }
@@ -113,8 +126,12 @@ impl Reply {
         let Some((saved_info, outcome)) = unless_refused(details, reply).await else {
             return;
         };
-        self.complete(saved_info, outcome, text, model, started)
-            .await;
+        let written = Written {
+            exchanges,
+            text,
+            model,
+        };
+        self.complete(saved_info, outcome, written, started).await;
     }
 
     /// The reply has ended (`outcome`, with `text` from `model`): stores it, frees the
@@ -123,8 +140,7 @@ impl Reply {
         mut self,
         saved_info: Result<(), crate::store::StoreError>,
         mut outcome: Outcome,
-        text: String,
-        model: Option<String>,
+        written: Written,
         started: std::time::Instant,
     ) {
         if let Err(e) = saved_info {
@@ -138,12 +154,10 @@ impl Reply {
         if let Outcome::Finished(done) = &mut outcome {
             self.record_usage(done).await;
             // As the transcript counts every message: what it costs when sent again.
-            done.message_tokens = Some(self.tokens.count(&Message::assistant(text.as_str(), 0)));
+            let reply = Message::assistant(written.text.as_str(), 0);
+            done.message_tokens = Some(self.tokens.count(&reply));
         }
-        let stored = match text.is_empty() {
-            true => Ok(None),
-            false => self.store(text, model, outcome.status()).await,
-        };
+        let stored = self.store(written, outcome.status()).await;
         // The conversation is free before the last event goes out, whatever it says: a
         // client that sends its next message on reading it never finds it busy.
         if let Some(busy) = self.busy.take() {
@@ -190,29 +204,45 @@ impl Reply {
         }
     }
 
-    /// Stores the reply and returns its id.
+    /// Stores the turn's tool exchanges and the reply (when it has text); returns the
+    /// reply's id. A reply that did not complete marks its last assistant message.
     async fn store(
         &self,
-        text: String,
-        model: Option<String>,
+        written: Written,
         status: Option<ReplyStatus>,
     ) -> Result<Option<String>, crate::store::StoreError> {
         let id = &self.info.session_id;
-        let mut reply = Message {
-            meta: Some(MessageMeta {
-                status,
-                model,
-                ..Default::default()
-            }),
-            ..Message::assistant(text, now_ms())
+        let Written {
+            mut exchanges,
+            text,
+            model,
+        } = written;
+        let meta = MessageMeta {
+            status,
+            model,
+            ..Default::default()
         };
-        reply.ensure_id();
+        let mut reply_id = None;
+        if !text.is_empty() {
+            let mut reply = Message::assistant(text, now_ms());
+            reply.ensure_id();
+            reply_id.clone_from(&reply.id);
+            exchanges.push(reply);
+        }
+        let Some(last) = exchanges
+            .iter_mut()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+        else {
+            return Ok(None);
+        };
+        last.meta = Some(meta);
         let store = &self.history.store;
-        if let Err(e) = store.append(id, std::slice::from_ref(&reply)).await {
+        if let Err(e) = store.append(id, &exchanges).await {
             tracing::error!("could not store the reply in {id}: {e}");
             return Err(e);
         }
-        Ok(reply.id)
+        Ok(reply_id)
     }
 
     /// The last event: `done` (with the stored reply's id) or `error` (nothing when nobody
@@ -228,7 +258,8 @@ impl Reply {
                 let message = error.to_string();
                 let _ = self.tx.send(ChatEvent::Error { message }).await;
             }
-            Outcome::Abandoned => {}
+            // The loop answers a model's calls; none is left by the time the reply ends.
+            Outcome::Asked(_) | Outcome::Abandoned => {}
         }
     }
 }
@@ -250,6 +281,65 @@ async fn unless_refused<T, O>(
     }
 }
 
+/// What a reply has written: the turn's tool exchanges (as stored), and the reply's text
+/// and model.
+struct Written {
+    exchanges: Vec<Message>,
+    text: String,
+    model: Option<String>,
+}
+
+/// One turn's conversation with the model: its calls, and the tool rounds between them.
+struct Conversing<'a> {
+    llm: &'a LlmClient,
+    run: Option<&'a ToolRun>,
+    tx: &'a mpsc::Sender<ChatEvent>,
+    started: std::time::Instant,
+}
+
+impl Conversing<'_> {
+    /// Calls the model; while it asks for tools (and the limits allow), runs the round and
+    /// calls it again with the results. `text` is the last call's text; `exchanges` gets
+    /// each round's messages as stored.
+    async fn converse(
+        &self,
+        mut request: ModelRequest,
+        text: &mut String,
+        exchanges: &mut Vec<Message>,
+    ) -> Outcome {
+        let mut markdown = StreamingMarkdown::new();
+        let mut progress = Progress::default();
+        if let Some(run) = self.run {
+            request.tools.clone_from(&run.offered);
+        }
+        loop {
+            let round_start = text.len();
+            let asked = relay(
+                self.llm,
+                request.clone(),
+                self.tx,
+                text,
+                &mut markdown,
+                self.started,
+            );
+            let (calls, run) = match (asked.await, self.run) {
+                (Outcome::Asked(calls), Some(run)) => (calls, run),
+                (outcome, _) => return outcome,
+            };
+            let said = text.split_off(round_start);
+            let round = run.round(said, calls, &mut progress, self.tx).await;
+            exchanges.extend(round.stored);
+            request.messages.extend(round.sent);
+            if round.stopped {
+                return Outcome::Abandoned;
+            }
+            if progress.reached.is_some() {
+                request.tools.clear();
+            }
+        }
+    }
+}
+
 /// Relays the model's stream as `delta` events (with the Markdown blocks each completes),
 /// collecting the text in `text`.
 async fn relay(
@@ -257,8 +347,10 @@ async fn relay(
     request: ModelRequest,
     tx: &mpsc::Sender<ChatEvent>,
     text: &mut String,
+    markdown: &mut StreamingMarkdown,
     started: std::time::Instant,
 ) -> Outcome {
+    let offered = !request.tools.is_empty();
     let failed = |e: LlmError| {
         crate::ops::metrics::upstream_error(e.kind());
         Outcome::Failed(e.into())
@@ -270,7 +362,6 @@ async fn relay(
         },
         _ = tx.closed() => return Outcome::Abandoned,
     };
-    let mut markdown = StreamingMarkdown::new();
     loop {
         let item = tokio::select! {
             biased;
@@ -279,15 +370,13 @@ async fn relay(
         };
         let piece = match item {
             Some(Ok(LlmEvent::Delta(piece))) => piece,
-            Some(Ok(LlmEvent::Finished { reason, usage, .. })) => {
-                return Outcome::Finished(Box::new(DoneEvent {
-                    finish_reason: reason,
-                    usage,
-                    html: Some(markdown.finish()),
-                    message_id: None,
-                    meter: None,
-                    message_tokens: None,
-                }))
+            Some(Ok(LlmEvent::Finished {
+                reason,
+                usage,
+                tool_calls,
+            })) => {
+                let asked = offered.then_some(tool_calls).filter(|c| !c.is_empty());
+                return ended(reason, usage, asked, markdown);
             }
             Some(Err(e)) => return failed(e),
             None => return failed(LlmError::Dropped),
@@ -308,6 +397,28 @@ async fn relay(
             return Outcome::Abandoned;
         }
     }
+}
+
+/// How a model call that finished ended: it asked for tools (`asked`, only when it was
+/// offered any), or its reply is done.
+fn ended(
+    reason: String,
+    usage: Option<parlor_domain::Usage>,
+    asked: Option<Vec<ToolCall>>,
+    markdown: &mut StreamingMarkdown,
+) -> Outcome {
+    if let Some(calls) = asked {
+        return Outcome::Asked(calls);
+    }
+    let markdown = std::mem::replace(markdown, StreamingMarkdown::new());
+    Outcome::Finished(Box::new(DoneEvent {
+        finish_reason: reason,
+        usage,
+        html: Some(markdown.finish()),
+        message_id: None,
+        meter: None,
+        message_tokens: None,
+    }))
 }
 
 #[cfg(test)]
@@ -340,6 +451,7 @@ mod tests {
             prices: None,
             tokens: Arc::new(EstimatedTokens),
             durable,
+            tools: None,
         };
         let request = ModelRequest {
             model: "mirror".into(),

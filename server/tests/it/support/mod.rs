@@ -22,6 +22,7 @@ pub struct TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.task.abort();
+        self.services.tools.stop();
     }
 }
 
@@ -84,7 +85,11 @@ impl TestServer {
             .await
             .expect("histories");
         change(&mut setup);
-        let services = parlor_server::services(config, agents, setup);
+        // Background tasks (tool servers) run where the server does.
+        let services = {
+            let _runtime = server_runtime().enter();
+            parlor_server::services(config, agents, setup)
+        };
         let options = leptos::config::LeptosOptions::builder()
             .output_name("parlor")
             .build();

@@ -1,0 +1,73 @@
+//! The chat stream's tool events (spec `tools.md`, "Seeing it"): a call the model asked for,
+//! its result, an approval asked of the user, and the limit that ended a turn's loop.
+
+use crate::tool::LimitReached;
+use serde::{Deserialize, Serialize};
+
+/// The longest preview of a result an event carries, in characters.
+pub const PREVIEW_CHARS: usize = 500;
+
+/// The model asked for a call.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallEvent {
+    pub id: String,
+    /// The tool as the model named it (`<server>__<tool>`).
+    pub tool: String,
+    /// The server's id (empty for a tool the agent is not offered).
+    pub server: String,
+    /// The arguments as the model gave them.
+    pub arguments: String,
+}
+
+/// A call's result.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResultEvent {
+    pub id: String,
+    pub ok: bool,
+    /// The whole result's size in bytes.
+    pub bytes: u64,
+    pub ms: u64,
+    /// The result's first [`PREVIEW_CHARS`] characters (when `ok`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preview: String,
+    /// What went wrong (when not `ok`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A call waits for the user's approval (`POST …/tool-calls/{id}` `{"approve": bool}`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalEvent {
+    pub id: String,
+    pub tool: String,
+    pub server: String,
+    pub arguments: String,
+    /// Seconds before an unanswered call is denied.
+    pub timeout_secs: u64,
+    /// The server asks only on the first use in a conversation: "always in this
+    /// conversation" may be offered.
+    pub first_use: bool,
+}
+
+/// A limit ended the loop: the last model call was made without tools.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitEvent {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub reached: LimitReached,
+    /// The limit's value.
+    pub limit: u32,
+}
+
+/// The first [`PREVIEW_CHARS`] characters of `text`, `…` when cut.
+pub fn preview(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(PREVIEW_CHARS).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,201 @@
+//! The tool loop of a turn (spec `tools.md`, "The loop"): while the model asks for tools and
+//! the limits allow, the calls run in parallel, their results are appended and the model is
+//! called again; at a limit the last call is made without tools. Stop cancels running calls;
+//! every call is paired with a result, a cancelled one's saying so.
+
+use crate::store::now_ms;
+use crate::tools::{Outcome, Recall, Tools};
+use futures::stream::{FuturesUnordered, StreamExt};
+use parlor_domain::context::Save;
+use parlor_domain::event::tools::preview;
+use parlor_domain::event::{LimitEvent, ToolCallEvent, ToolResultEvent};
+use parlor_domain::message::{ToolAnswer, ToolCall};
+use parlor_domain::tool::{next, stub, LimitReached, Next, Offered};
+use parlor_domain::{ChatEvent, Message};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What a turn's loop may use: the servers, the tools offered, the built-in server's view.
+#[derive(Clone)]
+pub(crate) struct ToolRun {
+    pub tools: Arc<Tools>,
+    pub offered: Vec<Offered>,
+    pub recall: Arc<dyn Recall>,
+}
+
+/// Where the loop is within a turn.
+#[derive(Default)]
+pub(super) struct Progress {
+    pub round: u32,
+    pub made: u32,
+    /// Set once a limit ended the loop (the next model call has no tools).
+    pub reached: Option<LimitReached>,
+}
+
+/// One round's messages: the call as sent, and each result as sent and as stored.
+pub(super) struct Round {
+    pub sent: Vec<Message>,
+    pub stored: Vec<Message>,
+    /// Stop (a closed stream) came during the calls.
+    pub stopped: bool,
+}
+
+impl ToolRun {
+    /// Runs the round that asked for `calls` (with the round's `text`): as many as the
+    /// limits allow, in parallel; the others, and those Stop cancelled, answered with an
+    /// error saying why.
+    pub(super) async fn round(
+        &self,
+        text: String,
+        calls: Vec<ToolCall>,
+        progress: &mut Progress,
+        tx: &mpsc::Sender<ChatEvent>,
+    ) -> Round {
+        progress.round += 1;
+        let limits = self.tools.limits;
+        let (to_run, reached) = match next(limits, progress.round, progress.made, calls.len()) {
+            Next::Run { calls } => (calls, None),
+            Next::Last { calls, reached } => (calls, Some(reached)),
+        };
+        progress.made += to_run as u32;
+        let mut asked = Message::assistant(text, now_ms());
+        asked.tool_calls = calls.clone();
+        asked.ensure_id();
+        for call in &calls {
+            let _ = tx.send(ChatEvent::ToolCall(self.call_event(call))).await;
+        }
+        let (mut outcomes, stopped) = self.run_all(&calls[..to_run], tx).await;
+        for _ in to_run..calls.len() {
+            outcomes.push(Outcome::error(format!(
+                "Not run: this turn reached its limit of {} tool calls.",
+                limits.max_calls
+            )));
+        }
+        let mut round = Round {
+            sent: vec![asked.clone()],
+            stored: vec![asked],
+            stopped,
+        };
+        for (call, outcome) in calls.iter().zip(outcomes) {
+            let _ = tx
+                .send(ChatEvent::ToolResult(result_event(call, &outcome)))
+                .await;
+            let save = self
+                .server_of(call)
+                .map_or(Save::Always, |s| self.tools.save_of(s));
+            let (sent, stored) = messages(call, outcome, save);
+            round.sent.push(sent);
+            round.stored.push(stored);
+        }
+        if let (Some(reached), false) = (reached, stopped) {
+            progress.reached = Some(reached);
+            let limit = match reached {
+                LimitReached::MaxRounds => limits.max_rounds,
+                LimitReached::MaxCalls => limits.max_calls,
+            };
+            let _ = tx
+                .send(ChatEvent::Limit(LimitEvent { reached, limit }))
+                .await;
+        }
+        round
+    }
+
+    fn server_of(&self, call: &ToolCall) -> Option<&str> {
+        self.offered
+            .iter()
+            .find(|t| t.name == call.name)
+            .map(|t| t.server.as_str())
+    }
+
+    fn call_event(&self, call: &ToolCall) -> ToolCallEvent {
+        ToolCallEvent {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+            server: self.server_of(call).unwrap_or_default().to_owned(),
+            arguments: call.arguments.clone(),
+        }
+    }
+
+    /// Runs `calls` in parallel; the outcomes in the calls' order, and whether Stop came.
+    async fn run_all(
+        &self,
+        calls: &[ToolCall],
+        tx: &mpsc::Sender<ChatEvent>,
+    ) -> (Vec<Outcome>, bool) {
+        let stop = CancellationToken::new();
+        let running: FuturesUnordered<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let stop = &stop;
+                async move {
+                    let outcome = self
+                        .tools
+                        .call(call, &self.offered, stop, self.recall.as_ref())
+                        .await;
+                    (i, outcome)
+                }
+            })
+            .collect();
+        let all = running.collect::<Vec<_>>();
+        tokio::pin!(all);
+        let (mut done, stopped) = tokio::select! {
+            done = &mut all => (done, false),
+            _ = tx.closed() => {
+                stop.cancel();
+                (all.await, true)
+            }
+        };
+        done.sort_by_key(|(i, _)| *i);
+        (done.into_iter().map(|(_, o)| o).collect(), stopped)
+    }
+}
+
+/// The `tool_result` event of a call.
+fn result_event(call: &ToolCall, outcome: &Outcome) -> ToolResultEvent {
+    let text = outcome.text();
+    ToolResultEvent {
+        id: call.id.clone(),
+        ok: outcome.ok,
+        bytes: outcome.bytes,
+        ms: outcome.ms,
+        preview: if outcome.ok {
+            preview(&text)
+        } else {
+            String::new()
+        },
+        error: (!outcome.ok).then(|| preview(&text)),
+    }
+}
+
+/// A result's `tool` message as sent on this turn, and as stored: kept as the server's
+/// `save` says (for good, for the next n turns, or as a stub at once).
+fn messages(call: &ToolCall, outcome: Outcome, save: Save) -> (Message, Message) {
+    let answer = ToolAnswer {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        ok: outcome.ok,
+        ms: outcome.ms,
+        bytes: outcome.bytes,
+        removed_after: None,
+    };
+    let ts = now_ms();
+    let mut sent = Message::tool_result(answer.clone(), outcome.content.clone(), None, ts);
+    sent.ensure_id();
+    let mut stored = match save {
+        Save::Always => sent.clone(),
+        Save::Turns(n) => Message::tool_result(answer, outcome.content, Some(n), ts),
+        Save::No => {
+            let mut kept = Message::tool_result(answer, Vec::new(), None, ts);
+            let text = stub(&call.name, None, outcome.bytes);
+            parlor_domain::exchange::replace_content(&mut kept, text);
+            if let Some(tool) = kept.tool.as_mut() {
+                tool.removed_after = Some(0);
+            }
+            kept
+        }
+    };
+    stored.id = sent.id.clone();
+    (sent, stored)
+}
