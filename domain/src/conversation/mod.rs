@@ -48,6 +48,10 @@ pub struct ConversationInfo {
     /// whose provider reported usage).
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub spent_nano_usd: u64,
+    /// The tool servers with `confirm = "first"` the user approved in this conversation:
+    /// their calls no longer wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_tools: Vec<String>,
 }
 
 /// Where a fork came from: its conversation and the last message it copied (`None` when it
@@ -105,6 +109,7 @@ impl ConversationInfo {
             pinned: 0,
             forked_from: None,
             spent_nano_usd: 0,
+            approved_tools: Vec::new(),
         }
     }
 

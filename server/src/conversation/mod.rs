@@ -139,6 +139,7 @@ pub async fn fork(
             message_id: messages.last().map(|m| m.id().into_owned()),
         }),
         spent_nano_usd: 0,
+        approved_tools: Vec::new(),
     };
     let stored = write_new(store, &fork, &messages).await?;
     Ok((fork, stored))
@@ -268,6 +269,7 @@ pub async fn import(
         pinned: count(imported.messages.iter().filter(|m| m.is_pinned())),
         forked_from: None,
         spent_nano_usd: 0,
+        approved_tools: Vec::new(),
     };
     let stored = write_new(store, &info, &imported.messages).await?;
     Ok((info, stored))

@@ -11,6 +11,7 @@ mod messages;
 pub mod metrics;
 pub mod openapi;
 mod ready;
+mod tool_calls;
 
 use crate::state::AppState;
 use axum::Router;
@@ -49,6 +50,8 @@ routes! {
         "/api/chat/{agent_id}/debug" => get(debug::get_debug);
         "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}" => put(messages::put_mark);
         "/api/chat/{agent_id}/sessions/{session_id}/messages" => get(messages::get_older);
+        "/api/chat/{agent_id}/sessions/{session_id}/tool-calls/{call_id}" =>
+            post(tool_calls::post_answer);
         "/api/chat/{agent_id}/sessions/import" => post(conversations::post_import);
         "/api/chat/{agent_id}/sessions/{session_id}" =>
             patch(conversations::patch_conversation), delete(conversations::delete_conversation);

@@ -24,6 +24,7 @@ use utoipa::OpenApi;
         super::debug::get_debug,
         super::messages::get_older,
         super::messages::put_mark,
+        super::tool_calls::post_answer,
         super::conversations::post_fork,
         super::conversations::patch_conversation,
         super::conversations::delete_conversation,
@@ -43,6 +44,10 @@ use utoipa::OpenApi;
         super::conversations::ForkRequest, super::conversations::RenameRequest,
         super::conversations::Deleted, super::conversations::SearchResults,
         crate::conversation::Summary, crate::conversation::Hit,
+        super::tool_calls::ApprovalAnswer, super::tool_calls::ApprovalRecorded,
+        parlor_domain::event::ToolCallEvent, parlor_domain::event::ToolResultEvent,
+        parlor_domain::event::ApprovalEvent, parlor_domain::event::LimitEvent,
+        parlor_domain::message::ToolCall, parlor_domain::message::ToolAnswer,
     ))
 )]
 pub struct ApiDoc;

@@ -17,6 +17,10 @@ pub struct Readiness {
     pub histories: BTreeMap<String, String>,
     /// Where replies come from: `mirror` (offline) or `openai`.
     pub upstream: &'static str,
+    /// Each tool server: `ready (n tools)`, `starting`, or why it is down. A tool server
+    /// that is down does not make Parlor unready: its calls answer a tool error.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_servers: BTreeMap<String, String>,
 }
 
 #[utoipa::path(
@@ -46,6 +50,12 @@ pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readine
     } else {
         "openai"
     };
+    let tool_servers = services
+        .tools
+        .statuses()
+        .into_iter()
+        .map(|(id, status)| (id, status.to_string()))
+        .collect();
     let status = if ready {
         StatusCode::OK
     } else {
@@ -57,6 +67,7 @@ pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readine
             ready,
             histories,
             upstream,
+            tool_servers,
         }),
     )
 }

@@ -621,6 +621,7 @@ mod tests {
                     pinned: 0,
                     forked_from: None,
                     spent_nano_usd: 0,
+                    approved_tools: Vec::new(),
                 })
                 .await
                 .unwrap();

@@ -389,6 +389,7 @@ pub(crate) mod contract {
             pinned: 0,
             forked_from: None,
             spent_nano_usd: 0,
+            approved_tools: Vec::new(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! on a turn, runs one call (with its timeout, cancelled by Stop) and turns every fault into
 //! an error result for the model ([`result`]), and ends the servers when Parlor stops.
 
+pub mod approval;
 pub mod builtin;
 pub mod result;
 pub mod server;
@@ -31,6 +32,8 @@ pub trait Recall: Send + Sync {
 /// Every declared tool server.
 pub struct Tools {
     pub limits: Limits,
+    /// Calls waiting for the user's approval.
+    pub approvals: Arc<approval::Approvals>,
     servers: Vec<Arc<ToolServer>>,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -54,6 +57,7 @@ impl Tools {
             .collect();
         Arc::new(Tools {
             limits: specs.limits,
+            approvals: Default::default(),
             servers,
             stop,
             tasks: Mutex::new(tasks),

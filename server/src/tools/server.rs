@@ -34,6 +34,19 @@ pub enum Status {
     Stopped,
 }
 
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Starting => f.write_str("starting"),
+            Status::Ready { tools } => write!(f, "ready ({tools} tools)"),
+            Status::Down { error, retry_secs } => {
+                write!(f, "down: {error} (retrying in {retry_secs} s)")
+            }
+            Status::Stopped => f.write_str("stopped"),
+        }
+    }
+}
+
 /// A server that answers: the peer to call and the tools it lists.
 #[derive(Clone)]
 pub struct Live {

@@ -369,6 +369,8 @@ impl TurnContext<'_> {
             tools: services.tools.clone(),
             offered: services.tools.offered(self.agent),
             recall: Arc::new(recall),
+            session: info.session_id.clone(),
+            approved: Arc::new(std::sync::Mutex::new(info.approved_tools.clone())),
         })
     }
 

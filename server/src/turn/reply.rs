@@ -151,6 +151,14 @@ impl Reply {
         }
         crate::ops::metrics::reply(started.elapsed().as_secs_f64());
         crate::ops::metrics::turn(outcome.label());
+        if self.note_tools(&written.exchanges) {
+            if let Err(e) = self.history.store.put_info(&self.info).await {
+                tracing::error!(
+                    "could not store the details of {}: {e}",
+                    self.info.session_id
+                );
+            }
+        }
         if let Outcome::Finished(done) = &mut outcome {
             self.record_usage(done).await;
             // As the transcript counts every message: what it costs when sent again.
@@ -175,6 +183,22 @@ impl Reply {
                 let _ = self.tx.send(ChatEvent::Error { message }).await;
             }
         }
+    }
+
+    /// Notes in the conversation's details what this turn's tool exchanges change: servers
+    /// approved for the conversation, and how far back a later turn reads to find results
+    /// whose retention ends. `true` when something changed.
+    fn note_tools(&mut self, exchanges: &[Message]) -> bool {
+        let Some(run) = &self.tools else {
+            return false;
+        };
+        let info = &mut self.info;
+        let approved = run.approved.lock().map(|a| a.clone()).unwrap_or_default();
+        let turns = parlor_domain::conversation::longest_retention(exchanges);
+        let changed = approved != info.approved_tools || turns > info.context_turns;
+        info.approved_tools = approved;
+        info.context_turns = info.context_turns.max(turns);
+        changed
     }
 
     /// The provider's usage replaces the estimate in the debug report and the meter, which

@@ -8,11 +8,14 @@ use crate::tools::{Outcome, Recall, Tools};
 use futures::stream::{FuturesUnordered, StreamExt};
 use parlor_domain::context::Save;
 use parlor_domain::event::tools::preview;
+use parlor_domain::event::ApprovalEvent;
 use parlor_domain::event::{LimitEvent, ToolCallEvent, ToolResultEvent};
 use parlor_domain::message::{ToolAnswer, ToolCall};
+use parlor_domain::tool::Confirm;
 use parlor_domain::tool::{next, stub, LimitReached, Next, Offered};
+use parlor_domain::ConversationId;
 use parlor_domain::{ChatEvent, Message};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +25,11 @@ pub(crate) struct ToolRun {
     pub tools: Arc<Tools>,
     pub offered: Vec<Offered>,
     pub recall: Arc<dyn Recall>,
+    /// The conversation (calls wait for approval under it).
+    pub session: ConversationId,
+    /// The servers with `confirm = "first"` approved in this conversation, this turn's
+    /// approvals included.
+    pub approved: Arc<Mutex<Vec<String>>>,
 }
 
 /// Where the loop is within a turn.
@@ -129,13 +137,7 @@ impl ToolRun {
             .enumerate()
             .map(|(i, call)| {
                 let stop = &stop;
-                async move {
-                    let outcome = self
-                        .tools
-                        .call(call, &self.offered, stop, self.recall.as_ref())
-                        .await;
-                    (i, outcome)
-                }
+                async move { (i, self.one(call, stop, tx).await) }
             })
             .collect();
         let all = running.collect::<Vec<_>>();
@@ -149,6 +151,74 @@ impl ToolRun {
         };
         done.sort_by_key(|(i, _)| *i);
         (done.into_iter().map(|(_, o)| o).collect(), stopped)
+    }
+}
+
+impl ToolRun {
+    /// One call: approved first when its server asks for that, then run.
+    async fn one(
+        &self,
+        call: &ToolCall,
+        stop: &CancellationToken,
+        tx: &mpsc::Sender<ChatEvent>,
+    ) -> Outcome {
+        if let Err(refused) = self.approval(call, stop, tx).await {
+            return refused;
+        }
+        self.tools
+            .call(call, &self.offered, stop, self.recall.as_ref())
+            .await
+    }
+
+    /// Waits for the user's answer when the call's server asks for one (up to its timeout:
+    /// then the call is denied); the error result when it is not approved.
+    async fn approval(
+        &self,
+        call: &ToolCall,
+        stop: &CancellationToken,
+        tx: &mpsc::Sender<ChatEvent>,
+    ) -> Result<(), Outcome> {
+        let Some(spec) = self.server_of(call).and_then(|s| self.tools.spec(s)) else {
+            return Ok(());
+        };
+        let approved_before = self.approved.lock().is_ok_and(|a| a.contains(&spec.id));
+        if !spec.confirm.waits(approved_before) {
+            return Ok(());
+        }
+        let mut waiting = self.tools.approvals.ask(&self.session, &call.id);
+        let event = ApprovalEvent {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+            server: spec.id.clone(),
+            arguments: call.arguments.clone(),
+            timeout_secs: spec.timeout.as_secs(),
+            first_use: spec.confirm == Confirm::First,
+        };
+        let _ = tx.send(ChatEvent::Approval(event)).await;
+        let secs = spec.timeout.as_secs();
+        let answer = tokio::select! {
+            answer = waiting.answered() => answer,
+            _ = tokio::time::sleep(spec.timeout) => {
+                let why = format!("No one approved {} within {secs} s, so it was denied.", call.name);
+                return Err(Outcome::error(why));
+            }
+            _ = stop.cancelled() => {
+                let why = format!("{} was cancelled: the user stopped the turn.", call.name);
+                return Err(Outcome::error(why));
+            }
+        };
+        if answer != Some(true) {
+            let why = format!("The user denied this call of {}.", call.name);
+            return Err(Outcome::error(why));
+        }
+        if spec.confirm == Confirm::First {
+            if let Ok(mut approved) = self.approved.lock() {
+                if !approved.contains(&spec.id) {
+                    approved.push(spec.id.clone());
+                }
+            }
+        }
+        Ok(())
     }
 }
 

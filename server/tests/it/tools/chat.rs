@@ -13,11 +13,29 @@ use serde_json::json;
 pub async fn parlor_with_tools(
     extra: &str,
 ) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
+    parlor_with(extra, "never", 30).await
+}
+
+/// [`parlor_with_tools`] whose `clock` asks for approval as `confirm` says, within `timeout`
+/// seconds.
+pub async fn parlor_with_tools_as(
+    confirm: &str,
+    timeout: u64,
+) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
+    parlor_with("", confirm, timeout).await
+}
+
+async fn parlor_with(
+    extra: &str,
+    confirm: &str,
+    timeout: u64,
+) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
     let Transport::Stdio { command, args, .. } = servers::time_server() else {
         unreachable!()
     };
     let config = config_file(&format!(
-        "[[mcp_servers]]\nid = \"clock\"\ncommand = {command:?}\nargs = {args:?}\n\n\
+        "[[mcp_servers]]\nid = \"clock\"\ncommand = {command:?}\nargs = {args:?}\n\
+         confirm = {confirm:?}\ntimeout_secs = {timeout}\n\n\
          [[mcp_servers]]\nid = \"recall\"\nbuiltin = \"parlor\"\n\n{extra}"
     ));
     let agents = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! stdio (in the project's `.tools/venv`, installed by `scripts/setup.sh test`) and npm
 //! `@modelcontextprotocol/server-everything` over streamable HTTP and stdio.
 
+mod approval;
 mod chat;
 mod servers;
 

@@ -1,0 +1,58 @@
+//! `POST /api/chat/{agent_id}/sessions/{session_id}/tool-calls/{call_id}`: approves or denies
+//! a tool call waiting for the user (a server with `confirm`), with the conversation's own
+//! ownership rules: only who may see the conversation may answer.
+
+use super::error::{ApiError, JsonBody};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::Json;
+use axum_extra::extract::cookie::CookieJar;
+use serde::{Deserialize, Serialize};
+
+/// The answer to a waiting call.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    pub approve: bool,
+}
+
+/// What was recorded.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ApprovalRecorded {
+    pub call_id: String,
+    pub approved: bool,
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/chat/{agent_id}/sessions/{session_id}/tool-calls/{call_id}",
+    params(
+        ("agent_id" = String, Path, description = "The conversation's agent"),
+        ("session_id" = String, Path, description = "A conversation this browser (or API client) may see"),
+        ("call_id" = String, Path, description = "The call's id, as the `approval` event gave it"),
+    ),
+    request_body = ApprovalAnswer,
+    responses(
+        (status = 200, description = "The answer reached the waiting call", body = ApprovalRecorded),
+        (status = 400, description = "A malformed body or session id, or another agent's conversation", body = parlor_domain::ApiError),
+        (status = 404, description = "Unknown agent or conversation, or no call waits under this id (answered already, timed out, or its turn ended)", body = parlor_domain::ApiError),
+    )
+)]
+pub async fn post_answer(
+    State(app): State<AppState>,
+    Path((agent_id, session_id, call_id)): Path<(String, String, String)>,
+    jar: CookieJar,
+    JsonBody(answer, _): JsonBody<ApprovalAnswer>,
+) -> Result<Json<ApprovalRecorded>, ApiError> {
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    let approvals = &app.services.tools.approvals;
+    if !approvals.answer(&found.info.session_id, &call_id, answer.approve) {
+        return Err(ApiError::not_found(format!(
+            "No tool call {call_id:?} waits for approval in this conversation (answered already, timed out, or its turn ended)."
+        )));
+    }
+    Ok(Json(ApprovalRecorded {
+        call_id,
+        approved: answer.approve,
+    }))
+}
