@@ -5,7 +5,8 @@
 //! Directives in the last user message, when the request offers tools:
 //! - `[call:NAME {json}]` asks for NAME with those arguments (several: several calls);
 //! - `[call-bad-json:NAME]` asks for NAME with arguments that are not valid JSON;
-//! - `[call-forever:NAME]` asks for NAME in every reply, also after its results.
+//! - `[call-forever:NAME]` asks for NAME in every reply, also after its results;
+//! - `[call-many:N:NAME]` asks for N calls of NAME (arguments `{}`) in one reply.
 //!
 //! After tool results (the request ends with `tool` messages), the fake answers with what
 //! they said, unless `[call-forever:…]` asks again.
@@ -114,6 +115,18 @@ fn requested_calls(text: &str) -> Vec<Call> {
                 },
             ));
         }
+    }
+    for (at, _) in text.match_indices("[call-many:") {
+        let rest = &text[at + "[call-many:".len()..];
+        let Some((count, name)) = rest.split(']').next().and_then(|d| d.split_once(':')) else {
+            continue;
+        };
+        let count: usize = count.parse().unwrap_or(0);
+        let call = Call {
+            name: name.to_owned(),
+            arguments: "{}".into(),
+        };
+        calls.extend(std::iter::repeat_n((at, call), count));
     }
     calls.sort_by_key(|(at, _)| *at);
     calls.into_iter().map(|(_, call)| call).collect()

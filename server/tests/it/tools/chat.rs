@@ -13,7 +13,7 @@ use serde_json::json;
 pub async fn parlor_with_tools(
     extra: &str,
 ) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
-    parlor_with(extra, "never", 30).await
+    parlor_with(extra, "never", 30, &[]).await
 }
 
 /// [`parlor_with_tools`] whose `clock` asks for approval as `confirm` says, within `timeout`
@@ -22,13 +22,16 @@ pub async fn parlor_with_tools_as(
     confirm: &str,
     timeout: u64,
 ) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
-    parlor_with("", confirm, timeout).await
+    parlor_with("", confirm, timeout, &[]).await
 }
 
-async fn parlor_with(
+/// The same, with `extra` in `parlor.toml` (its `[[mcp_servers]]` join the agent's tools)
+/// and `vars` in the environment.
+pub async fn parlor_with(
     extra: &str,
     confirm: &str,
     timeout: u64,
+    vars: &[(&str, &str)],
 ) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
     let Transport::Stdio { command, args, .. } = servers::time_server() else {
         unreachable!()
@@ -39,19 +42,29 @@ async fn parlor_with(
          [[mcp_servers]]\nid = \"recall\"\nbuiltin = \"parlor\"\n\n{extra}"
     ));
     let agents = tempfile::tempdir().unwrap();
+    let mut tools = vec!["clock".to_owned(), "recall".to_owned()];
+    tools.extend(extra.lines().filter_map(|l| {
+        let id = l.strip_prefix("id = \"")?.strip_suffix('"')?;
+        Some(id.to_owned())
+    }));
     let agent = json!({
         "agentId": "timekeeper", "name": "Timekeeper",
         "personality": "You tell the time.",
-        "chatSettings": {"tools": ["clock", "recall"], "historyPolicy": "all"},
+        "chatSettings": {"tools": tools, "historyPolicy": "all"},
     });
     let folder = agents.path().join("timekeeper");
     std::fs::create_dir(&folder).unwrap();
     std::fs::write(folder.join("template.json"), agent.to_string()).unwrap();
-    let server = TestServer::start(&[
-        ("PARLOR_CONFIG", &config.path().display().to_string()),
-        ("PARLOR_AGENTS_DIR", &agents.path().display().to_string()),
-    ])
-    .await;
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let mut env = vec![
+        ("PARLOR_CONFIG", config_path.as_str()),
+        ("PARLOR_AGENTS_DIR", agents_path.as_str()),
+    ];
+    env.extend_from_slice(vars);
+    let server = TestServer::start(&env).await;
     for _ in 0..600 {
         let ready = server
             .services

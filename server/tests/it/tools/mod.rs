@@ -4,6 +4,7 @@
 
 mod approval;
 mod chat;
+mod limits;
 mod servers;
 
 use parlor_domain::message::ToolCall;
