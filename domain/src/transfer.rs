@@ -6,9 +6,9 @@
 //! every message or says which one is wrong.
 
 use crate::context::{Chip, Part};
-use crate::message::{title_of, Message, Role, SendMark};
+use crate::message::{title_of, Message, Role, SendMark, ToolCall};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The `format` of Parlor's JSON export.
 pub const EXPORT_FORMAT: &str = "parlor.conversation";
@@ -91,6 +91,9 @@ impl Export {
             out.push_str("\n\n");
             out.push_str(message.text.trim_end());
             out.push('\n');
+            if tool_markdown(&mut out, message) {
+                continue;
+            }
             let attached: Vec<String> = Chip::of_stored(&message.context)
                 .into_iter()
                 .map(|chip| format!("{} ({})", chip.source, chip.kind))
@@ -101,6 +104,28 @@ impl Export {
         }
         out
     }
+}
+
+/// A tool exchange's part of the Markdown export: the calls asked for (tool and arguments),
+/// or a result (its tool, whether it failed, its text in a fence). `true` for a result.
+fn tool_markdown(out: &mut String, message: &Message) -> bool {
+    for call in &message.tool_calls {
+        out.push_str(&format!(
+            "\nCalls `{}` with `{}`\n",
+            call.name, call.arguments
+        ));
+    }
+    let Some(answer) = &message.tool else {
+        return false;
+    };
+    let outcome = if answer.ok { "result" } else { "error" };
+    let text: String = message.texts().collect::<Vec<_>>().concat();
+    out.push_str(&format!(
+        "`{}` {outcome}:\n\n~~~~\n{}\n~~~~\n",
+        answer.name,
+        text.trim_end()
+    ));
+    true
 }
 
 /// What an import brings: a title when the file had one, and the messages to store.
@@ -144,6 +169,14 @@ pub fn parse_import(text: &str, now_ms: i64) -> Result<Imported, ImportError> {
     if imported.messages.is_empty() {
         return Err(ImportError::Empty);
     }
+    if let Some(index) = first_unpaired(&imported.messages) {
+        return Err(ImportError::BadMessage {
+            index: index + 1,
+            reason: "a tool call without all its results, or a result without its call, \
+                     right after it"
+                .into(),
+        });
+    }
     for message in &mut imported.messages {
         message.ensure_id();
     }
@@ -186,7 +219,7 @@ fn parse_export(value: Value) -> Result<Imported, ImportError> {
 }
 
 fn parse_openai(items: Vec<Value>, now_ms: i64) -> Result<Imported, ImportError> {
-    let mut messages = Vec::with_capacity(items.len());
+    let mut messages: Vec<Message> = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         let bad = |reason: String| ImportError::BadMessage {
             index: index + 1,
@@ -195,50 +228,155 @@ fn parse_openai(items: Vec<Value>, now_ms: i64) -> Result<Imported, ImportError>
         let Value::Object(object) = item else {
             return Err(bad("not an object with \"role\" and \"content\"".into()));
         };
-        let role = match object.get("role").and_then(Value::as_str) {
-            Some("system" | "developer") => Role::System,
-            Some("user") => Role::User,
-            Some("assistant") => Role::Assistant,
-            Some(other) => {
-                return Err(bad(format!(
-                    "role {other:?} cannot be imported (only system, developer, user and \
-                     assistant)"
-                )))
-            }
-            None => return Err(bad("no \"role\"".into())),
-        };
-        let text = match object.get("content") {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Array(parts)) => {
-                let mut texts = Vec::new();
-                for (n, part) in parts.iter().enumerate() {
-                    match (
-                        part.get("type").and_then(Value::as_str),
-                        part.get("text").and_then(Value::as_str),
-                    ) {
-                        (Some("text"), Some(text)) => texts.push(text),
-                        _ => {
-                            return Err(bad(format!(
-                                "content part {}: only text parts can be imported",
-                                n + 1
-                            )))
-                        }
-                    }
-                }
-                texts.join("\n\n")
-            }
-            _ => return Err(bad("no text \"content\"".into())),
-        };
-        if text.trim().is_empty() {
-            return Err(bad("empty content".into()));
-        }
         let ts = now_ms.saturating_add(index.try_into().unwrap_or(i64::MAX));
-        messages.push(Message::new(role, text, ts));
+        messages.push(openai_message(&object, ts, &messages).map_err(bad)?);
     }
     Ok(Imported {
         title: String::new(),
         messages,
     })
+}
+
+/// One OpenAI-style message: a system, user or assistant message with text content, an
+/// assistant message asking for `tool_calls`, or a `tool` message answering one of the calls
+/// of the assistant message before it (`before`: the messages read so far).
+fn openai_message(
+    object: &Map<String, Value>,
+    ts: i64,
+    before: &[Message],
+) -> Result<Message, String> {
+    let role = openai_role(object)?;
+    let calls = match object.get("tool_calls") {
+        Some(calls) if role == Role::Assistant => openai_calls(calls)?,
+        Some(_) => return Err("only assistant messages carry \"tool_calls\"".into()),
+        None => Vec::new(),
+    };
+    let text = match object.get("content") {
+        None | Some(Value::Null) if !calls.is_empty() => String::new(),
+        content => openai_text(content)?,
+    };
+    if text.trim().is_empty() && calls.is_empty() && role != Role::Tool {
+        return Err("empty content".into());
+    }
+    let mut message = Message::new(role, String::new(), ts);
+    message.tool_calls = calls;
+    if role != Role::Tool {
+        message.text = text;
+        return Ok(message);
+    }
+    let id = object
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let answered = before
+        .iter()
+        .rev()
+        .take_while(|m| m.role != Role::User)
+        .flat_map(|m| &m.tool_calls);
+    let Some(call) = answered.into_iter().find(|c| c.id == id) else {
+        return Err(format!(
+            "a tool message answers call {id:?}, which no assistant message before it asked for"
+        ));
+    };
+    let answer = crate::message::ToolAnswer {
+        tool_call_id: id.to_owned(),
+        name: call.name.clone(),
+        ok: true,
+        ms: 0,
+        bytes: text.len() as u64,
+        removed_after: None,
+    };
+    Ok(Message::tool_result(
+        answer,
+        vec![Part::Text { text }],
+        None,
+        ts,
+    ))
+}
+
+/// A message's role as Parlor stores it (`developer` is a system message).
+fn openai_role(object: &Map<String, Value>) -> Result<Role, String> {
+    match object.get("role").and_then(Value::as_str) {
+        Some("system" | "developer") => Ok(Role::System),
+        Some("user") => Ok(Role::User),
+        Some("assistant") => Ok(Role::Assistant),
+        Some("tool") => Ok(Role::Tool),
+        Some(other) => Err(format!(
+            "role {other:?} cannot be imported (only system, developer, user, assistant \
+             and tool)"
+        )),
+        None => Err("no \"role\"".into()),
+    }
+}
+
+/// An assistant message's `tool_calls`: each with an `id` and a `function` (`name`,
+/// `arguments` as text).
+fn openai_calls(calls: &Value) -> Result<Vec<ToolCall>, String> {
+    let Some(calls) = calls.as_array() else {
+        return Err("\"tool_calls\" is not an array".into());
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(n, call)| {
+            let field = |key: &str| call["function"][key].as_str().map(str::to_owned);
+            match (call["id"].as_str(), field("name")) {
+                (Some(id), Some(name)) if !id.is_empty() && !name.is_empty() => Ok(ToolCall {
+                    id: id.to_owned(),
+                    name,
+                    arguments: field("arguments").unwrap_or_else(|| "{}".into()),
+                }),
+                _ => Err(format!(
+                    "tool call {}: needs an \"id\" and a function \"name\"",
+                    n + 1
+                )),
+            }
+        })
+        .collect()
+}
+
+/// A message's text content: a string, or `text` parts joined by blank lines.
+fn openai_text(content: Option<&Value>) -> Result<String, String> {
+    match content {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for (n, part) in parts.iter().enumerate() {
+                match (
+                    part.get("type").and_then(Value::as_str),
+                    part.get("text").and_then(Value::as_str),
+                ) {
+                    (Some("text"), Some(text)) => texts.push(text),
+                    _ => {
+                        return Err(format!(
+                            "content part {}: only text parts can be imported",
+                            n + 1
+                        ))
+                    }
+                }
+            }
+            Ok(texts.join("\n\n"))
+        }
+        _ => Err("no text \"content\"".into()),
+    }
+}
+
+/// The position of the first message of a broken tool exchange (see
+/// [`crate::exchange::paired`]), if any.
+fn first_unpaired(messages: &[Message]) -> Option<usize> {
+    if crate::exchange::paired(messages) {
+        return None;
+    }
+    let ranges = crate::exchange::ranges(messages);
+    let broken = ranges
+        .iter()
+        .find(|(start, end)| !crate::exchange::paired(&messages[*start..*end]));
+    let orphan = || {
+        (0..messages.len()).find(|&i| {
+            messages[i].tool.is_some() && !ranges.iter().any(|(s, e)| (*s..*e).contains(&i))
+        })
+    };
+    broken.map(|(start, _)| *start).or_else(orphan)
 }
 
 /// The first line of `text` containing `query` (compared case-insensitively), trimmed and
@@ -424,14 +562,50 @@ mod tests {
     }
 
     #[test]
+    fn openai_tool_calls_and_results_import_as_exchanges_and_broken_ones_do_not() {
+        let calls = r#"{"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "clock__now", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "clock__zone", "arguments": "{\"z\":1}"}}]}"#;
+        let whole = format!(
+            r#"[{{"role": "user", "content": "time?"}}, {calls},
+            {{"role": "tool", "tool_call_id": "c2", "content": "UTC"}},
+            {{"role": "tool", "tool_call_id": "c1", "content": [{{"type": "text", "text": "12:00"}}]}},
+            {{"role": "assistant", "content": "It is 12:00 UTC."}}]"#
+        );
+        let imported = parse_import(&whole, 0).unwrap();
+        let m = &imported.messages;
+        assert_eq!(m[1].tool_calls[1].arguments, "{\"z\":1}");
+        assert_eq!(m[2].answers(), Some("c2"));
+        assert_eq!(m[2].tool.as_ref().unwrap().name, "clock__zone");
+        assert_eq!(m[3].texts().collect::<String>(), "12:00");
+        assert!(crate::exchange::paired(m));
+        // A call left without one of its results is refused, naming the call.
+        let broken = format!(
+            r#"[{{"role": "user", "content": "time?"}}, {calls},
+            {{"role": "tool", "tool_call_id": "c1", "content": "12:00"}},
+            {{"role": "assistant", "content": "?"}}]"#
+        );
+        let err = parse_import(&broken, 0).unwrap_err().to_string();
+        assert!(
+            err.starts_with("message 2: a tool call without all its results"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_bad_import_names_what_is_wrong() {
         let err = |json: &str| parse_import(json, 0).unwrap_err().to_string();
         assert!(err("{").starts_with("not JSON"));
         assert!(err(r#"{"hello": 1}"#).starts_with("not a conversation"));
         assert!(err("[]").contains("no messages"));
         assert_eq!(
-            err(r#"[{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]"#),
-            "message 2: role \"tool\" cannot be imported (only system, developer, user and assistant)"
+            err(r#"[{"role": "user", "content": "a"}, {"role": "function", "content": "b"}]"#),
+            "message 2: role \"function\" cannot be imported (only system, developer, user, \
+             assistant and tool)"
+        );
+        assert_eq!(
+            err(r#"[{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "x", "content": "b"}]"#),
+            "message 2: a tool message answers call \"x\", which no assistant message before it asked for"
         );
         assert_eq!(
             err(

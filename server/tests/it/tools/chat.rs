@@ -25,6 +25,13 @@ pub async fn parlor_with_tools_as(
     parlor_with("", confirm, timeout, &[]).await
 }
 
+/// [`parlor_with_tools`] whose `clock` keeps its results as `save` says.
+pub async fn parlor_with_save(
+    save: &str,
+) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
+    parlor_with(&format!("#save {save}"), "never", 30, &[]).await
+}
+
 /// The same, with `extra` in `parlor.toml` (its `[[mcp_servers]]` join the agent's tools)
 /// and `vars` in the environment.
 pub async fn parlor_with(
@@ -36,17 +43,29 @@ pub async fn parlor_with(
     let Transport::Stdio { command, args, .. } = servers::time_server() else {
         unreachable!()
     };
+    // `#save N` in `extra` sets the clock's `save`.
+    let save = extra
+        .strip_prefix("#save ")
+        .map_or(String::new(), |s| format!("save = {s}\n"));
     let config = config_file(&format!(
         "[[mcp_servers]]\nid = \"clock\"\ncommand = {command:?}\nargs = {args:?}\n\
-         confirm = {confirm:?}\ntimeout_secs = {timeout}\n\n\
+         confirm = {confirm:?}\ntimeout_secs = {timeout}\n{save}\n\
          [[mcp_servers]]\nid = \"recall\"\nbuiltin = \"parlor\"\n\n{extra}"
     ));
     let agents = tempfile::tempdir().unwrap();
     let mut tools = vec!["clock".to_owned(), "recall".to_owned()];
-    tools.extend(extra.lines().filter_map(|l| {
-        let id = l.strip_prefix("id = \"")?.strip_suffix('"')?;
-        Some(id.to_owned())
-    }));
+    let mut section = "";
+    for line in extra.lines() {
+        if line.starts_with('[') {
+            section = line;
+        }
+        let id = line
+            .strip_prefix("id = \"")
+            .and_then(|l| l.strip_suffix('"'));
+        if let (Some(id), "[[mcp_servers]]") = (id, section) {
+            tools.push(id.to_owned());
+        }
+    }
     let agent = json!({
         "agentId": "timekeeper", "name": "Timekeeper",
         "personality": "You tell the time.",

@@ -6,6 +6,7 @@ mod approval;
 mod chat;
 mod limits;
 mod servers;
+mod storage;
 
 use parlor_domain::message::ToolCall;
 use parlor_server::tools::server::Status;
