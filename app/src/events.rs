@@ -88,6 +88,7 @@ mod tests {
                 context: None,
                 summary: Some(Box::new(summary)),
                 marks: None,
+                exchanges: Vec::new(),
             },
             message_id: Some("m9".into()),
             meter: Some(Meter {
@@ -98,6 +99,7 @@ mod tests {
                     summary: 12,
                     history: 250,
                     context: 30,
+                    tools: 0,
                     message: 9,
                 },
                 near_limit: 321 * 100 >= 400 * NEAR_LIMIT_PERCENT,

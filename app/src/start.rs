@@ -256,6 +256,7 @@ impl FromJson for MeterParts {
             summary: required(json, "summary")?,
             history: required(json, "history")?,
             context: required(json, "context")?,
+            tools: optional(json, "tools")?.unwrap_or(0),
             message: required(json, "message")?,
         })
     }
@@ -411,6 +412,7 @@ mod tests {
                         summary: 2,
                         history: 3,
                         context: 4,
+                        tools: 6,
                         message: 5,
                     },
                     near_limit: true,

@@ -91,6 +91,73 @@ pub fn ranges(messages: &[Message]) -> Vec<(usize, usize)> {
     out
 }
 
+/// How an exchange of the stored conversation went into a request.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExchangeSent {
+    /// The call and every result, in full.
+    Full,
+    /// Sent with the stub of a result whose retention is over.
+    StubbedByRetention,
+    /// Sent with a result the token budget replaced by a stub in this request.
+    StubbedByBudget,
+    /// Not sent (the policy, the window, a mark or the budget left it out, whole).
+    Dropped,
+}
+
+/// One exchange of the stored conversation and how it was sent.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExchangeReport {
+    /// The stored position of its call.
+    pub at: usize,
+    /// The tools it called.
+    pub tools: Vec<String>,
+    pub sent: ExchangeSent,
+}
+
+/// How each exchange of `stored` (whose first message is at `offset` in the conversation)
+/// went into a request that holds `sent` (stored position, message as sent).
+pub fn reports(
+    stored: &[Message],
+    offset: usize,
+    sent: &[(usize, &Message)],
+) -> Vec<ExchangeReport> {
+    let find = |at: usize| sent.iter().find(|(i, _)| *i == at).map(|(_, m)| *m);
+    ranges(stored)
+        .into_iter()
+        .map(|(start, end)| {
+            let tools = stored[start]
+                .tool_calls
+                .iter()
+                .map(|c| c.name.clone())
+                .collect();
+            let at = offset + start;
+            let results = (start + 1..end).map(|j| (&stored[j], find(offset + j)));
+            let mut state = ExchangeSent::Full;
+            if find(at).is_none() {
+                state = ExchangeSent::Dropped;
+            } else {
+                for (kept, went) in results {
+                    if went.is_some_and(|w| w.context != kept.context) {
+                        state = ExchangeSent::StubbedByBudget;
+                        break;
+                    }
+                    if is_stub(kept) {
+                        state = ExchangeSent::StubbedByRetention;
+                    }
+                }
+            }
+            ExchangeReport {
+                at,
+                tools,
+                sent: state,
+            }
+        })
+        .collect()
+}
+
 /// Whether every `tool` message of `messages` follows its call and every call is answered:
 /// what every request Parlor sends satisfies.
 pub fn paired(messages: &[Message]) -> bool {

@@ -69,13 +69,16 @@ pub struct MeterParts {
     pub history: u64,
     /// Context blocks (attached files, providers), in any message sent.
     pub context: u64,
+    /// Tool calls and their results (earlier turns' exchanges, as sent).
+    #[serde(default)]
+    pub tools: u64,
     /// The new message's text.
     pub message: u64,
 }
 
 impl MeterParts {
     pub fn total(&self) -> u64 {
-        self.system + self.summary + self.history + self.context + self.message
+        self.system + self.summary + self.history + self.context + self.tools + self.message
     }
 }
 
@@ -117,6 +120,7 @@ pub fn measure(sent: &[Message], tokens: &dyn TokenCounter, window: Option<u64>)
         match message.role {
             Role::System if message.text.starts_with(SUMMARY_LABEL) => parts.summary += count,
             Role::System => parts.system += count,
+            _ if message.tool.is_some() || !message.tool_calls.is_empty() => parts.tools += count,
             _ => {
                 let context = if message.context.is_empty() {
                     0
@@ -242,22 +246,24 @@ pub fn per_mille(part: u64, whole: u64) -> u64 {
 }
 
 /// The parts of a request in the order they are sent: the CSS name and the label of each.
-pub const PARTS: [(&str, &str); 5] = [
+pub const PARTS: [(&str, &str); 6] = [
     ("system", "System prompt"),
     ("summary", "Summary"),
     ("history", "History"),
     ("context", "Context blocks"),
+    ("tools", "Tool calls and results"),
     ("message", "New message"),
 ];
 
 impl MeterParts {
     /// The parts' counts in the order of [`PARTS`].
-    pub fn counts(&self) -> [u64; 5] {
+    pub fn counts(&self) -> [u64; 6] {
         [
             self.system,
             self.summary,
             self.history,
             self.context,
+            self.tools,
             self.message,
         ]
     }
@@ -498,6 +504,7 @@ mod tests {
                 summary: 0,
                 history: 300,
                 context: 0,
+                tools: 0,
                 message: 100,
             },
             ..Meter::default()

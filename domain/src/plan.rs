@@ -106,19 +106,13 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     if !input.chain.names().contains(&SlidingWindow.name()) {
         outgoing = ceiling(outgoing, input.max_ctx, &mut steps);
     }
-    outgoing = whole_exchanges(outgoing, &mut steps);
-    let (sent, error) = match input.chain.run(outgoing, &ctx) {
-        Ok(outcome) => {
-            steps.extend(outcome.steps);
-            (whole_exchanges(outcome.messages, &mut steps), None)
-        }
-        Err(e) => (Vec::new(), Some(e)),
-    };
+    let (sent, error) = run_chain(input.chain, outgoing, &ctx, &mut steps);
     let first_sent_index = first_sent_index(&sent, stored_total);
     let counts = &selected.counts;
     let marks = counts
         .marked
         .then(|| marks_report(&sent, pinned_before, counts.excluded));
+    let exchanges = exchange_reports(input.tail, offset, &sent);
     let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();
     let estimated_tokens = messages.iter().map(|m| tokens.count(m)).sum();
     let report = HistoryReport {
@@ -134,12 +128,47 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         context: context_report(input.context, images_withheld),
         summary: None,
         marks,
+        exchanges,
     };
     Plan {
         messages,
         report,
         error,
     }
+}
+
+/// The chain on what the selection left, each exchange kept whole before and after it.
+fn run_chain(
+    chain: &Chain,
+    outgoing: Vec<Outgoing>,
+    ctx: &ChainContext<'_>,
+    steps: &mut Vec<StepReport>,
+) -> (Vec<Outgoing>, Option<ChainError>) {
+    let outgoing = whole_exchanges(outgoing, steps);
+    match chain.run(outgoing, ctx) {
+        Ok(outcome) => {
+            steps.extend(outcome.steps);
+            (whole_exchanges(outcome.messages, steps), None)
+        }
+        Err(e) => (Vec::new(), Some(e)),
+    }
+}
+
+/// How each tool exchange of the tail went into the request ([`exchange::reports`]).
+fn exchange_reports(
+    tail: &Conversation,
+    offset: usize,
+    sent: &[Outgoing],
+) -> Vec<exchange::ExchangeReport> {
+    let stored = tail.messages();
+    if !stored.iter().any(exchange::opens) {
+        return Vec::new();
+    }
+    let sent: Vec<(usize, &Message)> = sent
+        .iter()
+        .filter_map(|m| Some((m.stored_at?, &m.message)))
+        .collect();
+    exchange::reports(stored, offset, &sent)
 }
 
 /// Keeps tool exchanges whole ([`exchange::whole`]); reported as the `exchanges` step when

@@ -183,6 +183,7 @@ impl Services {
             settings: SettingsReport::from_settings(&settings),
             last_turn: conversation.and_then(|c| c.last_turn.as_deref().cloned()),
             forked_from: conversation.and_then(|c| c.forked_from.as_ref().map(|f| f.link())),
+            tool_servers: self.tools.reports(agent),
         }
     }
 

@@ -5,6 +5,7 @@
 //! (in the page, then fetched again after every turn), so none of this is in the browser's
 //! WASM.
 
+use super::debug_tools::{ExchangeFacts, ToolFacts, ToolServers};
 use leptos::prelude::*;
 use leptos::tachys::view::RenderHtml;
 use parlor_domain::context::{BlockReport, ContextReport};
@@ -113,6 +114,8 @@ fn DebugFacts(
                         })}
                         {h.context.map(|c| view! { <ContextFacts report=*c/> })}
                         {h.summary.map(|s| view! { <SummaryFacts report=*s/> })}
+                        {turn.tools.map(|report| view! { <ToolFacts report/> })}
+                        <ExchangeFacts exchanges=h.exchanges/>
                     }
                         .into_any()
                 }
@@ -122,6 +125,7 @@ fn DebugFacts(
                 }
                     .into_any(),
             }}
+            <ToolServers servers=info.tool_servers.clone()/>
             <dt>"Model"</dt>
             <dd data-fact="model">{info.model.clone()}" · "{info.provider.clone()}</dd>
             <dt>"Agent"</dt>

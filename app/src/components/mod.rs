@@ -3,6 +3,8 @@
 mod composer;
 #[cfg(feature = "ssr")]
 pub mod debug_panel;
+#[cfg(feature = "ssr")]
+mod debug_tools;
 mod message;
 mod message_list;
 mod meter;

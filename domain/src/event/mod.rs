@@ -301,6 +301,10 @@ pub struct HistoryReport {
     /// The user's pins and exclusions on this call, when the conversation has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<MarksReport>,
+    /// Each tool exchange of the stored conversation's end: sent in full, with stubs, or
+    /// dropped whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<crate::exchange::ExchangeReport>,
 }
 
 /// Sanitized HTML for newly completed blocks of a streaming reply: append `html` to what
@@ -327,6 +331,9 @@ pub struct DebugInfo {
     /// The conversation it was forked from, when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<crate::transfer::ForkLink>,
+    /// The agent's tool servers now, each with its state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_servers: Vec<tools::ServerReport>,
 }
 
 /// What the last model call of a conversation was sent.
@@ -342,6 +349,9 @@ pub struct TurnReport {
     /// The context meter of the call, with the provider's usage and the cost once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meter: Option<crate::meter::Meter>,
+    /// The turn's tools: those offered, each round's calls, the limit that ended the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<tools::ToolsReport>,
 }
 
 impl TurnReport {
@@ -353,6 +363,7 @@ impl TurnReport {
             tokens_sent,
             tokens_exact: false,
             meter: None,
+            tools: None,
         }
     }
 
@@ -495,6 +506,7 @@ mod tests {
                     context: None,
                     summary: None,
                     marks: None,
+                    exchanges: Vec::new(),
                 },
                 message_id: None,
                 meter: Some(crate::meter::Meter {

@@ -71,3 +71,33 @@ pub fn preview(text: &str) -> String {
     }
     out
 }
+
+/// One call of a round, as the debug panel shows it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallReport {
+    pub id: String,
+    pub tool: String,
+    pub ok: bool,
+    pub ms: u64,
+    pub bytes: u64,
+}
+
+/// A turn's tools: those offered, each round's calls, and the limit that ended the loop.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsReport {
+    /// The tools offered, as the model saw them.
+    pub offered: Vec<String>,
+    pub rounds: Vec<Vec<CallReport>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitEvent>,
+}
+
+/// A tool server and its state (`ready (3 tools)`, `starting`, `down: …`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub id: String,
+    pub state: String,
+}

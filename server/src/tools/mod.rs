@@ -100,6 +100,24 @@ impl Tools {
         self.server(id).map(|s| &s.spec)
     }
 
+    /// The state of each server `agent` may use, for the debug panel.
+    pub fn reports(&self, agent: &Agent) -> Vec<parlor_domain::event::tools::ServerReport> {
+        let uses = |id: &str| {
+            agent
+                .tools
+                .iter()
+                .any(|t| t == id || t.split_once('.').is_some_and(|(s, _)| s == id))
+        };
+        self.statuses()
+            .into_iter()
+            .filter(|(id, _)| uses(id))
+            .map(|(id, status)| parlor_domain::event::tools::ServerReport {
+                id,
+                state: status.to_string(),
+            })
+            .collect()
+    }
+
     fn server(&self, id: &str) -> Option<&Arc<ToolServer>> {
         self.servers.iter().find(|s| s.spec.id == id)
     }

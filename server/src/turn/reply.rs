@@ -95,6 +95,7 @@ impl Reply {
         let started = std::time::Instant::now();
         let mut text = String::new();
         let mut exchanges = Vec::new();
+        let mut progress = Progress::default();
         let reply = async {
             match request {
                 Ok((client, request)) => {
@@ -105,7 +106,7 @@ impl Reply {
                         started,
                     };
                     tokio::select! {
-                        outcome = turn.converse(request, &mut text, &mut exchanges) => outcome,
+                        outcome = turn.converse(request, &mut text, &mut exchanges, &mut progress) => outcome,
                         _ = stop.cancelled() => Outcome::Failed(ReplyError::ShuttingDown),
                     }
                 }
@@ -130,6 +131,7 @@ impl Reply {
             exchanges,
             text,
             model,
+            progress,
         };
         self.complete(saved_info, outcome, written, started).await;
     }
@@ -140,7 +142,7 @@ impl Reply {
         mut self,
         saved_info: Result<(), crate::store::StoreError>,
         mut outcome: Outcome,
-        written: Written,
+        mut written: Written,
         started: std::time::Instant,
     ) {
         if let Err(e) = saved_info {
@@ -151,7 +153,7 @@ impl Reply {
         }
         crate::ops::metrics::reply(started.elapsed().as_secs_f64());
         crate::ops::metrics::turn(outcome.label());
-        if self.note_tools(&written.exchanges) {
+        if self.note_tools(&mut written) {
             if let Err(e) = self.history.store.put_info(&self.info).await {
                 tracing::error!(
                     "could not store the details of {}: {e}",
@@ -188,17 +190,20 @@ impl Reply {
     /// Notes in the conversation's details what this turn's tool exchanges change: servers
     /// approved for the conversation, and how far back a later turn reads to find results
     /// whose retention ends. `true` when something changed.
-    fn note_tools(&mut self, exchanges: &[Message]) -> bool {
+    /// The turn's tools also go into the debug panel's report of the last turn.
+    fn note_tools(&mut self, written: &mut Written) -> bool {
         let Some(run) = &self.tools else {
             return false;
         };
         let info = &mut self.info;
         let approved = run.approved.lock().map(|a| a.clone()).unwrap_or_default();
-        let turns = parlor_domain::conversation::longest_retention(exchanges);
-        let changed = approved != info.approved_tools || turns > info.context_turns;
+        let turns = parlor_domain::conversation::longest_retention(&written.exchanges);
         info.approved_tools = approved;
         info.context_turns = info.context_turns.max(turns);
-        changed
+        if let Some(turn) = info.last_turn.as_mut() {
+            turn.tools = Some(run.report(std::mem::take(&mut written.progress)));
+        }
+        true
     }
 
     /// The provider's usage replaces the estimate in the debug report and the meter, which
@@ -240,6 +245,7 @@ impl Reply {
             mut exchanges,
             text,
             model,
+            ..
         } = written;
         let meta = MessageMeta {
             status,
@@ -311,6 +317,7 @@ struct Written {
     exchanges: Vec<Message>,
     text: String,
     model: Option<String>,
+    progress: Progress,
 }
 
 /// One turn's conversation with the model: its calls, and the tool rounds between them.
@@ -330,9 +337,9 @@ impl Conversing<'_> {
         mut request: ModelRequest,
         text: &mut String,
         exchanges: &mut Vec<Message>,
+        progress: &mut Progress,
     ) -> Outcome {
         let mut markdown = StreamingMarkdown::new();
-        let mut progress = Progress::default();
         if let Some(run) = self.run {
             request.tools.clone_from(&run.offered);
         }
@@ -351,7 +358,7 @@ impl Conversing<'_> {
                 (outcome, _) => return outcome,
             };
             let said = text.split_off(round_start);
-            let round = run.round(said, calls, &mut progress, self.tx).await;
+            let round = run.round(said, calls, progress, self.tx).await;
             exchanges.extend(round.stored);
             request.messages.extend(round.sent);
             if round.stopped {

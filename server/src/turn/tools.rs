@@ -8,6 +8,7 @@ use crate::tools::{Outcome, Recall, Tools};
 use futures::stream::{FuturesUnordered, StreamExt};
 use parlor_domain::context::Save;
 use parlor_domain::event::tools::preview;
+use parlor_domain::event::tools::{CallReport, ToolsReport};
 use parlor_domain::event::ApprovalEvent;
 use parlor_domain::event::{LimitEvent, ToolCallEvent, ToolResultEvent};
 use parlor_domain::message::{ToolAnswer, ToolCall};
@@ -39,6 +40,9 @@ pub(super) struct Progress {
     pub made: u32,
     /// Set once a limit ended the loop (the next model call has no tools).
     pub reached: Option<LimitReached>,
+    /// Each round's calls, for the debug panel.
+    pub rounds: Vec<Vec<CallReport>>,
+    pub limit: Option<LimitEvent>,
 }
 
 /// One round's messages: the call as sent, and each result as sent and as stored.
@@ -50,6 +54,15 @@ pub(super) struct Round {
 }
 
 impl ToolRun {
+    /// The debug panel's report of the turn's tools.
+    pub(super) fn report(&self, progress: Progress) -> ToolsReport {
+        ToolsReport {
+            offered: self.offered.iter().map(|t| t.name.clone()).collect(),
+            rounds: progress.rounds,
+            limit: progress.limit,
+        }
+    }
+
     /// Runs the round that asked for `calls` (with the round's `text`): as many as the
     /// limits allow, in parallel; the others, and those Stop cancelled, answered with an
     /// error saying why.
@@ -85,10 +98,41 @@ impl ToolRun {
             stored: vec![asked],
             stopped,
         };
+        let reports = self.answered(&calls, outcomes, &mut round, tx).await;
+        progress.rounds.push(reports);
+        if let (Some(reached), false) = (reached, stopped) {
+            progress.reached = Some(reached);
+            let limit = match reached {
+                LimitReached::MaxRounds => limits.max_rounds,
+                LimitReached::MaxCalls => limits.max_calls,
+            };
+            let event = LimitEvent { reached, limit };
+            progress.limit = Some(event.clone());
+            let _ = tx.send(ChatEvent::Limit(event)).await;
+        }
+        round
+    }
+
+    /// Sends each call's result, adds its message (as sent and as stored) to `round`, and
+    /// returns the calls' reports.
+    async fn answered(
+        &self,
+        calls: &[ToolCall],
+        outcomes: Vec<Outcome>,
+        round: &mut Round,
+        tx: &mpsc::Sender<ChatEvent>,
+    ) -> Vec<CallReport> {
+        let mut reports = Vec::with_capacity(calls.len());
         for (call, outcome) in calls.iter().zip(outcomes) {
-            let _ = tx
-                .send(ChatEvent::ToolResult(result_event(call, &outcome)))
-                .await;
+            reports.push(CallReport {
+                id: call.id.clone(),
+                tool: call.name.clone(),
+                ok: outcome.ok,
+                ms: outcome.ms,
+                bytes: outcome.bytes,
+            });
+            let event = ChatEvent::ToolResult(result_event(call, &outcome));
+            let _ = tx.send(event).await;
             let save = self
                 .server_of(call)
                 .map_or(Save::Always, |s| self.tools.save_of(s));
@@ -96,17 +140,7 @@ impl ToolRun {
             round.sent.push(sent);
             round.stored.push(stored);
         }
-        if let (Some(reached), false) = (reached, stopped) {
-            progress.reached = Some(reached);
-            let limit = match reached {
-                LimitReached::MaxRounds => limits.max_rounds,
-                LimitReached::MaxCalls => limits.max_calls,
-            };
-            let _ = tx
-                .send(ChatEvent::Limit(LimitEvent { reached, limit }))
-                .await;
-        }
-        round
+        reports
     }
 
     fn server_of(&self, call: &ToolCall) -> Option<&str> {

@@ -226,3 +226,62 @@ async fn the_built_in_server_recalls_the_owners_conversations_only() {
         .await;
     assert!(mine.text().contains("4711"), "{}", mine.text());
 }
+
+#[tokio::test]
+async fn the_debug_facts_show_tools_rounds_exchanges_and_the_meter_counts_tools() {
+    let (server, _agents, _config) = parlor_with_tools("").await;
+    let alice = browser(&"a".repeat(32));
+    let ask = r#"/tool clock__get_current_time {"timezone": "UTC"}"#;
+    let first = server
+        .chat_with("timekeeper", "", json!({"message": ask}), Some(&alice))
+        .await;
+    let session = first.session_id();
+    let debug_path = format!("/api/chat/timekeeper/debug?session_id={session}");
+    let (_, debug) = server.get(&debug_path, Some(&alice)).await;
+    let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
+    let tools = &debug["last_turn"]["tools"];
+    assert!(tools["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "clock__get_current_time"));
+    assert_eq!(
+        tools["rounds"][0][0]["tool"], "clock__get_current_time",
+        "{debug}"
+    );
+    assert_eq!(tools["rounds"][0][0]["ok"], true);
+    let servers = debug["tool_servers"].as_array().unwrap();
+    assert!(servers
+        .iter()
+        .any(|s| s["id"] == "clock" && s["state"].as_str().unwrap().starts_with("ready")));
+
+    let next = server
+        .chat_with(
+            "timekeeper",
+            "",
+            json!({"message": "and?", "session_id": session}),
+            Some(&alice),
+        )
+        .await;
+    assert!(
+        next.meta().meter.as_ref().unwrap().parts.tools > 0,
+        "the meter counts tools"
+    );
+    let (_, debug) = server.get(&debug_path, Some(&alice)).await;
+    let debug: serde_json::Value = serde_json::from_str(&debug).unwrap();
+    let exchanges = &debug["last_turn"]["history"]["exchanges"];
+    assert_eq!(exchanges[0]["sent"], "full", "{debug}");
+    assert_eq!(exchanges[0]["at"], 1);
+    let (_, page) = server
+        .get(
+            &format!("/chat?agent=timekeeper&session={session}&debug=true"),
+            Some(&alice),
+        )
+        .await;
+    assert!(
+        page.contains("data-fact=\"exchanges\""),
+        "the panel lists the exchanges"
+    );
+    assert!(page.contains("sent in full"));
+    assert!(page.contains("data-fact=\"tool-servers\""));
+}
