@@ -74,6 +74,37 @@ pub struct StoredMessage {
     /// Its tokens, counted for the conversation's model (with the debug panel only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// An assistant message that asked for tools (its cards follow it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calls: bool,
+    /// A tool result, as its card shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<ToolCard>,
+}
+
+/// One tool call and its result, as the chat page's card shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCard {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as the model gave them.
+    pub arguments: String,
+    /// `None` while the call runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    #[serde(default)]
+    pub ms: u64,
+    #[serde(default)]
+    pub bytes: u64,
+    /// The result's text (or its preview while streaming), or the error.
+    #[serde(default)]
+    pub text: String,
+    /// An image the result carries (PNG, JPEG, GIF or WebP data under the size cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The result was removed after its retention: `text` is the stub.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 /// How many messages the chat page shows at first, and each older page brings.

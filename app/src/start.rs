@@ -199,6 +199,24 @@ impl FromJson for StoredMessage {
             status: optional(json, "status")?,
             context: or_default(json, "context")?,
             tokens: optional(json, "tokens")?,
+            calls: or_default(json, "calls")?,
+            card: optional(json, "card")?,
+        })
+    }
+}
+
+impl FromJson for crate::api::ToolCard {
+    fn from_json(json: &impl Json) -> Option<Self> {
+        Some(crate::api::ToolCard {
+            call_id: required(json, "call_id")?,
+            tool: required(json, "tool")?,
+            arguments: required(json, "arguments")?,
+            ok: optional(json, "ok")?,
+            ms: or_default(json, "ms")?,
+            bytes: or_default(json, "bytes")?,
+            text: or_default(json, "text")?,
+            image: optional(json, "image")?,
+            removed: or_default(json, "removed")?,
         })
     }
 }
@@ -337,6 +355,8 @@ mod tests {
             status: None,
             context: Vec::new(),
             tokens: None,
+            calls: false,
+            card: None,
         }
     }
 
@@ -363,6 +383,19 @@ mod tests {
         stopped.send = Some(SendMark::Never);
         let mut broken = message("h3", Role::Assistant, "");
         broken.status = Some(ReplyStatus::Incomplete);
+        broken.calls = true;
+        let mut result = message("h4", Role::Tool, "");
+        result.card = Some(crate::api::ToolCard {
+            call_id: "c1".into(),
+            tool: "clock__now".into(),
+            arguments: "{\"tz\": \"UTC\"}".into(),
+            ok: Some(false),
+            ms: 12,
+            bytes: 1204,
+            text: "[result of clock__now removed after 2 turns: 1,204 bytes]".into(),
+            image: Some("data:image/png;base64,iVBO".into()),
+            removed: true,
+        });
         ChatStart {
             data: ChatData {
                 agent: AgentInfo {
@@ -382,7 +415,7 @@ mod tests {
                     pinned,
                     stopped,
                     broken,
-                    message("h4", Role::Tool, "{}"),
+                    result,
                 ],
                 first_index: 7,
                 conversations: vec![ConversationItem {

@@ -45,16 +45,23 @@ pub fn MessageItem(
             class:editing=move || editing.with(Option::is_some)
             class:streaming=move || message.streaming.get()
             class:command-notice=move || role == Role::Assistant && message.notice.get()
+            class:calls-only=move || message.calls.get() && message.text.with(String::is_empty)
             data-role=role.as_str()
         >
             <MessageTags message not_sent mark_failed/>
-            <MessageBody message/>
-            <Show when=move || editing.with(Option::is_some)>
-                <EditForm state message editing failed=mark_failed/>
-            </Show>
-            {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
-            <MessageFacts state message/>
-            <MessageActions state message last_assistant editing mark_failed/>
+            {if role == Role::Tool {
+                view! { <super::tool_card::ToolCardView state message/> }.into_any()
+            } else {
+                view! {
+                    <MessageBody message/>
+                    <Show when=move || editing.with(Option::is_some)>
+                        <EditForm state message editing failed=mark_failed/>
+                    </Show>
+                    {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
+                    <MessageFacts state message/>
+                    <MessageActions state message last_assistant editing mark_failed/>
+                }.into_any()
+            }}
         </article>
         <Show when=summary_ends_here>
             <div class="summarized-marker" role="note">"Messages above are summarized"</div>

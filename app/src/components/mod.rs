@@ -11,6 +11,7 @@ mod meter;
 #[cfg(feature = "ssr")]
 pub mod search_results;
 mod sidebar;
+mod tool_card;
 
 pub use composer::Composer;
 pub use message_list::MessageList;

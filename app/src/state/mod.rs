@@ -11,6 +11,7 @@ mod composer;
 mod paging;
 mod requests;
 mod streaming;
+mod tool_cards;
 mod transcript;
 
 pub use composer::Composer;

@@ -115,7 +115,8 @@ impl ChatState {
         self.streaming.active.set(true);
         self.transcript.owned(|| TurnView {
             state: self,
-            reply,
+            reply: StoredValue::new(reply),
+            results_seen: StoredValue::new(false),
             user_key: user.as_ref().map(|u| u.message.key),
             user_text: StoredValue::new(user.as_ref().map(|u| u.text.clone())),
             attachments: StoredValue::new(user.map(|u| u.attachments).unwrap_or_default()),
@@ -142,9 +143,12 @@ impl ChatState {
 
 /// One turn on screen: the reply being written, and what the turn's events update.
 #[derive(Clone, Copy)]
-struct TurnView {
-    state: ChatState,
-    reply: UiMessage,
+pub(super) struct TurnView {
+    pub(super) state: ChatState,
+    /// The reply being written (after a round of tool calls, a new one).
+    reply: StoredValue<UiMessage>,
+    /// A tool result arrived since the last call (the next call opens a new round).
+    pub(super) results_seen: StoredValue<bool>,
     /// The user's message of this turn (none for Regenerate).
     user_key: Option<u64>,
     user_text: StoredValue<Option<String>>,
@@ -164,12 +168,23 @@ impl TurnView {
             PageEvent::Done(done) => self.done(done),
             PageEvent::Notice { text } => self.notice(text),
             PageEvent::Error { message } => self.error(message),
-            // Not shown live yet: the page shows a turn's tool exchanges once stored.
-            PageEvent::ToolCall(_)
-            | PageEvent::ToolResult(_)
-            | PageEvent::Approval(_)
-            | PageEvent::Limit(_) => {}
+            PageEvent::ToolCall(call) => self.tool_call(call),
+            PageEvent::ToolResult(result) => self.tool_result(result),
+            PageEvent::Approval(asked) => self.approval(asked),
+            PageEvent::Limit(limit) => self.limit(limit),
         }
+    }
+
+    /// The reply being written.
+    pub(super) fn reply(self) -> UiMessage {
+        self.reply.get_value()
+    }
+
+    /// Starts a new reply message (after a round of tool calls).
+    pub(super) fn next_reply(self) {
+        let reply = self.state.transcript.push(Role::Assistant, String::new());
+        reply.streaming.set(true);
+        self.reply.set_value(reply);
     }
 
     /// The user's message of this turn, when it is still shown.
@@ -205,7 +220,8 @@ impl TurnView {
 
     /// A piece of the reply, with the Markdown blocks it completed.
     fn delta(self, text: &str, rendered: Option<Rendered>) {
-        let reply = self.reply;
+        self.reply_after_calls();
+        let reply = self.reply();
         reply.text.update(|t| t.push_str(text));
         if let Some(rendered) = rendered {
             reply.html.update(|h| h.push_str(&rendered.html));
@@ -216,16 +232,17 @@ impl TurnView {
     /// The reply is complete: the model's token count, the whole reply's HTML.
     fn done(self, done: DoneEvent) {
         self.finished.set_value(true);
+        self.reply_after_calls();
         if done.message_id.is_some() {
-            self.reply.id.set(done.message_id.clone());
+            self.reply().id.set(done.message_id.clone());
         }
-        self.reply.tokens.set(done.message_tokens);
+        self.reply().tokens.set(done.message_tokens);
         if done.meter.is_some() {
             // The provider's count and the cost replace the estimate.
             self.state.meter.set(done.meter);
         }
         if let Some(html) = done.html {
-            let reply = self.reply;
+            let reply = self.reply();
             reply.html.set(html);
             reply
                 .rendered_len
@@ -236,8 +253,8 @@ impl TurnView {
     /// Parlor's answer to a command: neither it nor the command is stored.
     fn notice(self, text: String) {
         let state = self.state;
-        self.reply.notice.set(true);
-        self.reply.text.set(text);
+        self.reply().notice.set(true);
+        self.reply().text.set(text);
         if let Some(user) = self.user() {
             user.notice.set(true);
         }
@@ -254,36 +271,38 @@ impl TurnView {
     fn error(self, message: String) {
         self.finished.set_value(true);
         self.state.streaming.error.set(Some(message));
-        self.reply.status.set(Some(ReplyStatus::Incomplete));
+        self.reply().status.set(Some(ReplyStatus::Incomplete));
     }
 
     /// The stream ended: how, and what the transcript keeps of the turn.
     fn end(self, end: StreamEnd) {
         let state = self.state;
         state.refresh_debug();
-        self.reply.streaming.set(false);
+        self.reply().streaming.set(false);
         state.streaming.active.set(false);
         match end {
             StreamEnd::Closed if !self.finished.get_value() => {
                 // The connection closed before `done` or `error`.
-                self.reply.status.set(Some(ReplyStatus::Incomplete));
+                self.reply().status.set(Some(ReplyStatus::Incomplete));
                 state.streaming.error.set(Some(
                     "The connection to Parlor closed before the reply finished.".into(),
                 ));
             }
             StreamEnd::Closed => {}
-            StreamEnd::Aborted => self.reply.status.set(Some(ReplyStatus::Stopped)),
+            StreamEnd::Aborted => self.reply().status.set(Some(ReplyStatus::Stopped)),
             StreamEnd::Refused(message) => self.refused(message),
             StreamEnd::Network(message) => {
-                self.reply.status.set(Some(ReplyStatus::Incomplete));
+                self.reply().status.set(Some(ReplyStatus::Incomplete));
                 state
                     .streaming
                     .error
                     .set(Some(format!("Could not reach Parlor: {message}")));
             }
         }
-        if self.reply.text.get_untracked().is_empty() {
-            state.transcript.remove(self.reply.key);
+        // A reply that said nothing goes, unless it asked for tools (it is stored).
+        let reply = self.reply();
+        if reply.text.get_untracked().is_empty() && !reply.calls.get_untracked() {
+            state.transcript.remove(reply.key);
         }
     }
 
@@ -291,7 +310,7 @@ impl TurnView {
     /// text to the composer.
     fn refused(self, message: String) {
         let state = self.state;
-        state.transcript.remove(self.reply.key);
+        state.transcript.remove(self.reply().key);
         if let Some(key) = self.user_key {
             state.transcript.remove(key);
         }
@@ -343,6 +362,89 @@ mod tests {
     }
 
     #[test]
+    fn tool_calls_show_as_cards_between_the_asking_message_and_the_answer() {
+        use parlor_domain::event::{ApprovalEvent, ToolCallEvent, ToolResultEvent};
+        let state = state(None);
+        let turn = user_turn(state, "time?");
+        turn.event(PageEvent::Meta(meta("s1", 1)));
+        turn.delta("Let me look. ", None);
+        let call = |id: &str| {
+            PageEvent::ToolCall(ToolCallEvent {
+                id: id.into(),
+                tool: "clock__now".into(),
+                server: "clock".into(),
+                arguments: "{}".into(),
+            })
+        };
+        turn.event(call("c1"));
+        turn.event(call("c2"));
+        turn.event(PageEvent::Approval(ApprovalEvent {
+            id: "c2".into(),
+            tool: "clock__now".into(),
+            server: "clock".into(),
+            arguments: "{}".into(),
+            timeout_secs: 30,
+            first_use: true,
+        }));
+        let result = |id: &str, ok: bool| {
+            PageEvent::ToolResult(ToolResultEvent {
+                id: id.into(),
+                ok,
+                bytes: 5,
+                ms: 3,
+                preview: if ok { "12:00".into() } else { String::new() },
+                error: (!ok).then(|| "denied".into()),
+            })
+        };
+        let list = || state.transcript.messages.get_untracked();
+        assert!(list()[3].waiting.get_untracked().unwrap().first_use);
+        turn.event(result("c1", true));
+        turn.event(result("c2", false));
+        assert_eq!(list()[3].waiting.get_untracked(), None);
+        turn.delta("It is 12:00.", None);
+        turn.end(StreamEnd::Closed);
+        // As stored: the question, the message that asked (with what it said), the two
+        // calls, then the answer.
+        let roles: Vec<Role> = list().iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::Assistant
+            ]
+        );
+        assert_eq!(texts(&state)[1], "Let me look. ");
+        assert!(list()[1].calls.get_untracked());
+        let first = list()[2].card.get_untracked().unwrap();
+        assert_eq!((first.ok, first.text.as_str()), (Some(true), "12:00"));
+        let second = list()[3].card.get_untracked().unwrap();
+        assert_eq!((second.ok, second.text.as_str()), (Some(false), "denied"));
+        assert_eq!(texts(&state)[4], "It is 12:00.");
+        assert_eq!(state.transcript.index_of(list()[4].key), Some(4));
+        // A second round's calls are asked by a message of their own.
+        let turn = user_turn(state, "again");
+        turn.event(call("c3"));
+        turn.event(result("c3", true));
+        turn.event(call("c4"));
+        turn.event(result("c4", true));
+        turn.end(StreamEnd::Aborted);
+        let roles: Vec<Role> = list()[5..].iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Assistant,
+                Role::Tool
+            ]
+        );
+    }
+
+    #[test]
     fn a_streamed_reply_grows_then_ends_done() {
         let state = state(None);
         let turn = user_turn(state, "Hello");
@@ -373,9 +475,9 @@ mod tests {
         turn.end(StreamEnd::Closed);
         assert!(!state.streaming.active.get_untracked());
         assert_eq!(state.streaming.error.get_untracked(), None);
-        assert_eq!(turn.reply.html.get_untracked(), "<p>Hi there</p>");
-        assert_eq!(turn.reply.rendered_len.get_untracked(), "Hi there".len());
-        assert_eq!(turn.reply.status.get_untracked(), None);
+        assert_eq!(turn.reply().html.get_untracked(), "<p>Hi there</p>");
+        assert_eq!(turn.reply().rendered_len.get_untracked(), "Hi there".len());
+        assert_eq!(turn.reply().status.get_untracked(), None);
     }
 
     #[test]
@@ -385,7 +487,7 @@ mod tests {
         turn.delta("Half an ans", None);
         turn.end(StreamEnd::Closed);
         assert_eq!(
-            turn.reply.status.get_untracked(),
+            turn.reply().status.get_untracked(),
             Some(ReplyStatus::Incomplete)
         );
         assert!(state.streaming.error.get_untracked().is_some());
@@ -395,7 +497,7 @@ mod tests {
         turn.delta("Some", None);
         turn.end(StreamEnd::Aborted);
         assert_eq!(
-            turn.reply.status.get_untracked(),
+            turn.reply().status.get_untracked(),
             Some(ReplyStatus::Stopped)
         );
         // An empty reply is not kept.
@@ -426,7 +528,7 @@ mod tests {
         turn.notice("The conversation was reset.".into());
         assert_eq!(texts(&state), ["!reset", "The conversation was reset."]);
         assert!(turn.user().unwrap().notice.get_untracked());
-        assert_eq!(state.transcript.index_of(turn.reply.key), None);
+        assert_eq!(state.transcript.index_of(turn.reply().key), None);
     }
 
     #[test]
@@ -438,7 +540,7 @@ mod tests {
         });
         turn.end(StreamEnd::Closed);
         assert_eq!(
-            turn.reply.status.get_untracked(),
+            turn.reply().status.get_untracked(),
             Some(ReplyStatus::Incomplete)
         );
         assert_eq!(

@@ -27,6 +27,13 @@ pub struct UiMessage {
     pub send: RwSignal<Option<SendMark>>,
     /// Its tokens (shown with the debug panel).
     pub tokens: RwSignal<Option<u64>>,
+    /// An assistant message that asked for tools (shown by their cards alone when it has
+    /// no text).
+    pub calls: RwSignal<bool>,
+    /// A tool call and its result (`tool` messages).
+    pub card: RwSignal<Option<crate::api::ToolCard>>,
+    /// The call waits for the user's approval.
+    pub waiting: RwSignal<Option<super::tool_cards::Waiting>>,
 }
 
 /// Where a message of the transcript stands.
@@ -150,6 +157,9 @@ impl Transcript {
             id: RwSignal::new(None),
             send: RwSignal::new(None),
             tokens: RwSignal::new(None),
+            calls: RwSignal::new(false),
+            card: RwSignal::new(None),
+            waiting: RwSignal::new(None),
         })
     }
 
@@ -160,6 +170,8 @@ impl Transcript {
         message.id.set(Some(m.id));
         message.send.set(m.send);
         message.tokens.set(m.tokens);
+        message.calls.set(m.calls);
+        message.card.set(m.card);
         if m.role == Role::Assistant {
             message
                 .rendered_len
@@ -264,6 +276,8 @@ mod tests {
             status: None,
             context: Vec::new(),
             tokens: None,
+            calls: false,
+            card: None,
         }
     }
 

@@ -5,7 +5,7 @@ use crate::store::ConversationInfo;
 use crate::store::StoreError;
 use parlor_app::api::{
     AgentCard, AgentInfo, ChatData, ChatHead, ChatPageData, ChatQuery, ConversationItem, DebugView,
-    HomeData, OlderMessages, StoredMessage, PAGE_MESSAGES,
+    HomeData, OlderMessages, StoredMessage, ToolCard, PAGE_MESSAGES,
 };
 use parlor_app::ssr::{Backend, BackendError, BrowserSession};
 use parlor_domain::chain::TokenCounter;
@@ -86,10 +86,7 @@ impl Backend for PageBackend {
             models: services.models.available(&agent),
             mirror: services.config.uses_mirror(),
             session_id,
-            messages: messages
-                .into_iter()
-                .map(|m| stored_message(m, tokens.as_ref()))
-                .collect(),
+            messages: stored_messages(messages, tokens.as_ref()),
             first_index,
             conversations,
             meter: conversation
@@ -276,10 +273,9 @@ pub async fn older(
     let summarized = summary_end(services, agent, id, first_index, &messages).await?;
     let tokens = (debug && services.config.debug_panel)
         .then(|| token_counter(services, agent, info.model.as_deref()));
-    let (messages, html) = messages
+    let (messages, html) = stored_messages(messages, tokens.as_ref())
         .into_iter()
-        .map(|m| {
-            let mut shown = stored_message(m, tokens.as_ref());
+        .map(|mut shown| {
             let html = shown.html.take().unwrap_or_default();
             (shown, html)
         })
@@ -344,6 +340,58 @@ fn token_counter(
     )
 }
 
+/// Stored messages as the chat page shows them: a tool result's card names the arguments
+/// its call was made with (from the call before it, when the page holds it).
+pub(crate) fn stored_messages(
+    messages: Vec<Message>,
+    tokens: Option<&Arc<dyn TokenCounter>>,
+) -> Vec<StoredMessage> {
+    let arguments: std::collections::HashMap<String, String> = messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .map(|c| (c.id.clone(), c.arguments.clone()))
+        .collect();
+    messages
+        .into_iter()
+        .map(|m| {
+            let card = card(&m, &arguments);
+            StoredMessage {
+                card,
+                ..stored_message(m, tokens)
+            }
+        })
+        .collect()
+}
+
+/// A tool result's card.
+fn card(m: &Message, arguments: &std::collections::HashMap<String, String>) -> Option<ToolCard> {
+    let answer = m.tool.as_ref()?;
+    let mut text = Vec::new();
+    let mut image = None;
+    for block in &m.context {
+        match &block.part {
+            parlor_domain::block::Part::Image { url } if image.is_none() => {
+                image = Some(url.clone())
+            }
+            part => text.extend(part.sent_text().map(|t| t.into_owned())),
+        }
+    }
+    Some(ToolCard {
+        call_id: answer.tool_call_id.clone(),
+        tool: answer.name.clone(),
+        arguments: arguments
+            .get(&answer.tool_call_id)
+            .cloned()
+            .unwrap_or_default(),
+        ok: Some(answer.ok),
+        ms: answer.ms,
+        bytes: answer.bytes,
+        text: text.join("\n"),
+        image: image.filter(|url| parlor_domain::context::image_type(url).is_some()),
+        removed: answer.removed_after.is_some(),
+    })
+}
+
 /// A stored message as the chat page shows it.
 fn stored_message(m: Message, tokens: Option<&Arc<dyn TokenCounter>>) -> StoredMessage {
     StoredMessage {
@@ -354,6 +402,8 @@ fn stored_message(m: Message, tokens: Option<&Arc<dyn TokenCounter>>) -> StoredM
         html: (m.role == Role::Assistant).then(|| render_markdown(&m.text)),
         context: parlor_domain::context::Chip::of_stored(&m.context),
         role: m.role,
+        calls: !m.tool_calls.is_empty(),
+        card: None,
         text: m.text,
     }
 }

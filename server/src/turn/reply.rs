@@ -339,11 +339,13 @@ impl Conversing<'_> {
         exchanges: &mut Vec<Message>,
         progress: &mut Progress,
     ) -> Outcome {
-        let mut markdown = StreamingMarkdown::new();
         if let Some(run) = self.run {
             request.tools.clone_from(&run.offered);
         }
         loop {
+            // Each model call's text is its own message (the page shows it so): its own
+            // Markdown.
+            let mut markdown = StreamingMarkdown::new();
             let round_start = text.len();
             let asked = relay(
                 self.llm,

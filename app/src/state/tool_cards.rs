@@ -1,0 +1,134 @@
+//! Tool calls on screen while a turn streams: each call a card under the reply, its result
+//! when it arrives, an approval the user answers, and the limit that ended the loop.
+//!
+//! The transcript keeps the stored order: the reply being written becomes the round's call
+//! message (with the text said before the calls), each call's card follows, and the text
+//! after the calls goes into a new reply.
+
+use super::streaming::TurnView;
+use super::transcript::UiMessage;
+use super::ChatState;
+use crate::api::ToolCard;
+use crate::stream;
+use leptos::prelude::*;
+use parlor_domain::event::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent};
+use parlor_domain::tool::LimitReached;
+use parlor_domain::Role;
+
+/// A card waiting for the user's answer: whether it may be approved for the conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub first_use: bool,
+}
+
+impl TurnView {
+    /// The model asked for a call: its card, under the message that asked.
+    pub(super) fn tool_call(self, event: ToolCallEvent) {
+        let transcript = self.state.transcript;
+        // A result since the last call: this is a new round, asked by a new message.
+        if self.results_seen.get_value() {
+            self.results_seen.set_value(false);
+            self.next_reply();
+        }
+        let asking = self.reply();
+        asking.calls.set(true);
+        asking.streaming.set(false);
+        let card = transcript.push(Role::Tool, String::new());
+        card.card.set(Some(ToolCard {
+            call_id: event.id,
+            tool: event.tool,
+            arguments: event.arguments,
+            ..ToolCard::default()
+        }));
+    }
+
+    /// A call's result.
+    pub(super) fn tool_result(self, event: ToolResultEvent) {
+        self.results_seen.set_value(true);
+        if let Some(card) = self.card(&event.id) {
+            card.card.update(|c| {
+                if let Some(c) = c {
+                    c.ok = Some(event.ok);
+                    c.ms = event.ms;
+                    c.bytes = event.bytes;
+                    c.text = event.error.unwrap_or(event.preview);
+                }
+            });
+            card.waiting.set(None);
+        }
+    }
+
+    /// A call waits for the user: its card offers Approve and Deny.
+    pub(super) fn approval(self, event: ApprovalEvent) {
+        if let Some(card) = self.card(&event.id) {
+            card.waiting.set(Some(Waiting {
+                first_use: event.first_use,
+            }));
+        }
+    }
+
+    /// A limit ended the loop: said under the cards (not stored).
+    pub(super) fn limit(self, event: LimitEvent) {
+        let which = match event.reached {
+            LimitReached::MaxRounds => "max_rounds",
+            LimitReached::MaxCalls => "max_calls",
+        };
+        let text = format!(
+            "The tool limit {which} = {} was reached: the model answers without tools.",
+            event.limit
+        );
+        let notice = self.state.transcript.push(Role::Assistant, text);
+        notice.notice.set(true);
+        self.results_seen.set_value(true);
+    }
+
+    /// The reply continues after a round's calls: a new message, as stored.
+    pub(super) fn reply_after_calls(self) {
+        if self.reply().calls.get_untracked() {
+            self.next_reply();
+        }
+    }
+
+    /// The card of call `id` in this turn.
+    fn card(self, id: &str) -> Option<UiMessage> {
+        self.state.transcript.messages.with_untracked(|list| {
+            list.iter()
+                .rev()
+                .find(|m| {
+                    m.card
+                        .with_untracked(|c| c.as_ref().is_some_and(|c| c.call_id == id))
+                })
+                .copied()
+        })
+    }
+}
+
+impl ChatState {
+    /// Approves or denies the call of `card`, which waits in this conversation.
+    pub(crate) fn answer_call(self, card: UiMessage, approve: bool) {
+        let (Some(session), Some(id)) = (
+            self.session_id.get_untracked(),
+            card.card
+                .with_untracked(|c| c.as_ref().map(|c| c.call_id.clone())),
+        ) else {
+            return;
+        };
+        let url = format!(
+            "{}/sessions/{}/tool-calls/{}",
+            self.agent_url(),
+            super::encode(&session),
+            super::encode(&id)
+        );
+        card.waiting.set(None);
+        let body = format!("{{\"approve\":{approve}}}");
+        stream::spawn_request("POST", url, Some(body), move |reply| {
+            if let Err(reason) = reply {
+                card.card.update(|c| {
+                    if let Some(c) = c {
+                        c.text = format!("The answer was not taken: {reason}");
+                    }
+                });
+            }
+        });
+    }
+}
