@@ -6,7 +6,7 @@
 //! after the calls goes into a new reply.
 
 use super::streaming::TurnView;
-use super::transcript::UiMessage;
+use super::transcript::{UiMessage, Waiting};
 use super::ChatState;
 use crate::api::ToolCard;
 use crate::stream;
@@ -14,12 +14,6 @@ use leptos::prelude::*;
 use parlor_domain::event::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent};
 use parlor_domain::tool::LimitReached;
 use parlor_domain::Role;
-
-/// A card waiting for the user's answer: whether it may be approved for the conversation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Waiting {
-    pub first_use: bool,
-}
 
 impl TurnView {
     /// The model asked for a call: its card, under the message that asked.

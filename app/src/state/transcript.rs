@@ -33,7 +33,14 @@ pub struct UiMessage {
     /// A tool call and its result (`tool` messages).
     pub card: RwSignal<Option<crate::api::ToolCard>>,
     /// The call waits for the user's approval.
-    pub waiting: RwSignal<Option<super::tool_cards::Waiting>>,
+    pub waiting: RwSignal<Option<Waiting>>,
+}
+
+/// A tool call waiting for the user's answer: whether it may be approved for the
+/// conversation (`confirm = "first"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub first_use: bool,
 }
 
 /// Where a message of the transcript stands.
