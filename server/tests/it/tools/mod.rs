@@ -5,6 +5,7 @@
 mod approval;
 mod chat;
 mod limits;
+mod processes;
 mod servers;
 mod storage;
 

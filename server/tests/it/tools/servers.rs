@@ -126,6 +126,11 @@ fn parent(pid: u32) -> Option<u32> {
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Whether `pid` descends from `ancestor`.
+pub fn descends(pid: u32, ancestor: u32) -> bool {
+    descends_from(pid, ancestor)
+}
+
 fn descends_from(mut pid: u32, ancestor: u32) -> bool {
     while let Some(p) = parent(pid) {
         if p == ancestor {
