@@ -18,6 +18,8 @@ pub struct OwnerRecall {
     pub services: Arc<Services>,
     /// The owner of the conversation whose turn calls the tools.
     pub owner: Option<String>,
+    /// That conversation: not among the earlier ones a search finds.
+    pub current: ConversationId,
 }
 
 #[async_trait::async_trait]
@@ -64,7 +66,12 @@ impl OwnerRecall {
         if query.trim().is_empty() {
             return Outcome::error("Give a query: the words to look for.");
         }
-        match super::search_owned(&self.services.histories, owner, query).await {
+        let found = super::search_owned(&self.services.histories, owner, query).await;
+        let earlier = found.map(|hits| {
+            let current = self.current.as_str();
+            hits.into_iter().filter(|h| h.session_id != current).collect::<Vec<_>>()
+        });
+        match earlier {
             Ok(hits) if hits.is_empty() => answer(format!("No conversation mentions {query:?}.")),
             Ok(hits) => {
                 let lines: Vec<String> = hits

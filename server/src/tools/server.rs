@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 /// The first pause before a server is started again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// How long starting a server (and listing its tools) may take.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Starting a server (and listing its tools) may take as long as one of its calls, and at
+/// least this long.
+const MIN_START_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a server is doing, as `/readyz` and the debug panel report it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -97,9 +98,10 @@ impl ToolServer {
         loop {
             self.set(Status::Starting, None);
             // Started on a task of its own: a panic in a transport is a start that failed.
+            let limit = self.spec.timeout.max(MIN_START_TIMEOUT);
             let starting = tokio::spawn({
                 let server = self.clone();
-                async move { tokio::time::timeout(START_TIMEOUT, server.connect()).await }
+                async move { tokio::time::timeout(limit, server.connect()).await }
             });
             let started = starting
                 .await
@@ -120,7 +122,7 @@ impl ToolServer {
                     }
                 }
                 Ok(Err(error)) => error,
-                Err(_) => format!("did not start within {} s", START_TIMEOUT.as_secs()),
+                Err(_) => format!("did not start within {} s", limit.as_secs()),
             };
             tracing::warn!("tool server {:?} is down: {error}", self.spec.id);
             let retry_secs = backoff.as_secs();

@@ -364,6 +364,7 @@ impl TurnContext<'_> {
         let recall = crate::conversation::recall::OwnerRecall {
             services: services.clone(),
             owner: info.owner.clone(),
+            current: info.session_id.clone(),
         };
         Some(tools::ToolRun {
             tools: services.tools.clone(),

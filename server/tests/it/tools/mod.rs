@@ -214,6 +214,58 @@ async fn the_everything_server_over_http_images_timeouts_and_stop() {
 }
 
 #[tokio::test]
+async fn a_result_over_max_result_bytes_is_cut_with_a_marker() {
+    let everything = servers::Everything::start_http();
+    let mut small = spec("everything", everything.transport());
+    small.max_result_bytes = 40;
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![small],
+        ..Default::default()
+    });
+    wait_for(&tools, "everything", "ready").await;
+    let long = format!(r#"{{"message":"{}"}}"#, "x".repeat(500));
+    let echo = run(
+        &tools,
+        &agent(&["everything"]),
+        &call("everything__echo", &long),
+    )
+    .await;
+    assert!(echo.ok);
+    assert!(echo.bytes > 500, "the size as received: {}", echo.bytes);
+    let text = echo.text();
+    assert!(text.ends_with(" bytes kept (max_result_bytes)]"), "{text}");
+    assert!(text.contains("[result cut: 40 of "), "{text}");
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_answering_malformed_json_rpc_is_down_not_a_panic() {
+    // A "server" that answers the initialization with a line that is not JSON-RPC.
+    let garbage = Transport::Stdio {
+        command: "sh".into(),
+        args: vec![
+            "-c".into(),
+            "read line; echo '{\"jsonrpc\": \"2.0\", \"id\": oops}'; echo 'not json'; sleep 30"
+                .into(),
+        ],
+        env: std::iter::once(("PATH".to_owned(), std::env::var("PATH").unwrap())).collect(),
+    };
+    let mut quick = spec("garbage", garbage);
+    quick.timeout = Duration::from_secs(2);
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![quick],
+        ..Default::default()
+    });
+    let Status::Down { error, .. } = wait_for(&tools, "garbage", "down").await else {
+        unreachable!()
+    };
+    assert!(!error.is_empty());
+    let offered = tools.offered(&agent(&["garbage"]));
+    assert!(offered.is_empty());
+    tools.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_server_that_exits_mid_call_answers_an_error_and_is_started_again() {
     let tools = Tools::start(ToolSpecs {
         servers: vec![spec("everything", servers::Everything::stdio())],
