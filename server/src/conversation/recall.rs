@@ -69,7 +69,9 @@ impl OwnerRecall {
         let found = super::search_owned(&self.services.histories, owner, query).await;
         let earlier = found.map(|hits| {
             let current = self.current.as_str();
-            hits.into_iter().filter(|h| h.session_id != current).collect::<Vec<_>>()
+            hits.into_iter()
+                .filter(|h| h.session_id != current)
+                .collect::<Vec<_>>()
         });
         match earlier {
             Ok(hits) if hits.is_empty() => answer(format!("No conversation mentions {query:?}.")),
