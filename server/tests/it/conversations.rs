@@ -452,7 +452,7 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         (r#"{"title": "x"}"#, "not a conversation"),
         (
             r#"[{"role": "user", "content": "ok"}, {"role": "tool", "content": "no"}]"#,
-            "message 2: role \"tool\"",
+            "message 2: a tool message answers call \"\", which no assistant message",
         ),
         ("[]", "no messages"),
     ] {
