@@ -125,9 +125,9 @@ describe('whole conversations', () => {
     const before = await page.locator('.conversations li').count();
     await page.locator('.conversation-menu summary').click();
     await page.locator('.menu-items input[name=import]').setInputFiles({
-      name: 'bad.json', mimeType: 'application/json', buffer: Buffer.from('[{"role": "tool", "content": "x"}]'),
+      name: 'bad.json', mimeType: 'application/json', buffer: Buffer.from('[{"role": "function", "content": "x"}]'),
     });
-    assert.match(await page.locator('.menu-error').innerText(), /message 1: role "tool" cannot be imported/);
+    assert.match(await page.locator('.menu-error').innerText(), /message 1: role "function" cannot be imported/);
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');
     assert.equal(await page.locator('.conversations li').count(), before);
