@@ -57,6 +57,28 @@ async def chat_once(base, agent, message, cookie=None, local_addr=None):
     return first, ok and status == 200, status
 
 
+# The agent and message of each turn (`{id}`: the worker and its turn), for the tool runs.
+AGENT = os.environ.get("LOAD_AGENT", "general")
+MESSAGE = os.environ.get("LOAD_MESSAGE", "load {id}")
+
+
+def children(pid):
+    """How many processes `pid` started that are still running."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            count += 1
+    return count
+
+
 def process_stats(pid):
     """(RSS peak in KiB, open file descriptors) of a local process."""
     peak = 0
@@ -69,6 +91,7 @@ def process_stats(pid):
 
 async def streams(seconds, concurrency, urls, pids):
     baseline = {pid: process_stats(pid)[1] for pid in pids}
+    children_before = {pid: children(pid) for pid in pids}
     deadline = time.perf_counter() + seconds
     firsts, completed, errors, statuses = [], 0, 0, {}
 
@@ -79,7 +102,8 @@ async def streams(seconds, concurrency, urls, pids):
         while time.perf_counter() < deadline:
             n += 1
             try:
-                first, ok, status = await chat_once(base, "general", f"load {i}-{n}")
+                message = MESSAGE.replace("{id}", f"{i}-{n}")
+                first, ok, status = await chat_once(base, AGENT, message)
             except OSError as e:
                 errors += 1
                 statuses[str(e)] = statuses.get(str(e), 0) + 1
@@ -107,6 +131,8 @@ async def streams(seconds, concurrency, urls, pids):
         "rss_peak_mib": {pid: round(s[0] / 1024, 1) for pid, s in after.items()},
         "fds_before": baseline,
         "fds_after": {pid: s[1] for pid, s in after.items()},
+        "children_before": children_before,
+        "children_after": {pid: children(pid) for pid in pids},
     }
 
 

@@ -5,7 +5,8 @@
 //! Directives in the last user message, when the request offers tools:
 //! - `[call:NAME {json}]` asks for NAME with those arguments (several: several calls);
 //! - `[call-bad-json:NAME]` asks for NAME with arguments that are not valid JSON;
-//! - `[call-forever:NAME]` asks for NAME in every reply, also after its results;
+//! - `[call-forever:NAME]` (or `[call-forever:NAME {json}]`) asks for NAME in every reply,
+//!   also after its results;
 //! - `[call-many:N:NAME]` asks for N calls of NAME (arguments `{}`) in one reply.
 //!
 //! After tool results (the request ends with `tool` messages), the fake answers with what
@@ -32,9 +33,15 @@ pub(crate) fn steps(model: &str, request: &Value, last_user: &str) -> Option<Vec
     if offered && !forever.is_empty() {
         let calls = forever
             .into_iter()
-            .map(|name| Call {
-                name,
-                arguments: "{}".into(),
+            .map(|entry| match entry.split_once(' ') {
+                Some((name, arguments)) => Call {
+                    name: name.to_owned(),
+                    arguments: arguments.trim().to_owned(),
+                },
+                None => Call {
+                    name: entry,
+                    arguments: "{}".into(),
+                },
             })
             .collect();
         return Some(call_steps(model, calls));
