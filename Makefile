@@ -44,5 +44,6 @@ bench:
 	scripts/setup.sh test
 	scripts/bench.sh
 	PARLOR_SKIP_BUILD=1 scripts/load.sh
+	PARLOR_SKIP_BUILD=1 scripts/load-tools.sh
 	cargo bench -p parlor-domain --bench plan --bench context
-	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns
+	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns --bench tools

@@ -3,7 +3,8 @@
 # turn running 3 tool rounds (the test upstream asks for an echo call in every reply;
 # `max_rounds = 3` ends the loop with a last call without tools) against npm server-everything
 # over stdio, one process that Parlor starts. Prints JSON: turns, errors, time to the first
-# delta (after the 3 rounds), peak RSS, descriptors and child processes before and after.
+# delta (after the 3 rounds), peak RSS, descriptors and child processes before and after
+# (descriptors also once the upstream's idle pooled connections have closed, up to 120 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
@@ -47,6 +48,6 @@ parlor_pid=${pids[-1]}
 wait_for "http://127.0.0.1:$port/healthz"
 until curl -sf "http://127.0.0.1:$port/readyz" | grep -q '"echo":"ready'; do sleep 0.2; done
 
-LOAD_AGENT=toolbench LOAD_MESSAGE='[call-forever:echo__echo {"message":"hello"}] {id}' \
+SETTLE_SECONDS=${SETTLE_SECONDS:-120} LOAD_AGENT=toolbench LOAD_MESSAGE='[call-forever:echo__echo {"message":"hello"}] {id}' \
   PARLOR_PIDS="$parlor_pid" python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
   "http://127.0.0.1:$port"

@@ -118,6 +118,14 @@ async def streams(seconds, concurrency, urls, pids):
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
     await asyncio.sleep(2)  # replies stored, connections closed
     after = {pid: process_stats(pid) for pid in pids}
+    # Connections to an upstream stay pooled while idle (reqwest's 90 s): with SETTLE_SECONDS,
+    # wait (up to that) until every process is back to its descriptors before the run.
+    settled = 2
+    while settled < int(os.environ.get("SETTLE_SECONDS", "0")):
+        if all(process_stats(pid)[1] <= baseline[pid] for pid in pids):
+            break
+        await asyncio.sleep(1)
+        settled += 1
     firsts.sort()
     return {
         "seconds": seconds,
@@ -131,6 +139,8 @@ async def streams(seconds, concurrency, urls, pids):
         "rss_peak_mib": {pid: round(s[0] / 1024, 1) for pid, s in after.items()},
         "fds_before": baseline,
         "fds_after": {pid: s[1] for pid, s in after.items()},
+        "fds_settled": {pid: process_stats(pid)[1] for pid in pids},
+        "settled_after_s": settled,
         "children_before": children_before,
         "children_after": {pid: children(pid) for pid in pids},
     }

@@ -45,6 +45,11 @@ pub enum Action {
         item: ConversationItem,
         failed: RwSignal<Option<String>>,
     },
+    /// Approve or deny the tool call of `card`, which waits for the user.
+    AnswerCall {
+        card: UiMessage,
+        approve: bool,
+    },
     /// Ask again for a reply to the last user message (Retry, Regenerate).
     Regenerate,
     NewChat,
@@ -131,6 +136,7 @@ fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
             failed,
         } => state.rename(item, title, failed),
         Action::Delete { item, failed } => state.delete(item, failed),
+        Action::AnswerCall { card, approve } => state.answer_call(card, approve),
         Action::Regenerate => state.regenerate(),
         Action::NewChat => state.new_chat(),
         Action::LoadOlder(transcript) => state.load_older(transcript),

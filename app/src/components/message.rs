@@ -49,19 +49,16 @@ pub fn MessageItem(
             data-role=role.as_str()
         >
             <MessageTags message not_sent mark_failed/>
-            {if role == Role::Tool {
-                view! { <super::tool_card::ToolCardView state message/> }.into_any()
-            } else {
-                view! {
-                    <MessageBody message/>
-                    <Show when=move || editing.with(Option::is_some)>
-                        <EditForm state message editing failed=mark_failed/>
-                    </Show>
-                    {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
-                    <MessageFacts state message/>
-                    <MessageActions state message last_assistant editing mark_failed/>
-                }.into_any()
-            }}
+            // One shape for every message (see `MessageBody`): a tool message shows its card,
+            // and the style hides its empty bubble and actions.
+            <super::tool_card::ToolCardView state message/>
+            <MessageBody message/>
+            <Show when=move || editing.with(Option::is_some)>
+                <EditForm state message editing failed=mark_failed/>
+            </Show>
+            {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
+            <MessageFacts state message/>
+            <MessageActions state message last_assistant editing mark_failed/>
         </article>
         <Show when=summary_ends_here>
             <div class="summarized-marker" role="note">"Messages above are summarized"</div>
