@@ -2,12 +2,13 @@
 //! the model's and the tool's, on loopback: a loopback MCP echo server (npm server-everything,
 //! over stdio and streamable HTTP) and the test upstream (in process).
 //!
-//! Printed per transport, medians and p99 of 200 runs after 20 warm-up runs, in ms:
+//! Printed per transport, medians and p99 of 1,000 runs after 50 warm-up runs, in ms:
 //! - `direct`: the same `echo` call with the `rmcp` client alone;
 //! - `parlor_call`: the call through Parlor's tools (`Tools::call`: the tool looked up, its
 //!   arguments read, the timeout and Stop watched, the result read and cut);
 //! - `upstream`: one streamed call of the test upstream with a plain `reqwest` client;
-//! - `turn_plain`: a turn whose model answers at once (`turn::start` to the stored reply);
+//! - `turn_plain`: a turn whose model answers at once (`turn::start` to the stored reply,
+//!   on an in-memory history);
 //! - `turn_round`: the same turn when the model first asks for one echo call;
 //! - `round_overhead`: `turn_round - turn_plain - direct - upstream` at the median: what a
 //!   round costs beyond the tool's call and the model's second call.
@@ -23,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const RUNS: usize = 200;
-const WARM_UP: usize = 20;
+const RUNS: usize = 1000;
+const WARM_UP: usize = 50;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
@@ -237,7 +238,12 @@ async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> 
     };
     std::fs::write(
         &config,
-        format!("[[mcp_servers]]\nid = \"echo\"\n{declared}\nallow = [\"echo\"]\n"),
+        // An in-memory history: the turn's writes cost no fsync, whose time would hide the
+        // round's (the model call overlaps the write of the user's message).
+        format!(
+            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"memory\" }}\n\n\
+             [[mcp_servers]]\nid = \"echo\"\n{declared}\nallow = [\"echo\"]\n"
+        ),
     )
     .expect("config");
     let agents = dir.path().join("agents/bench");
