@@ -4,6 +4,7 @@
 //! server and for the browser (WASM) alike and its tests run in seconds. Everything else in
 //! Parlor depends on it; it depends on nothing of Parlor's.
 
+pub mod account;
 pub mod agent;
 pub mod block;
 pub mod chain;

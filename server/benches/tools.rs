@@ -291,6 +291,7 @@ async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> 
                 url_length: None,
                 admin_token: None,
                 edit: None,
+                user: None,
             };
             let mut running = start(services, input).await.expect("turn");
             let mut done = false;

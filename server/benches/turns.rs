@@ -68,6 +68,7 @@ async fn measure(backend: &str, vars: Vec<(String, String)>) {
                 url_length: None,
                 admin_token: None,
                 edit: None,
+                user: None,
             };
             let begin = Instant::now();
             let mut running = start(&services, input).await.expect("turn");

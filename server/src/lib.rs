@@ -1,6 +1,7 @@
 //! Parlor's server: configuration → services → router.
 #![recursion_limit = "256"]
 
+pub mod accounts;
 pub mod cli;
 pub mod config;
 pub mod conversation;
@@ -61,6 +62,8 @@ pub struct Setup {
     pub config_path: std::path::PathBuf,
     /// Signs browser session cookies (shared by the processes sharing the `default` history).
     pub cookie_key: browser::CookieKey,
+    /// Where accounts are kept: the `default` history's backend (none when it is in memory).
+    pub account_store: Option<Arc<dyn accounts::AccountStore>>,
 }
 
 /// Reads the configuration file (if any), opens every history and checks that each agent's
@@ -100,11 +103,20 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
         None => cookie_key::KeyHome::File(&key_file),
     };
     let cookie_key = cookie_key::CookieKey::load(config.cookie_key.as_ref(), home).await?;
+    let account_store = accounts::open_store(&histories, &config.data_dir);
+    if config.auth.required() && account_store.is_none() {
+        anyhow::bail!(
+            "PARLOR_AUTH={} keeps accounts where the `default` history is, and it is in memory: \
+             put the `default` history on file or Redis",
+            config.auth.mode.name()
+        );
+    }
     Ok(Setup {
         histories,
         settings,
         config_path,
         cookie_key,
+        account_store,
     })
 }
 
@@ -117,6 +129,14 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         config.mirror_delay,
     );
     let live = setup.histories.live_sessions();
+    let config_auth = (config.auth.clone(), config.trusted_proxies.clone());
+    let public = config.public_url.as_deref().unwrap_or_default();
+    if !config.auth.required() && public.starts_with("https://") {
+        tracing::warn!(
+            "PARLOR_AUTH=none on {public}: anyone who reaches this address can chat on your \
+             model's account; set PARLOR_AUTH=local, oidc or proxy"
+        );
+    }
     let services = Arc::new(Services {
         config,
         agents,
@@ -138,6 +158,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         summary_model: settings.summary_model,
         cookie_key: setup.cookie_key,
         tools: crate::tools::Tools::start(settings.tools),
+        accounts: accounts::Accounts::for_config(&config_auth, setup.account_store),
     });
     // The metrics recorder is installed before anything is measured.
     ops::metrics::handle();
@@ -262,7 +283,16 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
     let pages = pages_router(&state, &addresses)
         .layer(middleware::from_fn_with_state(build, site::serve_build));
     let api = api_router(&services, addresses);
-    with_common_layers(api.merge(pages)).with_state(state)
+    let mut app = api.merge(pages);
+    if services.accounts.is_some() {
+        app = app.merge(accounts::routes::router());
+    }
+    // Every request passes the accounts' gate first (it lets all through when they are off).
+    let app = app.layer(middleware::from_fn_with_state(
+        services.clone(),
+        accounts::gate::gate,
+    ));
+    with_common_layers(app).with_state(state)
 }
 
 /// The pages, their server functions and unknown paths (with the app's 404 page), behind

@@ -62,6 +62,9 @@ async fn run() -> anyhow::Result<()> {
         let tools = parlor_server::mcp::for_history(&setup.histories, history, &config)?;
         return parlor_server::mcp::serve_stdio(tools).await;
     }
+    if let Some(command @ (Command::User(_) | Command::Token(_))) = cli.command {
+        return run_accounts(command).await;
+    }
     if let Some(Command::Store(command)) = cli.command {
         let config = Config::from_env()?;
         init_stderr_logs(&config);
@@ -74,6 +77,39 @@ async fn run() -> anyhow::Result<()> {
         return Ok(());
     }
     serve().await
+}
+
+/// `parlor user …` and `parlor token …`, on the accounts the servers use.
+async fn run_accounts(command: Command) -> anyhow::Result<()> {
+    let config = Config::from_env()?;
+    init_stderr_logs(&config);
+    let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
+    let setup = parlor_server::setup(&config, &agents).await?;
+    let store = setup.account_store.ok_or_else(|| {
+        anyhow::anyhow!("accounts are kept with the `default` history, which is in memory")
+    })?;
+    let accounts = parlor_server::accounts::Accounts::new(
+        config.auth.clone(),
+        config.trusted_proxies.clone(),
+        store,
+    );
+    let output = match command {
+        Command::User(command) => {
+            parlor_server::cli::run_user(command, &accounts, read_stdin).await
+        }
+        Command::Token(command) => parlor_server::cli::run_token(command, &accounts).await,
+        _ => anyhow::bail!("not an accounts command"),
+    }
+    .map_err(anyhow::Error::msg)?;
+    print!("{output}");
+    Ok(())
+}
+
+/// All of stdin (a password for `parlor user add` and `passwd`).
+fn read_stdin() -> String {
+    let mut input = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut input);
+    input
 }
 
 async fn serve() -> anyhow::Result<()> {

@@ -49,6 +49,8 @@ pub struct Services {
     pub cookie_key: crate::ops::cookie_key::CookieKey,
     /// The operator's tool servers (`[[mcp_servers]]`) and the loop's limits.
     pub tools: Arc<crate::tools::Tools>,
+    /// The accounts, when `PARLOR_AUTH` is not `none`.
+    pub accounts: Option<Arc<crate::accounts::Accounts>>,
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

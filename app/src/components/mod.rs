@@ -17,3 +17,5 @@ pub use composer::Composer;
 pub use message_list::MessageList;
 pub use meter::ContextMeter;
 pub use sidebar::Sidebar;
+/// Text as HTML text or an attribute value (the tool cards and the server's plain pages).
+pub use tool_card::escape as escape_html;

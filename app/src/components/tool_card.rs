@@ -120,7 +120,7 @@ fn is_web_image(src: &str) -> bool {
 }
 
 /// Text as HTML text or attribute value.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

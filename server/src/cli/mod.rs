@@ -8,7 +8,9 @@ use parlor_domain::ConversationId;
 use std::fmt::Write;
 use std::path::Path;
 
+mod accounts;
 mod store;
+pub use accounts::{run_token, run_user, TokenCommand, UserCommand};
 pub use store::run_store;
 
 #[derive(Debug, Parser)]
@@ -52,6 +54,12 @@ pub enum Command {
         #[arg(long, default_value = "default")]
         history: String,
     },
+    /// Accounts (PARLOR_AUTH=local, oidc or proxy), kept with the `default` history.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Personal access tokens for the API.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Set how many live sessions are allowed (0: no limit); saved in the configuration file.
     MaxUsers {
         #[arg(allow_negative_numbers = true)]
@@ -200,6 +208,8 @@ pub fn run_config(
         Command::SessionTimeout { minutes } => set_idle_timeout(path, data_dir, minutes),
         Command::Serve
         | Command::Store(_)
+        | Command::User(_)
+        | Command::Token(_)
         | Command::Mcp { .. }
         | Command::History(HistoryCommand::Trim { .. }) => {
             Err(CliError::Usage("not a configuration command".into()))

@@ -5,6 +5,7 @@
 //! naming the variable and what it accepts; nothing is silently replaced by a default.
 
 pub mod agents;
+pub mod auth;
 pub mod file;
 pub mod settings;
 
@@ -93,6 +94,8 @@ pub struct Config {
     /// `RUST_LOG`: which logs are written (unset: `info`, and debug for Parlor in
     /// development).
     pub log_filter: Option<String>,
+    /// Who may use Parlor (`PARLOR_AUTH` and its mode's variables).
+    pub auth: auth::AuthConfig,
 }
 
 /// History settings the operator fixed in the environment; they beat URL and template.
@@ -114,6 +117,8 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let env = Env::new(vars);
         let public_url = env.set(&PARLOR_PUBLIC_URL)?;
+        let trusted_proxies = env.set(&PARLOR_TRUSTED_PROXIES)?.unwrap_or_default();
+        let auth = auth_config(&env, public_url.as_deref(), &trusted_proxies)?;
         let https = public_url
             .as_deref()
             .is_some_and(|u| u.starts_with("https://"));
@@ -146,10 +151,11 @@ impl Config {
             shutdown_grace: Duration::from_secs(env.value(&PARLOR_SHUTDOWN_GRACE_SECS)?),
             rate_limit_chat: env.value(&PARLOR_RATE_LIMIT_CHAT)?,
             rate_limit_pages: env.value(&PARLOR_RATE_LIMIT_PAGES)?,
-            trusted_proxies: env.set(&PARLOR_TRUSTED_PROXIES)?.unwrap_or_default(),
+            trusted_proxies: trusted_proxies.clone(),
             metrics_addr: env.set(&PARLOR_METRICS_ADDR)?,
             log_format: env.value(&PARLOR_LOG_FORMAT)?,
             log_filter: env.set(&RUST_LOG)?,
+            auth,
         })
     }
 
@@ -196,6 +202,58 @@ fn llm(env: &Env) -> Result<LlmConfig, ConfigError> {
             None => env.value(&OPENAI_BASE_URL)?,
         },
         api_key,
+    })
+}
+
+/// Who may use Parlor: a mode's missing variable is an error naming it.
+fn must_set(var: &'static str, mode: auth::AuthMode) -> ConfigError {
+    ConfigError::Invalid {
+        var,
+        value: String::new(),
+        reason: format!("must be set when PARLOR_AUTH={}", mode.name()),
+    }
+}
+
+fn auth_config(
+    env: &Env,
+    public_url: Option<&str>,
+    trusted_proxies: &[std::net::IpAddr],
+) -> Result<auth::AuthConfig, ConfigError> {
+    let mode = env.value(&PARLOR_AUTH)?;
+    let oidc = match mode {
+        auth::AuthMode::Oidc => Some(oidc(env, public_url)?),
+        _ => None,
+    };
+    if mode == auth::AuthMode::Proxy && trusted_proxies.is_empty() {
+        return Err(must_set("PARLOR_TRUSTED_PROXIES", mode));
+    }
+    Ok(auth::AuthConfig {
+        mode,
+        signup: env.value(&PARLOR_SIGNUP)?,
+        login_days: env.value(&PARLOR_LOGIN_DAYS)?,
+        admins: env.set(&PARLOR_ADMINS)?.unwrap_or_default(),
+        tokens_per_day: env.value(&PARLOR_TOKENS_PER_DAY)?,
+        header: env.value(&PARLOR_AUTH_HEADER)?,
+        oidc,
+    })
+}
+
+fn oidc(env: &Env, public_url: Option<&str>) -> Result<auth::OidcConfig, ConfigError> {
+    let mode = auth::AuthMode::Oidc;
+    let public_url = public_url.ok_or_else(|| must_set("PARLOR_PUBLIC_URL", mode))?;
+    Ok(auth::OidcConfig {
+        issuer: env
+            .set(&PARLOR_OIDC_ISSUER)?
+            .ok_or_else(|| must_set("PARLOR_OIDC_ISSUER", mode))?,
+        client_id: env
+            .set(&PARLOR_OIDC_CLIENT_ID)?
+            .ok_or_else(|| must_set("PARLOR_OIDC_CLIENT_ID", mode))?,
+        client_secret: env.set(&PARLOR_OIDC_CLIENT_SECRET)?,
+        scopes: env.value(&PARLOR_OIDC_SCOPES)?,
+        allowed_domains: env.set(&PARLOR_OIDC_ALLOWED_DOMAINS)?.unwrap_or_default(),
+        admin_group: env.set(&PARLOR_OIDC_ADMIN_GROUP)?,
+        groups_claim: env.value(&PARLOR_OIDC_GROUPS_CLAIM)?,
+        redirect_url: format!("{}/auth/callback", public_url.trim_end_matches('/')),
     })
 }
 

@@ -4,8 +4,10 @@
 //!
 //! A new variable is one entry in [`variables!`] below.
 
+use super::auth::{readers as auth_read, AuthMode};
 use super::ApiKey;
 use crate::ops::cookie_key::CookieKey;
+use parlor_domain::account::UserName;
 use parlor_domain::history::{HistoryLength, HistoryPolicy};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -183,6 +185,39 @@ variables! {
     PARLOR_METRICS_ADDR: SocketAddr = Var::new(
         Unset("unset"), read::socket,
         "also serve /metrics here, without the admin token (keep it private)");
+    PARLOR_AUTH: AuthMode = Var::new(
+        Value("none"), auth_read::mode,
+        "who may chat: none (anyone; a browser cookie owns conversations), local, oidc or proxy");
+    PARLOR_SIGNUP: bool = Var::new(
+        Value("false"), read::yes_no,
+        "with PARLOR_AUTH=local, true lets visitors make accounts at /signup (the first is an admin)");
+    PARLOR_LOGIN_DAYS: u64 = Var::new(
+        Value("30"), read::at_least::<1>, "days a login lasts");
+    PARLOR_ADMINS: Vec<UserName> = Var::new(
+        Unset("none"), auth_read::names,
+        "comma-separated user names that are admins (the proxy mode's only admins)");
+    PARLOR_TOKENS_PER_DAY: u64 = Var::new(
+        Value("0"), read::at_least::<0>,
+        "model tokens an account may use per UTC day (0: no quota; admins are exempt)");
+    PARLOR_OIDC_ISSUER: String = Var::new(
+        Unset("unset"), auth_read::issuer,
+        "with PARLOR_AUTH=oidc: the provider's issuer address (discovery is read from it)");
+    PARLOR_OIDC_CLIENT_ID: String = Var::new(
+        Unset("unset"), read::text, "with PARLOR_AUTH=oidc: Parlor's client id at the provider");
+    PARLOR_OIDC_CLIENT_SECRET: ApiKey = Var::new(
+        Unset("unset"), read::key, "with PARLOR_AUTH=oidc: Parlor's client secret").secret();
+    PARLOR_OIDC_SCOPES: Vec<String> = Var::new(
+        Value("openid email profile"), auth_read::words, "the scopes Parlor asks for");
+    PARLOR_OIDC_ALLOWED_DOMAINS: Vec<String> = Var::new(
+        Unset("all"), auth_read::domains,
+        "comma-separated e-mail domains whose users may log in");
+    PARLOR_OIDC_ADMIN_GROUP: String = Var::new(
+        Unset("none"), read::text, "members of this group (in PARLOR_OIDC_GROUPS_CLAIM) are admins");
+    PARLOR_OIDC_GROUPS_CLAIM: String = Var::new(
+        Value("groups"), read::text, "the ID token claim that lists the user's groups");
+    PARLOR_AUTH_HEADER: String = Var::new(
+        Value("X-Forwarded-User"), auth_read::header,
+        "with PARLOR_AUTH=proxy: the header naming the user, believed from PARLOR_TRUSTED_PROXIES only");
     RUST_LOG: String = Var::new(
         Unset("info"), read::text, "log filter (tracing), e.g. parlor_server=debug");
     LEPTOS_SITE_ADDR: SocketAddr = Var::new(
@@ -280,118 +315,7 @@ impl Env {
 }
 
 /// How values are read: each returns the value or why it is refused.
-mod read {
-    use super::*;
-
-    pub fn text(value: &str) -> Result<String, String> {
-        Ok(value.to_owned())
-    }
-
-    pub fn key(value: &str) -> Result<ApiKey, String> {
-        Ok(ApiKey(value.to_owned()))
-    }
-
-    pub fn token(value: &str) -> Result<ApiKey, String> {
-        match value.trim().is_empty() {
-            true => Err("must not be empty (unset it to turn /mcp off)".into()),
-            false => key(value),
-        }
-    }
-
-    pub fn cookie_key(value: &str) -> Result<CookieKey, String> {
-        CookieKey::parse(value).ok_or_else(|| CookieKey::FORMAT.into())
-    }
-
-    pub fn path(value: &str) -> Result<PathBuf, String> {
-        Ok(PathBuf::from(value))
-    }
-
-    pub fn http_url(value: &str) -> Result<String, String> {
-        match value.starts_with("http://") || value.starts_with("https://") {
-            true => Ok(value.trim_end_matches('/').to_owned()),
-            false => Err("must start with http:// or https://".into()),
-        }
-    }
-
-    pub fn at_least<const MIN: u64>(value: &str) -> Result<u64, String> {
-        match value.parse::<u64>() {
-            Ok(n) if n >= MIN => Ok(n),
-            _ => Err(format!("must be a whole number of at least {MIN}")),
-        }
-    }
-
-    pub fn count<const MIN: usize>(value: &str) -> Result<usize, String> {
-        match value.parse::<usize>() {
-            Ok(n) if n >= MIN => Ok(n),
-            _ => Err(format!("must be a whole number of at least {MIN}")),
-        }
-    }
-
-    pub fn context_bytes(value: &str) -> Result<usize, String> {
-        count::<MAX_BODY_BYTES>(value).map_err(|_| {
-            format!("must be at least {MAX_BODY_BYTES} (the limit of requests without images)")
-        })
-    }
-
-    pub fn per_minute(value: &str) -> Result<u32, String> {
-        value
-            .parse::<u32>()
-            .map_err(|_| "must be a whole number of requests per minute (0: no limit)".into())
-    }
-
-    pub fn yes_no(value: &str) -> Result<bool, String> {
-        match value {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err("allowed values: true, false".into()),
-        }
-    }
-
-    pub fn policy(value: &str) -> Result<HistoryPolicy, String> {
-        value.parse::<HistoryPolicy>().map_err(|_| {
-            format!(
-                "allowed values: {} (case-sensitive)",
-                HistoryPolicy::ALLOWED
-            )
-        })
-    }
-
-    pub fn length(value: &str) -> Result<HistoryLength, String> {
-        value
-            .parse::<HistoryLength>()
-            .map_err(|_| "must be an integer such as 20 (0 or less acts as 1)".into())
-    }
-
-    pub fn addresses(value: &str) -> Result<Vec<IpAddr>, String> {
-        value
-            .split(',')
-            .map(str::trim)
-            .filter(|item| !item.is_empty())
-            .map(|item| {
-                item.parse::<IpAddr>().map_err(|_| {
-                    format!(
-                        "{item:?} is not an IP address: list IP addresses separated by commas, \
-                         e.g. 127.0.0.1,10.0.0.2"
-                    )
-                })
-            })
-            .collect()
-    }
-
-    pub fn socket(value: &str) -> Result<SocketAddr, String> {
-        value
-            .parse::<SocketAddr>()
-            .map_err(|_| "must be an address and port, e.g. 127.0.0.1:9100".into())
-    }
-
-    pub fn log_format(value: &str) -> Result<LogFormat, String> {
-        match value {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err("allowed values: text, json".into()),
-        }
-    }
-}
+mod read;
 
 /// The variables as `parlor --help` lists them.
 pub fn help() -> String {

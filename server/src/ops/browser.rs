@@ -61,9 +61,12 @@ pub async fn ensure_browser_session(
     next: Next,
 ) -> Response {
     let key = &services.cookie_key;
-    let (session, fresh) = match from_jar(&jar, key) {
-        Some(session) => (session, false),
-        None => match legacy_owner(&services, &jar).await {
+    // An account's session (the accounts' gate put it there) is already this browser's.
+    let account = request.extensions().get::<BrowserSession>().cloned();
+    let (session, fresh) = match (account, from_jar(&jar, key)) {
+        (Some(session), _) => (session, false),
+        (None, Some(session)) => (session, false),
+        (None, None) => match legacy_owner(&services, &jar).await {
             // Signed again on this response; it keeps its conversations.
             Some(session) => (session, true),
             None => (BrowserSession(new_id()), true),
@@ -136,6 +139,44 @@ fn is_bot(headers: &axum::http::HeaderMap) -> bool {
     .any(|word| agent.contains(word))
 }
 
+/// Who owns what a request reaches: the account the accounts' gate found (see
+/// [`crate::accounts::gate`]) and its session, else, while accounts are off, the browser's
+/// signed cookie. With accounts on, a browser cookie alone owns nothing.
+pub struct Requester {
+    pub session: Option<BrowserSession>,
+    pub user: Option<crate::accounts::User>,
+}
+
+impl Requester {
+    /// What a store records as this requester's ownership, if any.
+    pub fn owner(&self) -> Option<String> {
+        self.session.as_ref().map(owner)
+    }
+}
+
+impl axum::extract::FromRequestParts<crate::state::AppState> for Requester {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &crate::state::AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let user = parts.extensions.get::<crate::accounts::User>().cloned();
+        let session = match (
+            parts.extensions.get::<BrowserSession>(),
+            &state.services.accounts,
+        ) {
+            (Some(session), _) => Some(session.clone()),
+            (None, Some(_)) => None,
+            (None, None) => {
+                let jar = CookieJar::from_headers(&parts.headers);
+                from_jar(&jar, &state.services.cookie_key)
+            }
+        };
+        Ok(Requester { session, user })
+    }
+}
+
 /// What a store records as the owner of conversations started in this browser.
 pub fn owner(browser: &BrowserSession) -> String {
     crate::store::owner_key(&browser.0)
@@ -159,7 +200,7 @@ pub fn chat_cookie(id: &parlor_domain::ConversationId, secure: bool) -> Option<H
 
 /// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, kept for `days`, `Secure` when the
 /// operator serves Parlor over HTTPS.
-fn set_cookie(
+pub fn set_cookie(
     name: &'static str,
     value: String,
     path: &'static str,

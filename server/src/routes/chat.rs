@@ -10,6 +10,7 @@
 use super::error::{to_sse, ApiError, JsonBody};
 use super::first_value;
 use crate::ops::browser;
+use crate::ops::browser::Requester;
 use crate::state::AppState;
 use crate::turn::{self, Turn, TurnInput};
 use axum::extract::{Path, Query, State};
@@ -49,6 +50,7 @@ pub async fn post_chat(
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
     jar: CookieJar,
+    requester: Requester,
     headers: HeaderMap,
     JsonBody(body, size): JsonBody<ChatRequest>,
 ) -> Result<Response, Response> {
@@ -69,7 +71,8 @@ pub async fn post_chat(
         session_id: request.session_id,
         cookie_session: browser::chat_from_jar(&jar),
         new_conversation: request.new_conversation,
-        browser: browser::from_jar(&jar, &services.cookie_key),
+        browser: requester.session,
+        user: requester.user,
         message: request.message,
         context: request.context,
         url_policy: first_value(&query, "historyPolicy").map(str::to_owned),

@@ -5,7 +5,7 @@
 use super::error::{ApiError, JsonBody};
 use super::first_value;
 use crate::conversation::{self, ForkAt, Hit, Summary};
-use crate::ops::browser;
+use crate::ops::browser::Requester;
 use crate::state::AppState;
 use crate::store::histories::History;
 use crate::store::{ConversationInfo, StoreError};
@@ -14,7 +14,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use axum_extra::extract::cookie::CookieJar;
 use parlor_domain::{Agent, ConversationId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -32,7 +31,7 @@ pub(super) async fn visible(
     app: &AppState,
     agent_id: &str,
     session_id: &str,
-    jar: &CookieJar,
+    requester: &Requester,
 ) -> Result<Visible, ApiError> {
     let services = &app.services;
     let agent = services
@@ -47,7 +46,7 @@ pub(super) async fn visible(
         .await
         .map_err(unavailable)?
         .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-    let owner = browser::from_jar(jar, &services.cookie_key).map(|b| browser::owner(&b));
+    let owner = requester.owner();
     info.visible_to(owner.as_deref(), &agent.id)?;
     Ok(Visible {
         agent,
@@ -90,7 +89,7 @@ pub struct ForkRequest {
 pub async fn post_fork(
     State(app): State<AppState>,
     Path((agent_id, session_id)): Path<(String, String)>,
-    jar: CookieJar,
+    requester: Requester,
     JsonBody(request, _): JsonBody<ForkRequest>,
 ) -> Result<(StatusCode, Json<Summary>), ApiError> {
     let at = match (request.through, request.before) {
@@ -102,7 +101,7 @@ pub async fn post_fork(
             ))
         }
     };
-    let found = visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = visible(&app, &agent_id, &session_id, &requester).await?;
     let (fork, messages) = conversation::fork(&found.history, &found.info, at).await?;
     Ok((StatusCode::CREATED, Json(Summary::new(&fork, messages))))
 }
@@ -133,10 +132,10 @@ pub struct RenameRequest {
 pub async fn patch_conversation(
     State(app): State<AppState>,
     Path((agent_id, session_id)): Path<(String, String)>,
-    jar: CookieJar,
+    requester: Requester,
     JsonBody(request, _): JsonBody<RenameRequest>,
 ) -> Result<Json<Summary>, ApiError> {
-    let found = visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = visible(&app, &agent_id, &session_id, &requester).await?;
     let renamed =
         conversation::rename(&app.services, &found.history, &found.info, &request.title).await?;
     let messages = found
@@ -177,9 +176,9 @@ pub struct Deleted {
 pub async fn delete_conversation(
     State(app): State<AppState>,
     Path((agent_id, session_id)): Path<(String, String)>,
-    jar: CookieJar,
+    requester: Requester,
 ) -> Result<Json<Deleted>, ApiError> {
-    let found = visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = visible(&app, &agent_id, &session_id, &requester).await?;
     let backup = conversation::delete(&app.services, &found.history, &found.info).await?;
     Ok(Json(Deleted {
         session_id: found.info.session_id.to_string(),
@@ -206,7 +205,7 @@ pub async fn get_export(
     State(app): State<AppState>,
     Path((agent_id, session_id)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
-    jar: CookieJar,
+    requester: Requester,
 ) -> Result<Response, ApiError> {
     let markdown = match first_value(&query, "format").unwrap_or("json") {
         "json" => false,
@@ -217,7 +216,7 @@ pub async fn get_export(
             )))
         }
     };
-    let found = visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = visible(&app, &agent_id, &session_id, &requester).await?;
     let export = conversation::export(found.history.store.as_ref(), &found.info)
         .await
         .map_err(unavailable)?;
@@ -263,7 +262,7 @@ pub async fn get_export(
 pub async fn post_import(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,
-    jar: CookieJar,
+    requester: Requester,
     body: Result<String, StringRejection>,
 ) -> Result<(StatusCode, Json<Summary>), ApiError> {
     let body = body.map_err(|e| match e.status() {
@@ -275,7 +274,7 @@ pub async fn post_import(
         .agents
         .get(&agent_id)
         .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
-    let owner = browser::from_jar(&jar, &services.cookie_key).map(|b| browser::owner(&b));
+    let owner = requester.owner();
     let store = services.histories.for_agent(&agent).store.clone();
     let (info, messages) = conversation::import(store.as_ref(), &agent.id, owner, &body).await?;
     Ok((StatusCode::CREATED, Json(Summary::new(&info, messages))))
@@ -303,12 +302,12 @@ pub struct SearchResults {
 pub async fn get_search(
     State(app): State<AppState>,
     Query(query): Query<Vec<(String, String)>>,
-    jar: CookieJar,
+    requester: Requester,
 ) -> Result<Response, ApiError> {
     let text = first_value(&query, "q").unwrap_or_default().to_owned();
     // Only a browser's own conversations: API clients' conversations are listed nowhere.
-    let results = match browser::from_jar(&jar, &app.services.cookie_key) {
-        Some(b) => conversation::search_owned(&app.services.histories, &browser::owner(&b), &text)
+    let results = match requester.owner() {
+        Some(owner) => conversation::search_owned(&app.services.histories, &owner, &text)
             .await
             .map_err(unavailable)?,
         None => Vec::new(),

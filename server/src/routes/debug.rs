@@ -6,12 +6,11 @@
 
 use super::error::ApiError;
 use super::first_value;
-use crate::ops::browser;
+use crate::ops::browser::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use axum_extra::extract::cookie::CookieJar;
 use parlor_domain::{ConversationId, DebugInfo};
 
 #[utoipa::path(
@@ -35,7 +34,7 @@ pub async fn get_debug(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
-    jar: CookieJar,
+    requester: Requester,
 ) -> Result<Response, ApiError> {
     let services = &app.services;
     if !services.config.debug_panel {
@@ -58,7 +57,7 @@ pub async fn get_debug(
                 .await
                 .map_err(unavailable)?
                 .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-            let owner = browser::from_jar(&jar, &services.cookie_key).map(|b| browser::owner(&b));
+            let owner = requester.owner();
             info.visible_to(owner.as_deref(), &agent.id)?;
             Some(info)
         }

@@ -144,6 +144,7 @@ impl IntoResponse for TurnError {
             TurnError::Refused(Refusal::NoMessage(_)) => StatusCode::NOT_FOUND,
             TurnError::LimitReached(_) => StatusCode::SERVICE_UNAVAILABLE,
             TurnError::NotAllowed => StatusCode::FORBIDDEN,
+            TurnError::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
         };
         ApiError::new(status, self.to_string()).into_response()
     }

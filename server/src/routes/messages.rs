@@ -5,10 +5,10 @@
 
 use super::error::{ApiError, JsonBody};
 use crate::conversation::marks::set_mark;
+use crate::ops::browser::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use axum_extra::extract::cookie::CookieJar;
 use parlor_app::api::OlderMessages;
 use parlor_domain::{MarkReply, MarkRequest};
 use serde::Deserialize;
@@ -45,11 +45,11 @@ pub struct OlderQuery {
 pub async fn get_older(
     State(app): State<AppState>,
     Path((agent_id, session_id)): Path<(String, String)>,
-    jar: CookieJar,
+    requester: Requester,
     query: Result<Query<OlderQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<OlderMessages>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &requester).await?;
     crate::routes::pages::older(
         &app.services,
         &found.agent,
@@ -84,10 +84,10 @@ pub async fn get_older(
 pub async fn put_mark(
     State(app): State<AppState>,
     Path((agent_id, session_id, message_id)): Path<(String, String, String)>,
-    jar: CookieJar,
+    requester: Requester,
     JsonBody(request, _): JsonBody<MarkRequest>,
 ) -> Result<Json<MarkReply>, ApiError> {
-    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &requester).await?;
     match set_mark(
         &app.services,
         &found.history,

@@ -19,8 +19,16 @@ use axum::response::{IntoResponse, Response};
         (status = 404, description = "Off: no admin token is configured", body = parlor_domain::ApiError),
     )
 )]
-pub async fn get_metrics(State(app): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn get_metrics(
+    State(app): State<AppState>,
+    user: Option<axum::Extension<crate::accounts::User>>,
+    headers: HeaderMap,
+) -> Response {
     let services = &app.services;
+    // An admin's login is enough (accounts on); scripts keep using the admin token.
+    if user.is_some_and(|axum::Extension(u)| u.admin) {
+        return text(services).await;
+    }
     if services.config.admin_token.is_none() {
         return ApiError::not_found(
             "metrics are off: set PARLOR_ADMIN_TOKEN (and send it as a bearer token) or \

@@ -3,10 +3,10 @@
 //! ownership rules: only who may see the conversation may answer.
 
 use super::error::{ApiError, JsonBody};
+use crate::ops::browser::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;
-use axum_extra::extract::cookie::CookieJar;
 use serde::{Deserialize, Serialize};
 
 /// The answer to a waiting call.
@@ -41,10 +41,10 @@ pub struct ApprovalRecorded {
 pub async fn post_answer(
     State(app): State<AppState>,
     Path((agent_id, session_id, call_id)): Path<(String, String, String)>,
-    jar: CookieJar,
+    requester: Requester,
     JsonBody(answer, _): JsonBody<ApprovalAnswer>,
 ) -> Result<Json<ApprovalRecorded>, ApiError> {
-    let found = super::conversations::visible(&app, &agent_id, &session_id, &jar).await?;
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &requester).await?;
     let approvals = &app.services.tools.approvals;
     if !approvals.answer(&found.info.session_id, &call_id, answer.approve) {
         return Err(ApiError::not_found(format!(

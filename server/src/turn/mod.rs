@@ -45,6 +45,8 @@ pub struct TurnInput {
     pub admin_token: Option<String>,
     /// The id of the last user message `message` replaces (Edit).
     pub edit: Option<String>,
+    /// The account chatting, when accounts are on.
+    pub user: Option<crate::accounts::User>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +68,15 @@ pub enum TurnError {
          token (PARLOR_ADMIN_TOKEN) in the X-Parlor-Admin-Token header"
     )]
     NotAllowed,
+    #[error(
+        "your daily quota of {per_day} model tokens is used up ({used} today); it starts again \
+         at {resets} UTC"
+    )]
+    Quota {
+        used: u64,
+        per_day: u64,
+        resets: String,
+    },
 }
 
 /// A started turn: the facts about the model call, then the rest of its events.
@@ -81,6 +92,8 @@ pub(crate) struct TurnContext<'a> {
     pub history: &'a Arc<History>,
     pub agent: &'a Arc<Agent>,
     pub settings: HistorySettings,
+    /// The account chatting (its use counts against its daily quota).
+    pub user: Option<&'a crate::accounts::User>,
 }
 
 /// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
@@ -91,11 +104,15 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     let (session_id, existing) = resolve_conversation(&history, &input).await?;
     let command = input.message.as_deref().and_then(command_in);
     let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
+    if command.is_none() {
+        within_quota(services, input.user.as_ref()).await?;
+    }
     let busy = admit(services, &history, &session_id, &input, is_admin).await?;
     let turn = TurnContext {
         services,
         history: &history,
         agent: &input.agent,
+        user: input.user.as_ref(),
         settings: services.history_settings(
             &input.agent,
             input.url_policy.as_deref(),
@@ -187,7 +204,30 @@ async fn resolve_conversation(
     }
 }
 
-/// Admission: admin commands need the token; one reply at a time per conversation; a
+/// An account's daily quota (`PARLOR_TOKENS_PER_DAY`) leaves room for a turn; admins are
+/// exempt.
+async fn within_quota(
+    services: &Services,
+    user: Option<&crate::accounts::User>,
+) -> Result<(), TurnError> {
+    let (Some(accounts), Some(user)) = (services.accounts.as_deref(), user) else {
+        return Ok(());
+    };
+    let quota = accounts.quota(user, now_ms()).await?;
+    if quota.allows_a_turn() {
+        return Ok(());
+    }
+    let resets = jiff::Timestamp::from_millisecond(quota.resets_ms)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_default();
+    Err(TurnError::Quota {
+        used: quota.used,
+        per_day: quota.per_day,
+        resets,
+    })
+}
+
+/// Admission: admin commands need the token (or an admin's login); one reply at a time per conversation; a
 /// browser that is not live yet only within `max_users` (administrators always get in, or
 /// they could not raise a limit that was reached). The returned guard keeps the
 /// conversation busy.
@@ -198,7 +238,9 @@ async fn admit(
     input: &TurnInput,
     is_admin: bool,
 ) -> Result<BusyGuard, TurnError> {
+    let admin_account = input.user.as_ref().is_some_and(|u| u.admin);
     if is_admin
+        && !admin_account
         && !services
             .config
             .admin_token_matches(input.admin_token.as_deref())
@@ -343,6 +385,7 @@ impl TurnContext<'_> {
             tokens: facts.tokens,
             durable: durable_rx,
             tools: self.tool_run(&details),
+            quota: self.quota_use(),
         };
         let ended = self.spawn_reply(reply, request);
         let durable = message.map(|m| (details_first, m));
@@ -352,6 +395,13 @@ impl TurnContext<'_> {
             meta: planned.meta,
             events: rx,
         })
+    }
+
+    /// Where the reply's tokens are counted, when an account with a quota is chatting.
+    fn quota_use(&self) -> Option<reply::QuotaUse> {
+        let accounts = self.services.accounts.clone()?;
+        let user = self.user?.clone();
+        (accounts.config.tokens_per_day > 0).then_some(reply::QuotaUse { accounts, user })
     }
 
     /// The agent's tools on this turn, when it has any (the owner of `info` is whose

@@ -79,6 +79,14 @@ pub(super) struct Reply {
     pub durable: tokio::sync::oneshot::Receiver<bool>,
     /// The agent's tools, when it has any: the loop may run.
     pub tools: Option<ToolRun>,
+    /// The account whose daily quota the reply's tokens count against.
+    pub quota: Option<QuotaUse>,
+}
+
+/// Counts a reply's tokens against its account's daily quota.
+pub(super) struct QuotaUse {
+    pub accounts: Arc<crate::accounts::Accounts>,
+    pub user: crate::accounts::User,
 }
 
 impl Reply {
@@ -166,6 +174,7 @@ impl Reply {
             // As the transcript counts every message: what it costs when sent again.
             let reply = Message::assistant(written.text.as_str(), 0);
             done.message_tokens = Some(self.tokens.count(&reply));
+            self.count_use(done).await;
         }
         let stored = self.store(written, outcome.status()).await;
         // The conversation is free before the last event goes out, whatever it says: a
@@ -204,6 +213,22 @@ impl Reply {
             turn.tools = Some(run.report(std::mem::take(&mut written.progress)));
         }
         true
+    }
+
+    /// The tokens of this call against the account's quota: what the provider reports, else
+    /// the estimate of what was sent and of the reply.
+    async fn count_use(&self, done: &DoneEvent) {
+        let Some(quota) = &self.quota else {
+            return;
+        };
+        let used = match &done.usage {
+            Some(usage) => usage.prompt_tokens + usage.completion_tokens,
+            None => {
+                let sent = self.info.last_turn.as_ref().map_or(0, |t| t.tokens_sent);
+                sent + done.message_tokens.unwrap_or(0)
+            }
+        };
+        quota.accounts.count_use(&quota.user, used, now_ms()).await;
     }
 
     /// The provider's usage replaces the estimate in the debug report and the meter, which
@@ -485,6 +510,7 @@ mod tests {
             tokens: Arc::new(EstimatedTokens),
             durable,
             tools: None,
+            quota: None,
         };
         let request = ModelRequest {
             model: "mirror".into(),

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod accounts;
 mod chat_api;
 mod commands;
 mod context;

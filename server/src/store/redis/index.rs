@@ -96,13 +96,15 @@ impl RedisStore {
         let mut expired = Vec::new();
         for (id, raw) in ids.iter().zip(raws) {
             match raw.map(|raw| serde_json::from_str::<ConversationInfo>(&raw)) {
-                Some(Ok(info)) => list.push(info),
+                Some(Ok(info)) if info.owner.as_deref() == Some(owner) => list.push(info),
+                // It moved to another owner (a browser's conversations to its account).
+                Some(Ok(_)) => expired.push(id.as_str().to_owned()),
                 Some(Err(e)) => tracing::error!("skipping unreadable {}: {e}", self.info_key(id)),
                 None => expired.push(id.as_str().to_owned()),
             }
         }
         if !expired.is_empty() {
-            // Their keys expired: forget them in the index too.
+            // Their keys expired, or they are another's now: forget them in this index.
             let _: Result<(), _> = redis::cmd("ZREM")
                 .arg(&owned)
                 .arg(expired)

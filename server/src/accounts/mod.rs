@@ -1,0 +1,419 @@
+//! Accounts (`PARLOR_AUTH` other than `none`): who a request is, from a login cookie, a
+//! personal access token or a trusted proxy's header; local passwords with lockout; daily
+//! quotas. What an account owns is what its [`User::session`] owns, so every rule of
+//! ownership that held for a browser holds for an account, on every device.
+
+pub mod file;
+pub mod gate;
+pub mod pages;
+pub mod password;
+pub mod redis;
+pub mod routes;
+pub mod store;
+pub mod tokens;
+
+use crate::config::auth::AuthConfig;
+use crate::store::StoreError;
+use parlor_app::ssr::BrowserSession;
+use parlor_domain::account::{self as rules, Failures, UserName};
+use std::net::IpAddr;
+use std::sync::Arc;
+pub use store::{Account, AccountStore, FailureKey, Login, Token};
+
+/// The cookie of a login session.
+pub const LOGIN_COOKIE: &str = "parlor_login";
+/// What a personal access token starts with (so a leaked one is recognisable).
+pub const TOKEN_PREFIX: &str = "parlor_pat_";
+/// The longest name accepted at login before it is refused as input (not counted).
+const NAME_INPUT_MAX: usize = 256;
+
+/// Someone logged in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub name: UserName,
+    pub account_id: String,
+    pub admin: bool,
+}
+
+impl User {
+    /// What this account's conversations are owned through: never a browser's session id
+    /// (those are 32 hex digits).
+    pub fn session(&self) -> BrowserSession {
+        BrowserSession(format!("account:{}", self.account_id))
+    }
+}
+
+/// Why a login is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// A wrong name or a wrong password: the same answer for both.
+    #[error("wrong user name or password")]
+    Wrong,
+    #[error("too many failed logins: try again in {retry_after_s} s")]
+    Locked { retry_after_s: u64 },
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why an account cannot be made or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("{0}")]
+    Input(String),
+    #[error("there is already an account named {0}")]
+    Taken(UserName),
+    #[error("there is no account named {0}")]
+    NoSuchUser(UserName),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The accounts of this deployment.
+pub struct Accounts {
+    pub config: AuthConfig,
+    /// The addresses whose user header is believed (proxy mode).
+    pub trusted_proxies: Vec<IpAddr>,
+    store: Arc<dyn AccountStore>,
+}
+
+/// Where the accounts of the `default` history's backend are kept: its Redis (under its
+/// prefix), or `accounts/` in the data folder; none when it is in memory.
+pub fn open_store(
+    histories: &crate::store::histories::Histories,
+    data_dir: &std::path::Path,
+) -> Option<Arc<dyn AccountStore>> {
+    let default = histories.get(crate::store::histories::DEFAULT_HISTORY);
+    match default {
+        Some(history) => match &history.redis {
+            Some((connection, prefix)) => Some(Arc::new(redis::RedisAccounts::new(
+                connection.clone(),
+                prefix,
+            ))),
+            None if history.store.kind() == "memory" => None,
+            None => Some(Arc::new(file::FileAccounts::new(data_dir.join("accounts")))),
+        },
+        None => Some(Arc::new(file::FileAccounts::new(data_dir.join("accounts")))),
+    }
+}
+
+impl Accounts {
+    pub fn new(
+        config: AuthConfig,
+        trusted_proxies: Vec<IpAddr>,
+        store: Arc<dyn AccountStore>,
+    ) -> Accounts {
+        Accounts {
+            config,
+            trusted_proxies,
+            store,
+        }
+    }
+
+    /// The accounts when the configuration asks for them (a store is there then: see
+    /// [`crate::setup`]).
+    pub fn for_config(
+        (config, trusted_proxies): &(AuthConfig, Vec<IpAddr>),
+        store: Option<Arc<dyn AccountStore>>,
+    ) -> Option<Arc<Accounts>> {
+        match (config.required(), store) {
+            (true, Some(store)) => Some(Arc::new(Accounts::new(
+                config.clone(),
+                trusted_proxies.clone(),
+                store,
+            ))),
+            _ => None,
+        }
+    }
+
+    pub fn store(&self) -> &dyn AccountStore {
+        self.store.as_ref()
+    }
+
+    /// Whether `account` is an admin: by its record or by `PARLOR_ADMINS`.
+    pub fn is_admin(&self, account: &Account) -> bool {
+        account.admin || self.config.admins.contains(&account.name)
+    }
+
+    /// The user an account is, as requests see it.
+    pub fn user_of(&self, account: &Account) -> User {
+        User {
+            name: account.name.clone(),
+            account_id: account.id.clone(),
+            admin: self.is_admin(account),
+        }
+    }
+
+    /// Makes a local account; `password` is checked first (length) and hashed.
+    pub async fn add(
+        &self,
+        name: &str,
+        password: &str,
+        admin: bool,
+    ) -> Result<Account, AccountError> {
+        let name = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        rules::check_new_password(password).map_err(|e| AccountError::Input(e.to_string()))?;
+        let account = Account {
+            name: name.clone(),
+            id: password::random_hex(),
+            admin,
+            created_ms: crate::store::now_ms(),
+            password: Some(password::hash_blocking(password.to_owned()).await),
+            subject: None,
+        };
+        match self.store.add_user(&account).await? {
+            true => Ok(account),
+            false => Err(AccountError::Taken(name)),
+        }
+    }
+
+    /// Makes the first account an admin: sign-up's rule.
+    pub async fn sign_up(&self, name: &str, password: &str) -> Result<Account, AccountError> {
+        let first = self.store.users().await?.is_empty();
+        self.add(name, password, first).await
+    }
+
+    pub async fn set_password(&self, name: &str, password: &str) -> Result<(), AccountError> {
+        let name = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        rules::check_new_password(password).map_err(|e| AccountError::Input(e.to_string()))?;
+        let mut account = self
+            .store
+            .user(&name)
+            .await?
+            .ok_or(AccountError::NoSuchUser(name))?;
+        account.password = Some(password::hash_blocking(password.to_owned()).await);
+        Ok(self.store.put_user(&account).await?)
+    }
+
+    /// Removes an account, its logins (on every process) and its tokens; its conversations
+    /// stay stored.
+    pub async fn remove(&self, name: &str) -> Result<(), AccountError> {
+        let name = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        match self.store.remove_user(&name).await? {
+            true => Ok(()),
+            false => Err(AccountError::NoSuchUser(name)),
+        }
+    }
+
+    /// Checks a name and password from `address`: locked names and addresses are refused
+    /// before anything is hashed; a wrong name and a wrong password take the same time and
+    /// get the same answer, and each counts against both the name and the address.
+    pub async fn check_password(
+        &self,
+        name: &str,
+        password: &str,
+        address: IpAddr,
+        now_ms: i64,
+    ) -> Result<Account, LoginError> {
+        if name.len() > NAME_INPUT_MAX || password.len() > rules::PASSWORD_MAX_BYTES {
+            return Err(LoginError::Input(format!(
+                "a user name has at most {} characters and a password at most {} bytes",
+                rules::NAME_MAX,
+                rules::PASSWORD_MAX_BYTES
+            )));
+        }
+        let name = UserName::parse(name).ok();
+        let mut keys = vec![FailureKey::Address(address)];
+        keys.extend(name.clone().map(FailureKey::Name));
+        for key in &keys {
+            let counted = self.store.failures(key, now_ms).await?;
+            if let Some(until) = counted.and_then(|f: Failures| f.locked_until(now_ms)) {
+                let retry_after_s = rules::seconds_until(now_ms, until);
+                return Err(LoginError::Locked { retry_after_s });
+            }
+        }
+        let account = match &name {
+            Some(name) => self.store.user(name).await?,
+            None => None,
+        };
+        let phc = account.as_ref().and_then(|a| a.password.clone());
+        if password::verify_blocking(password.to_owned(), phc).await {
+            if let Some(name) = name {
+                self.store.clear_failures(&FailureKey::Name(name)).await?;
+            }
+            return Ok(account.expect("a password matched, so the account exists"));
+        }
+        for key in &keys {
+            self.store.fail(key, now_ms).await?;
+        }
+        Err(LoginError::Wrong)
+    }
+
+    /// Starts a login session for `account`: the cookie's value (a new random id) and when
+    /// it expires.
+    pub async fn start_login(
+        &self,
+        account: &Account,
+        now_ms: i64,
+    ) -> Result<(String, i64), StoreError> {
+        let secret = password::random_hex();
+        let expires_ms = now_ms + self.config.login_days as i64 * 24 * 60 * 60 * 1000;
+        let login = Login {
+            name: account.name.clone(),
+            account_id: account.id.clone(),
+            expires_ms,
+        };
+        self.store
+            .put_login(&store::hash_secret(&secret), &login)
+            .await?;
+        Ok((secret, expires_ms))
+    }
+
+    /// Who a login cookie's value is: none when it is unknown, expired, ended, or its account
+    /// was removed.
+    pub async fn of_login(&self, secret: &str, now_ms: i64) -> Result<Option<User>, StoreError> {
+        if !is_hex64(secret) {
+            return Ok(None);
+        }
+        let hash = store::hash_secret(secret);
+        let Some(login) = self.store.login(&hash, now_ms).await? else {
+            return Ok(None);
+        };
+        self.live_account(&login.name, &login.account_id).await
+    }
+
+    pub async fn end_login(&self, secret: &str) -> Result<(), StoreError> {
+        match is_hex64(secret) {
+            true => self.store.end_login(&store::hash_secret(secret)).await,
+            false => Ok(()),
+        }
+    }
+
+    /// The account of a login or token, while it is the same account.
+    async fn live_account(
+        &self,
+        name: &UserName,
+        account_id: &str,
+    ) -> Result<Option<User>, StoreError> {
+        let account = self.store.user(name).await?;
+        Ok(account
+            .filter(|a| a.id == account_id)
+            .map(|a| self.user_of(&a)))
+    }
+
+    /// Makes a personal access token for `name`: the token (shown once) and its record.
+    pub async fn create_token(
+        &self,
+        name: &str,
+        label: &str,
+    ) -> Result<(String, Token), AccountError> {
+        let name = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        let label = label.trim();
+        if label.chars().count() > 100 {
+            return Err(AccountError::Input(
+                "a token's label has at most 100 characters".into(),
+            ));
+        }
+        let account = self
+            .store
+            .user(&name)
+            .await?
+            .ok_or(AccountError::NoSuchUser(name.clone()))?;
+        let secret = format!("{TOKEN_PREFIX}{}", password::random_hex());
+        let token = Token {
+            id: password::random_hex()[..16].to_owned(),
+            name,
+            account_id: account.id,
+            label: label.to_owned(),
+            created_ms: crate::store::now_ms(),
+            last_used_ms: None,
+        };
+        self.store
+            .put_token(&store::hash_secret(&secret), &token)
+            .await?;
+        Ok((secret, token))
+    }
+
+    /// Who a bearer token is (noting its use), or none.
+    pub async fn of_token(&self, secret: &str, now_ms: i64) -> Result<Option<User>, StoreError> {
+        let well_formed = secret.strip_prefix(TOKEN_PREFIX).is_some_and(is_hex64);
+        if !well_formed {
+            return Ok(None);
+        }
+        let hash = store::hash_secret(secret);
+        let Some(token) = self.store.token(&hash).await? else {
+            return Ok(None);
+        };
+        let user = self.live_account(&token.name, &token.account_id).await?;
+        if user.is_some() && token.last_used_ms.is_none_or(|t| now_ms - t > 60_000) {
+            if let Err(e) = self.store.touch_token(&hash, now_ms).await {
+                tracing::warn!("could not note a token's use: {e}");
+            }
+        }
+        Ok(user)
+    }
+
+    /// The account a trusted proxy names, made at its first visit.
+    pub async fn of_proxy(&self, raw: &str) -> Result<Option<User>, StoreError> {
+        let Some(name) = UserName::from_claim(raw) else {
+            return Ok(None);
+        };
+        if let Some(account) = self.store.user(&name).await? {
+            return Ok(Some(self.user_of(&account)));
+        }
+        let account = Account {
+            name: name.clone(),
+            id: password::random_hex(),
+            admin: false,
+            created_ms: crate::store::now_ms(),
+            password: None,
+            subject: None,
+        };
+        self.store.add_user(&account).await?;
+        // Another process may have made it first: theirs is the one.
+        let account = self.store.user(&name).await?;
+        Ok(account.map(|a| self.user_of(&a)))
+    }
+
+    /// What `name` used today and whether it may start another turn.
+    pub async fn quota(&self, user: &User, now_ms: i64) -> Result<Quota, StoreError> {
+        let per_day = self.config.tokens_per_day;
+        let used = match per_day {
+            0 => 0,
+            _ => {
+                self.store
+                    .usage(&user.name, rules::quota_day(now_ms))
+                    .await?
+            }
+        };
+        Ok(Quota {
+            used,
+            per_day,
+            exempt: user.admin,
+            resets_ms: rules::quota_resets_ms(now_ms),
+        })
+    }
+
+    /// Counts `tokens` of `name`'s use today.
+    pub async fn count_use(&self, user: &User, tokens: u64, now_ms: i64) {
+        if self.config.tokens_per_day == 0 || tokens == 0 {
+            return;
+        }
+        let day = rules::quota_day(now_ms);
+        if let Err(e) = self.store.add_usage(&user.name, day, tokens).await {
+            tracing::warn!("could not count {}'s use: {e}", user.name);
+        }
+    }
+}
+
+/// An account's daily quota as it stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub used: u64,
+    /// 0: no quota.
+    pub per_day: u64,
+    /// Admins are.
+    pub exempt: bool,
+    pub resets_ms: i64,
+}
+
+impl Quota {
+    pub fn allows_a_turn(&self) -> bool {
+        self.exempt || rules::within_quota(self.used, self.per_day)
+    }
+}
+
+fn is_hex64(value: &str) -> bool {
+    value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit())
+}

@@ -1,0 +1,375 @@
+//! Logging in and out, signing up: `GET /login`, `GET /signup`, `POST /auth/login`,
+//! `POST /auth/logout`, `POST /auth/signup`. Forms from the pages get a redirect (or the page
+//! again with the error); JSON from scripts gets 204 with the cookie (or a JSON error).
+
+use super::pages::{self, LoginView};
+use super::{Account, Accounts, LoginError, User, LOGIN_COOKIE};
+use crate::ops::browser::{self, set_cookie};
+use crate::state::{AppState, Services};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use axum_extra::extract::cookie::CookieJar;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The routes of logging in, signing up and the account's own page and API.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/login", get(get_login))
+        .route("/signup", get(get_signup))
+        .route("/auth/login", post(post_login))
+        .route("/auth/logout", post(post_logout))
+        .route("/auth/signup", post(post_signup))
+        .merge(super::tokens::router())
+}
+
+/// What a login or sign-up form (or JSON body) carries.
+#[derive(Default)]
+struct Credentials {
+    username: String,
+    password: String,
+    next: String,
+    json: bool,
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"))
+}
+
+/// The form's or JSON body's fields; a JSON body that is not an object is refused.
+fn credentials(headers: &HeaderMap, body: &[u8]) -> Result<Credentials, String> {
+    let json = is_json(headers);
+    let fields: HashMap<String, String> = match json {
+        true => serde_json::from_slice::<HashMap<String, serde_json::Value>>(body)
+            .map_err(|e| format!("the body is not a JSON object: {e}"))?
+            .into_iter()
+            .filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_owned())))
+            .collect(),
+        false => url::form_urlencoded::parse(body).into_owned().collect(),
+    };
+    let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
+    Ok(Credentials {
+        username: field("username"),
+        password: field("password"),
+        next: field("next"),
+        json,
+    })
+}
+
+fn bad_request(json: bool, reason: &str) -> Response {
+    match json {
+        true => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({ "error": reason })),
+        )
+            .into_response(),
+        false => pages::page(
+            StatusCode::BAD_REQUEST,
+            "Log in",
+            &format!("<p>{}</p>", parlor_app::components::escape_html(reason)),
+        ),
+    }
+}
+
+/// Where to go after logging in: a path of this site only (never another site's address).
+fn safe_next(next: &str) -> &str {
+    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    match local && !next.starts_with("/auth/") && !next.starts_with("/login") {
+        true => next,
+        false => "/",
+    }
+}
+
+fn accounts(services: &Services) -> &Accounts {
+    services
+        .accounts
+        .as_deref()
+        .expect("the accounts' routes are served only when accounts are on")
+}
+
+fn provider_name(accounts: &Accounts) -> Option<String> {
+    accounts.config.oidc.as_ref().map(|o| {
+        o.issuer
+            .split("://")
+            .nth(1)
+            .unwrap_or(&o.issuer)
+            .trim_end_matches('/')
+            .to_owned()
+    })
+}
+
+async fn get_login(
+    State(app): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let accounts = accounts(&app.services);
+    let next = query.get("next").map(String::as_str).unwrap_or("/");
+    let provider = provider_name(accounts);
+    if accounts.config.mode == crate::config::auth::AuthMode::Proxy {
+        return pages::page(
+            StatusCode::UNAUTHORIZED,
+            "Log in",
+            "<p>Parlor takes who you are from the proxy in front of it: open Parlor through it.</p>",
+        );
+    }
+    pages::login(
+        StatusCode::OK,
+        &LoginView {
+            error: query.get("error").map(String::as_str),
+            next: safe_next(next),
+            name: "",
+            signup: signup_open(accounts),
+            provider: provider.as_deref(),
+        },
+    )
+}
+
+fn signup_open(accounts: &Accounts) -> bool {
+    accounts.config.signup && accounts.config.mode == crate::config::auth::AuthMode::Local
+}
+
+async fn get_signup(State(app): State<AppState>) -> Response {
+    match signup_open(accounts(&app.services)) {
+        true => pages::signup(StatusCode::OK, None, ""),
+        false => not_found(),
+    }
+}
+
+fn not_found() -> Response {
+    pages::page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "<p>There is no such page.</p>",
+    )
+}
+
+async fn post_login(State(app): State<AppState>, request: Request) -> Response {
+    let services = app.services.clone();
+    let accounts = accounts(&services);
+    if accounts.config.mode != crate::config::auth::AuthMode::Local {
+        return not_found();
+    }
+    let address = client_address(&services, &request);
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, crate::config::MAX_BODY_BYTES).await else {
+        return bad_request(false, "the request body is too large");
+    };
+    let form = match credentials(&parts.headers, &body) {
+        Ok(form) => form,
+        Err(why) => return bad_request(true, &why),
+    };
+    let now = crate::store::now_ms();
+    match accounts
+        .check_password(&form.username, &form.password, address, now)
+        .await
+    {
+        Ok(account) => logged_in(&services, &parts.headers, &account, &form).await,
+        Err(e) => login_refused(e, &form),
+    }
+}
+
+fn login_refused(error: LoginError, form: &Credentials) -> Response {
+    let (status, retry) = match &error {
+        LoginError::Wrong => (StatusCode::UNAUTHORIZED, None),
+        LoginError::Locked { retry_after_s } => {
+            (StatusCode::TOO_MANY_REQUESTS, Some(*retry_after_s))
+        }
+        LoginError::Input(_) => (StatusCode::BAD_REQUEST, None),
+        LoginError::Store(e) => {
+            tracing::warn!("a login could not be checked: {e}");
+            (StatusCode::SERVICE_UNAVAILABLE, None)
+        }
+    };
+    let message = match &error {
+        LoginError::Store(_) => "accounts are unavailable, try again".to_owned(),
+        other => other.to_string(),
+    };
+    let mut response = match form.json {
+        true => (status, axum::Json(serde_json::json!({ "error": message }))).into_response(),
+        false => pages::login(
+            status,
+            &LoginView {
+                error: Some(&message),
+                next: safe_next(&form.next),
+                name: if form.username.len() <= 64 {
+                    &form.username
+                } else {
+                    ""
+                },
+                signup: false,
+                provider: None,
+            },
+        ),
+    };
+    if let Some(seconds) = retry {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+/// A login that succeeded: a new login id in the cookie (the old one ended), and the
+/// conversations this browser owned by cookie moved to the account.
+async fn logged_in(
+    services: &Arc<Services>,
+    headers: &HeaderMap,
+    account: &Account,
+    form: &Credentials,
+) -> Response {
+    let accounts = accounts(services);
+    let jar = CookieJar::from_headers(headers);
+    if let Some(old) = jar.get(LOGIN_COOKIE) {
+        if let Err(e) = accounts.end_login(old.value()).await {
+            tracing::warn!("could not end the previous login: {e}");
+        }
+    }
+    let now = crate::store::now_ms();
+    let (secret, _) = match accounts.start_login(account, now).await {
+        Ok(started) => started,
+        Err(e) => return login_refused(LoginError::Store(e), form),
+    };
+    let user = accounts.user_of(account);
+    if let Some(browser) = browser::from_jar(&jar, &services.cookie_key) {
+        move_conversations(services, &browser, &user).await;
+    }
+    let mut response = match form.json {
+        true => StatusCode::NO_CONTENT.into_response(),
+        false => Redirect::to(safe_next(&form.next)).into_response(),
+    };
+    let days = accounts.config.login_days as i64;
+    let secure = services.config.cookie_secure;
+    if let Some(cookie) = set_cookie(LOGIN_COOKIE, secret, "/", days, secure) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Gives the account what this browser owned by its cookie (at its first login; later
+/// logins find nothing left to move).
+pub async fn move_conversations(
+    services: &Services,
+    browser: &parlor_app::ssr::BrowserSession,
+    user: &User,
+) {
+    let from = browser::owner(browser);
+    let to = browser::owner(&user.session());
+    for id in services.histories.ids() {
+        let Some(history) = services.histories.get(id) else {
+            continue;
+        };
+        let owned = match history.store.list_owned(&from).await {
+            Ok(owned) => owned,
+            Err(e) => {
+                tracing::warn!("could not list a browser's conversations in {id}: {e}");
+                continue;
+            }
+        };
+        for mut info in owned {
+            info.owner = Some(to.clone());
+            if let Err(e) = history.store.put_info(&info).await {
+                tracing::warn!("could not move {} to {}: {e}", info.session_id, user.name);
+            }
+        }
+    }
+}
+
+async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let services = &app.services;
+    let jar = CookieJar::from_headers(&headers);
+    if let Some(login) = jar.get(LOGIN_COOKIE) {
+        if let Err(e) = accounts(services).end_login(login.value()).await {
+            tracing::warn!("could not end a login: {e}");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "accounts are unavailable, try again",
+            )
+                .into_response();
+        }
+    }
+    let mut response = match is_json(&headers) {
+        true => StatusCode::NO_CONTENT.into_response(),
+        false => Redirect::to("/login").into_response(),
+    };
+    let secure = services.config.cookie_secure;
+    if let Some(cookie) = set_cookie(LOGIN_COOKIE, String::new(), "/", 0, secure) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+async fn post_signup(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let services = app.services.clone();
+    let accounts = accounts(&services);
+    if !signup_open(accounts) {
+        return not_found();
+    }
+    let form = match credentials(&headers, &body) {
+        Ok(form) => form,
+        Err(why) => return bad_request(true, &why),
+    };
+    match accounts.sign_up(&form.username, &form.password).await {
+        Ok(account) => logged_in(&services, &headers, &account, &form).await,
+        Err(e) => {
+            let status = match e {
+                super::AccountError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                super::AccountError::Taken(_) => StatusCode::CONFLICT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            match form.json {
+                true => (
+                    status,
+                    axum::Json(serde_json::json!({ "error": e.to_string() })),
+                )
+                    .into_response(),
+                false => {
+                    let name = if form.username.len() <= 64 {
+                        form.username.as_str()
+                    } else {
+                        ""
+                    };
+                    pages::signup(status, Some(&e.to_string()), name)
+                }
+            }
+        }
+    }
+}
+
+/// The address failed logins count against (as the rate limits see it).
+fn client_address(services: &Services, request: &Request) -> std::net::IpAddr {
+    crate::ops::rate_limit::ClientAddress::new(services.config.trusted_proxies.clone())
+        .key(request)
+        .or_else(|| {
+            request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(a)| a.ip())
+        })
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_login_only_a_path_of_this_site_is_followed() {
+        assert_eq!(
+            safe_next("/chat/default?debug=true"),
+            "/chat/default?debug=true"
+        );
+        assert_eq!(safe_next("https://evil.test/"), "/");
+        assert_eq!(safe_next("//evil.test/"), "/");
+        assert_eq!(safe_next("/\\evil.test"), "/");
+        assert_eq!(safe_next(""), "/");
+        assert_eq!(safe_next("/auth/logout"), "/");
+    }
+}

@@ -1,0 +1,209 @@
+//! What an outsider tries: forged, expired and revoked cookies and tokens, forms from other
+//! sites, guessing passwords, huge inputs, a user header from anyone but the proxy.
+
+use super::*;
+use crate::support::TestServer;
+
+#[tokio::test]
+async fn forged_expired_and_ended_logins_and_tokens_open_nothing() {
+    let server = local(&[]).await;
+    let probe = "/api/account";
+    let forged = format!("parlor_login={}", "ab".repeat(32));
+    assert_eq!(get(&server, probe, &Auth::Cookie(&forged)).await.0, 401);
+    assert_eq!(
+        get(&server, probe, &Auth::Cookie("parlor_login=")).await.0,
+        401
+    );
+    assert_eq!(
+        get(&server, probe, &Auth::Cookie("parlor_login=../../etc"))
+            .await
+            .0,
+        401
+    );
+    let made_up = format!("parlor_pat_{}", "cd".repeat(32));
+    assert_eq!(get(&server, probe, &Auth::Bearer(&made_up)).await.0, 401);
+    assert_eq!(get(&server, probe, &Auth::Bearer("")).await.0, 401);
+    // An expired login, as the store holds it.
+    let accounts = server.services.accounts.clone().unwrap();
+    let ada = accounts
+        .store()
+        .user(&"ada".parse_name())
+        .await
+        .unwrap()
+        .unwrap();
+    let (secret, _) = accounts.start_login(&ada, 0).await.unwrap();
+    let expired = format!("parlor_login={secret}");
+    assert_eq!(get(&server, probe, &Auth::Cookie(&expired)).await.0, 401);
+    // A user removed while logged in (and their token) is out at the next request.
+    let bob = cookie_of(&server, "bob").await;
+    let token = make_token(&server, &bob).await;
+    assert_eq!(get(&server, probe, &Auth::Cookie(&bob)).await.0, 200);
+    accounts.remove("bob").await.unwrap();
+    assert_eq!(get(&server, probe, &Auth::Cookie(&bob)).await.0, 401);
+    assert_eq!(get(&server, probe, &Auth::Bearer(&token)).await.0, 401);
+    // Made again under the same name, it is a new account: the old login stays dead.
+    accounts.add("bob", PASSWORD, false).await.unwrap();
+    assert_eq!(get(&server, probe, &Auth::Cookie(&bob)).await.0, 401);
+}
+
+#[tokio::test]
+async fn a_form_from_another_site_or_without_origin_is_refused() {
+    let server = local(&[]).await;
+    let form = |origin: Option<&str>| {
+        let mut request = client().post(server.url("/auth/login")).form(&[
+            ("username", "ada"),
+            ("password", PASSWORD),
+            ("next", "/chat/general"),
+        ]);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    assert_eq!(form(None).await.unwrap().status(), 403);
+    assert_eq!(form(Some("http://evil.test")).await.unwrap().status(), 403);
+    assert_eq!(form(Some("null")).await.unwrap().status(), 403);
+    let own = form(Some(&server.url(""))).await.unwrap();
+    assert_eq!(own.status(), 303);
+    assert_eq!(own.headers()["location"], "/chat/general");
+    let cookie = login_cookie(&own).unwrap();
+    // A logged-in browser's state change from another site is refused too.
+    let foreign = client()
+        .post(server.url("/api/account/tokens"))
+        .header("cookie", &cookie)
+        .header("origin", "http://evil.test")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let twice = client()
+        .post(server.url("/api/account/tokens"))
+        .header("cookie", &cookie)
+        .header("origin", server.url(""))
+        .header("origin", "http://evil.test")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(twice.status(), 403);
+    let cross = client()
+        .post(server.url("/api/account/tokens"))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "cross-site")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), 403);
+}
+
+#[tokio::test]
+async fn fifty_wrong_passwords_lock_that_name_and_that_address_only() {
+    let server = local(&[("PARLOR_TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let from = |ip: &'static str| [("x-forwarded-for", ip)];
+    let mut locked = 0;
+    for _ in 0..50 {
+        let (status, _) = login_with(&server, "ada", "guess guess guess", &from("10.0.0.1")).await;
+        assert!(status == 401 || status == 429, "{status}");
+        locked += usize::from(status == 429);
+    }
+    assert_eq!(locked, 45, "the 6th try onwards is refused unhashed");
+    let response = client()
+        .post(server.url("/auth/login"))
+        .header("x-forwarded-for", "10.0.0.3")
+        .json(&json!({ "username": "ada", "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429, "the name is locked from anywhere");
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=900).contains(&retry), "{retry}");
+    let (status, _) = login_with(&server, "bob", PASSWORD, &from("10.0.0.1")).await;
+    assert_eq!(status, 429, "the address is locked for every name");
+    let (status, _) = login_with(&server, "bob", PASSWORD, &from("10.0.0.2")).await;
+    assert_eq!(status, 204, "another name from another address logs in");
+}
+
+#[tokio::test]
+async fn an_over_long_name_or_password_is_a_clear_400() {
+    let server = local(&[]).await;
+    let huge = "p".repeat(200_000);
+    let (status, _) = login_as(&server, "ada", &huge).await;
+    assert_eq!(status, 400);
+    let (status, _) = login_as(&server, &"a".repeat(10_000), PASSWORD).await;
+    assert_eq!(status, 400);
+    let response = client()
+        .post(server.url("/auth/login"))
+        .json(&json!({ "username": "ada", "password": huge }))
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    assert!(body.contains("at most 1024 bytes"), "{body}");
+    // They did not count as failures: the right password still works.
+    assert_eq!(login_as(&server, "ada", PASSWORD).await.0, 204);
+}
+
+#[tokio::test]
+async fn the_user_header_is_believed_from_a_trusted_proxy_only() {
+    let trusted = TestServer::start(&[
+        ("PARLOR_AUTH", "proxy"),
+        ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
+        ("PARLOR_ADMINS", "ada"),
+    ])
+    .await;
+    let as_user = |server: &TestServer, headers: &[(&'static str, &'static str)]| {
+        let mut request = client().get(server.url("/api/account"));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        request.send()
+    };
+    let ok = as_user(&trusted, &[("x-forwarded-user", "Ada@Example.com")])
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let me: Value = ok.json().await.unwrap();
+    assert_eq!(me["name"], "ada-example.com");
+    let admin = as_user(&trusted, &[("x-forwarded-user", "ada")])
+        .await
+        .unwrap();
+    let me: Value = admin.json().await.unwrap();
+    assert_eq!(me["admin"], true, "PARLOR_ADMINS names the proxy's admins");
+    assert_eq!(as_user(&trusted, &[]).await.unwrap().status(), 401);
+    let twice = [("x-forwarded-user", "ada"), ("x-forwarded-user", "bob")];
+    assert_eq!(as_user(&trusted, &twice).await.unwrap().status(), 401);
+    assert_eq!(
+        as_user(&trusted, &[("x-forwarded-user", "@@@")])
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let untrusted = TestServer::start(&[
+        ("PARLOR_AUTH", "proxy"),
+        ("PARLOR_TRUSTED_PROXIES", "10.9.9.9"),
+    ])
+    .await;
+    let refused = as_user(&untrusted, &[("x-forwarded-user", "ada")])
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("trusted proxy"), "{body}");
+}
+
+trait ParseName {
+    fn parse_name(&self) -> parlor_domain::account::UserName;
+}
+
+impl ParseName for str {
+    fn parse_name(&self) -> parlor_domain::account::UserName {
+        parlor_domain::account::UserName::parse(self).unwrap()
+    }
+}

@@ -1,0 +1,77 @@
+//! Two processes on one Redis share accounts, logins and quotas.
+
+use super::*;
+use crate::support::{redis_history, TestServer};
+use fake_llm::redis_server::RedisServer;
+
+#[tokio::test]
+async fn two_processes_on_one_redis_share_logins_removals_and_the_quota() {
+    let redis = RedisServer::start().unwrap();
+    let config = redis_history(&redis.url(), "acct:");
+    let path = config.path().to_str().unwrap().to_owned();
+    let vars = [
+        ("PARLOR_AUTH", "local"),
+        ("PARLOR_CONFIG", path.as_str()),
+        ("PARLOR_TOKENS_PER_DAY", "8"),
+    ];
+    let one = TestServer::start(&vars).await;
+    let two = TestServer::start(&vars).await;
+    add_users(&one).await;
+    // Accounts made on one process log in on the other.
+    let bob = cookie_of(&two, "bob").await;
+    assert_eq!(get(&one, "/api/account", &Auth::Cookie(&bob)).await.0, 200);
+    // The quota counts both processes' turns.
+    let words = "one two three four five six seven eight nine";
+    let first = chat(&one, &Auth::Cookie(&bob), json!({ "message": words })).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let refused = chat(&two, &Auth::Cookie(&bob), json!({ "message": "again" })).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    // A logout on one process ends the login on both.
+    let out = client()
+        .post(one.url("/auth/logout"))
+        .header("cookie", &bob)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 204);
+    assert_eq!(get(&two, "/api/account", &Auth::Cookie(&bob)).await.0, 401);
+    // Removing a user on one ends their logins and tokens on the other.
+    let ada = cookie_of(&one, "ada").await;
+    let token = make_token(&two, &ada).await;
+    assert_eq!(
+        get(&one, "/api/account", &Auth::Bearer(&token)).await.0,
+        200
+    );
+    two.services
+        .accounts
+        .as_ref()
+        .unwrap()
+        .remove("ada")
+        .await
+        .unwrap();
+    assert_eq!(get(&one, "/api/account", &Auth::Cookie(&ada)).await.0, 401);
+    assert_eq!(
+        get(&one, "/api/account", &Auth::Bearer(&token)).await.0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn accounts_on_redis_keep_conversations_apart() {
+    let redis = RedisServer::start().unwrap();
+    let config = redis_history(&redis.url(), "own:");
+    let path = config.path().to_str().unwrap().to_owned();
+    let server = local(&[("PARLOR_CONFIG", path.as_str())]).await;
+    let ada = cookie_of(&server, "ada").await;
+    let bob = cookie_of(&server, "bob").await;
+    let reply = chat(
+        &server,
+        &Auth::Cookie(&ada),
+        json!({ "message": "on redis" }),
+    )
+    .await;
+    let export = format!("/api/chat/general/sessions/{}/export", reply.session_id());
+    assert_eq!(get(&server, &export, &Auth::Cookie(&ada)).await.0, 200);
+    assert_eq!(get(&server, &export, &Auth::Cookie(&bob)).await.0, 404);
+}
