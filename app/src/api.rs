@@ -157,6 +157,9 @@ pub struct ChatData {
     pub meter: Option<parlor_domain::meter::Meter>,
     /// The conversation this one was forked from, when it was.
     pub forked_from: Option<ConversationItem>,
+    /// Who is logged in (accounts on): the menu shows the name, the tokens page and Log out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -31,6 +31,19 @@ pub struct BackendHandle(pub Arc<dyn Backend>);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrowserSession(pub String);
 
+/// The name of the account logged in, when accounts are on: the server's accounts gate puts
+/// it into the request's extensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedIn(pub String);
+
+/// The current request's account name, if one is logged in.
+pub async fn signed_in() -> Option<String> {
+    leptos_axum::extract::<axum::Extension<SignedIn>>()
+        .await
+        .ok()
+        .map(|axum::Extension(SignedIn(name))| name)
+}
+
 /// The current request's browser session, if any.
 pub async fn browser_session() -> Option<BrowserSession> {
     leptos_axum::extract::<axum::Extension<BrowserSession>>()

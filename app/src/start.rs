@@ -171,6 +171,7 @@ impl FromJson for ChatData {
             summarized: required(json, "summarized")?,
             meter: optional(json, "meter")?,
             forked_from: optional(json, "forked_from")?,
+            account: optional(json, "account")?,
         })
     }
 }
@@ -430,6 +431,7 @@ mod tests {
                 }),
                 max_context_bytes: 10 << 20,
                 summarized: 4,
+                account: Some("ada".into()),
                 forked_from: Some(ConversationItem {
                     session_id: "s-0".into(),
                     agent_id: "general".into(),

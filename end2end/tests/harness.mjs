@@ -58,10 +58,13 @@ export async function startFakeLlm() {
   };
 }
 
-/** A Parlor server with its own data folder. `env` adds or overrides variables. */
-export async function startParlor(env = {}) {
-  const port = await freePort();
-  const data = mkdtempSync(join(tmpdir(), 'parlor-e2e-'));
+/**
+ * A Parlor server with its own data folder. `env` adds or overrides variables; `port` and
+ * `data` (a folder kept when it stops) may be chosen.
+ */
+export async function startParlor(env = {}, { port: chosenPort, data: keptData } = {}) {
+  const port = chosenPort ?? await freePort();
+  const data = keptData ?? mkdtempSync(join(tmpdir(), 'parlor-e2e-'));
   const proc = run(bin('parlor'), [], {
     LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
     LEPTOS_SITE_ROOT: join(root, 'target', 'site'),
@@ -80,11 +83,38 @@ export async function startParlor(env = {}) {
     url,
     data,
     log: proc.log,
+    /** Ends the process (resolves once it has exited). */
     stop: () => {
+      const exited = proc.child.exitCode !== null
+        ? Promise.resolve()
+        : new Promise((ok) => proc.child.once('exit', ok));
       proc.child.kill();
-      rmSync(data, { recursive: true, force: true });
+      if (!keptData) rmSync(data, { recursive: true, force: true });
+      return exited;
     },
   };
+}
+
+/** Runs `parlor ARGS` (an operator command) with `env` and `input` on stdin: its output. */
+export function parlorCommand(args, env, input = '') {
+  return new Promise((ok, fail) => {
+    const child = spawn(bin('parlor'), args, { cwd: root, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('exit', (code) => (code === 0 ? ok(out) : fail(new Error(`parlor ${args.join(' ')}: ${err}`))));
+    child.stdin.end(input);
+  });
+}
+
+/** A real OpenID provider (npm oidc-provider) whose client `parlor` returns to `redirect`. */
+export async function startOidcProvider(redirect) {
+  const port = await freePort();
+  const proc = run('node', [join(root, 'end2end', 'oidc-provider.mjs'), String(port), redirect], {});
+  const issuer = `http://127.0.0.1:${port}`;
+  await waitFor(`${issuer}/.well-known/openid-configuration`, proc.child, proc.log);
+  return { issuer, log: proc.log, stop: () => proc.child.kill() };
 }
 
 export async function launchBrowser() {

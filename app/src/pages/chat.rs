@@ -199,7 +199,7 @@ fn ChatView() -> impl IntoView {
                             {move || state.provider.get()}
                         </span>
                     </div>
-                    <ConversationMenu state/>
+                    <ConversationMenu state account=data.account.clone()/>
                     <button class="new-chat" on:click=move |_| state.act(Action::NewChat)>"New chat"</button>
                     <ContextMeter state/>
                 </header>
@@ -233,7 +233,7 @@ fn ChatView() -> impl IntoView {
 /// Export the conversation (Markdown, JSON) or import one: a native disclosure, so it opens
 /// before the page is interactive too.
 #[component]
-fn ConversationMenu(state: ChatState) -> impl IntoView {
+fn ConversationMenu(state: ChatState, account: Option<String>) -> impl IntoView {
     let failed = RwSignal::new(None::<String>);
     let export = move |format: &str| {
         state.session_id.get().map(|session| {
@@ -246,7 +246,7 @@ fn ConversationMenu(state: ChatState) -> impl IntoView {
     };
     view! {
         <details class="conversation-menu">
-            <summary aria-label="Export or import">"⋯"</summary>
+            <summary aria-label="Menu: export, import, account">"⋯"</summary>
             <div class="menu-items">
                 {move || export("md").map(|href| view! {
                     <a href=href download>"Export as Markdown"</a>
@@ -265,6 +265,15 @@ fn ConversationMenu(state: ChatState) -> impl IntoView {
                     />
                 </label>
                 {move || failed.get().map(|reason| view! { <p class="menu-error" role="alert">{reason}</p> })}
+                {account.map(|name| view! {
+                    <div class="menu-account">
+                        <p class="menu-user">"Logged in as "<strong>{name}</strong></p>
+                        <a href="/account/tokens">"Access tokens"</a>
+                        <form method="post" action="/auth/logout">
+                            <button type="submit" class="logout">"Log out"</button>
+                        </form>
+                    </div>
+                })}
             </div>
         </details>
     }
@@ -298,6 +307,10 @@ pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> 
         .chat(query, browser)
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?;
+    let mut page = page;
+    if let ChatPageData::Ready(chat) = &mut page {
+        chat.account = crate::ssr::signed_in().await;
+    }
     if !matches!(page, ChatPageData::Ready(_)) {
         let response = expect_context::<leptos_axum::ResponseOptions>();
         response.set_status(axum::http::StatusCode::NOT_FOUND);

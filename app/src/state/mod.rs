@@ -180,6 +180,7 @@ pub(crate) mod tests {
             summarized: 0,
             meter: None,
             forked_from: None,
+            account: None,
         };
         ChatState::new(&data, query)
     }

@@ -2,7 +2,7 @@
 //! token and failure count, and one per account and day of use; each written atomically.
 //! Secrets are kept only as hashes, which are also the file names.
 
-use super::store::{Account, AccountStore, FailureKey, Login, Token};
+use super::store::{Account, AccountStore, FailureKey, Flow, Login, Token};
 use crate::store::atomic::write_atomically;
 use crate::store::StoreError;
 use async_trait::async_trait;
@@ -24,6 +24,7 @@ const LOGINS: &str = "logins";
 const TOKENS: &str = "tokens";
 const FAILURES: &str = "failures";
 const USAGE: &str = "usage";
+const FLOWS: &str = "flows";
 
 impl FileAccounts {
     pub fn new(root: PathBuf) -> FileAccounts {
@@ -223,6 +224,19 @@ impl AccountStore for FileAccounts {
             }
         }
         Ok(false)
+    }
+
+    async fn put_flow(&self, hash: &str, flow: &Flow) -> Result<(), StoreError> {
+        self.write(FLOWS, hash, flow).await
+    }
+
+    async fn take_flow(&self, hash: &str, now_ms: i64) -> Result<Option<Flow>, StoreError> {
+        let _one = self.writes.lock().await;
+        let flow: Option<Flow> = self.read(FLOWS, hash)?;
+        if flow.is_some() {
+            self.remove(FLOWS, hash).await?;
+        }
+        Ok(flow.filter(|f| f.expires_ms > now_ms))
     }
 
     async fn fail(&self, key: &FailureKey, now_ms: i64) -> Result<Failures, StoreError> {

@@ -60,6 +60,8 @@ pub async fn gate(
     match found {
         Found::User(user, _) => {
             request.extensions_mut().insert(user.session());
+            let name = parlor_app::ssr::SignedIn(user.name.to_string());
+            request.extensions_mut().insert(name);
             request.extensions_mut().insert(user);
         }
         Found::Nobody if is_open(&path) => {}

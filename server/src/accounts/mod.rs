@@ -3,12 +3,15 @@
 //! quotas. What an account owns is what its [`User::session`] owns, so every rule of
 //! ownership that held for a browser holds for an account, on every device.
 
+pub mod callback;
 pub mod file;
 pub mod gate;
+pub mod oidc;
 pub mod pages;
 pub mod password;
 pub mod redis;
 pub mod routes;
+pub mod session;
 pub mod store;
 pub mod tokens;
 
@@ -18,7 +21,7 @@ use parlor_app::ssr::BrowserSession;
 use parlor_domain::account::{self as rules, Failures, UserName};
 use std::net::IpAddr;
 use std::sync::Arc;
-pub use store::{Account, AccountStore, FailureKey, Login, Token};
+pub use store::{Account, AccountStore, FailureKey, Flow, Login, Token};
 
 /// The cookie of a login session.
 pub const LOGIN_COOKIE: &str = "parlor_login";
@@ -75,6 +78,8 @@ pub struct Accounts {
     pub config: AuthConfig,
     /// The addresses whose user header is believed (proxy mode).
     pub trusted_proxies: Vec<IpAddr>,
+    /// The OpenID provider (`oidc` mode).
+    pub provider: Option<oidc::Provider>,
     store: Arc<dyn AccountStore>,
 }
 
@@ -105,6 +110,7 @@ impl Accounts {
         store: Arc<dyn AccountStore>,
     ) -> Accounts {
         Accounts {
+            provider: config.oidc.clone().map(oidc::Provider::new),
             config,
             trusted_proxies,
             store,

@@ -2,10 +2,11 @@
 //! `@account:user:<name>` (JSON) with the set `@account:users`; `@account:login:<hash>` (JSON,
 //! expiring with the login) with the set `@account:logins:<name>`; `@account:token:<hash>`
 //! with `@account:tokens:<name>`; `@account:fail:<key>` (a counter expiring with its window)
-//! and `@account:use:<day>:<name>` (a counter kept two days). Processes on one Redis share
+//! and `@account:use:<day>:<name>` (a counter kept two days); `@account:flow:<hash>` (an
+//! OpenID login under way, ten minutes). Processes on one Redis share
 //! them all.
 
-use super::store::{Account, AccountStore, FailureKey, Login, Token};
+use super::store::{Account, AccountStore, FailureKey, Flow, Login, Token};
 use crate::store::{redis_retrying, StoreError};
 use async_trait::async_trait;
 use parlor_domain::account::{Failures, UserName, LOCKOUT_WINDOW_MS};
@@ -140,7 +141,8 @@ impl AccountStore for RedisAccounts {
     }
 
     async fn put_login(&self, hash: &str, login: &Login) -> Result<(), StoreError> {
-        let ttl = (login.expires_ms - crate::store::now_ms()).max(1);
+        // Reads check the expiry; Redis forgets the key a while after it.
+        let ttl = (login.expires_ms - crate::store::now_ms()).max(60_000);
         let key = self.key(&["login", hash]);
         let json = serde_json::to_string(login)?;
         self.query::<()>(redis::cmd("SET").arg(key).arg(json).arg("PX").arg(ttl))
@@ -218,6 +220,30 @@ impl AccountStore for RedisAccounts {
             }
         }
         Ok(false)
+    }
+
+    async fn put_flow(&self, hash: &str, flow: &Flow) -> Result<(), StoreError> {
+        let ttl = (flow.expires_ms - crate::store::now_ms()).max(60_000);
+        let key = self.key(&["flow", hash]);
+        let json = serde_json::to_string(flow)?;
+        self.query(redis::cmd("SET").arg(key).arg(json).arg("PX").arg(ttl))
+            .await
+    }
+
+    async fn take_flow(&self, hash: &str, now_ms: i64) -> Result<Option<Flow>, StoreError> {
+        let key = self.key(&["flow", hash]);
+        // Not retried: a flow is taken once.
+        let mut connection = self.connection.clone();
+        let text: Option<String> = redis::cmd("GETDEL")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await?;
+        let flow: Option<Flow> = text
+            .map(|t| {
+                serde_json::from_str(&t).map_err(|source| StoreError::Json { at: key, source })
+            })
+            .transpose()?;
+        Ok(flow.filter(|f| f.expires_ms > now_ms))
     }
 
     async fn fail(&self, key: &FailureKey, now_ms: i64) -> Result<Failures, StoreError> {

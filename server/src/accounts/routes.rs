@@ -3,8 +3,9 @@
 //! again with the error); JSON from scripts gets 204 with the cookie (or a JSON error).
 
 use super::pages::{self, LoginView};
-use super::{Account, Accounts, LoginError, User, LOGIN_COOKIE};
-use crate::ops::browser::{self, set_cookie};
+use super::session::{logged_in_response, safe_next};
+use super::{Accounts, LoginError, LOGIN_COOKIE};
+use crate::ops::browser::set_cookie;
 use crate::state::{AppState, Services};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, Request, State};
@@ -15,7 +16,6 @@ use axum::Router;
 use axum_extra::extract::cookie::CookieJar;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// The routes of logging in, signing up and the account's own page and API.
 pub fn router() -> Router<AppState> {
@@ -25,6 +25,8 @@ pub fn router() -> Router<AppState> {
         .route("/auth/login", post(post_login))
         .route("/auth/logout", post(post_logout))
         .route("/auth/signup", post(post_signup))
+        .route("/auth/oidc", get(super::callback::get_start))
+        .route("/auth/callback", get(super::callback::get_callback))
         .merge(super::tokens::router())
 }
 
@@ -79,31 +81,11 @@ fn bad_request(json: bool, reason: &str) -> Response {
     }
 }
 
-/// Where to go after logging in: a path of this site only (never another site's address).
-fn safe_next(next: &str) -> &str {
-    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
-    match local && !next.starts_with("/auth/") && !next.starts_with("/login") {
-        true => next,
-        false => "/",
-    }
-}
-
 fn accounts(services: &Services) -> &Accounts {
     services
         .accounts
         .as_deref()
         .expect("the accounts' routes are served only when accounts are on")
-}
-
-fn provider_name(accounts: &Accounts) -> Option<String> {
-    accounts.config.oidc.as_ref().map(|o| {
-        o.issuer
-            .split("://")
-            .nth(1)
-            .unwrap_or(&o.issuer)
-            .trim_end_matches('/')
-            .to_owned()
-    })
 }
 
 async fn get_login(
@@ -112,7 +94,24 @@ async fn get_login(
 ) -> Response {
     let accounts = accounts(&app.services);
     let next = query.get("next").map(String::as_str).unwrap_or("/");
-    let provider = provider_name(accounts);
+    if let Some(provider) = &accounts.provider {
+        // Says at once when the provider cannot be reached.
+        let status = provider.status().await;
+        let down = (status != "ok").then_some(status);
+        let code = match down {
+            Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+            None => StatusCode::OK,
+        };
+        let error = down.as_deref().or(query.get("error").map(String::as_str));
+        let view = LoginView {
+            error,
+            next: safe_next(next),
+            name: "",
+            signup: false,
+            provider: Some(&provider.display_name()),
+        };
+        return pages::login(code, &view);
+    }
     if accounts.config.mode == crate::config::auth::AuthMode::Proxy {
         return pages::page(
             StatusCode::UNAUTHORIZED,
@@ -127,7 +126,7 @@ async fn get_login(
             next: safe_next(next),
             name: "",
             signup: signup_open(accounts),
-            provider: provider.as_deref(),
+            provider: None,
         },
     )
 }
@@ -171,7 +170,9 @@ async fn post_login(State(app): State<AppState>, request: Request) -> Response {
         .check_password(&form.username, &form.password, address, now)
         .await
     {
-        Ok(account) => logged_in(&services, &parts.headers, &account, &form).await,
+        Ok(account) => {
+            logged_in_response(&services, &parts.headers, &account, &form.next, form.json).await
+        }
         Err(e) => login_refused(e, &form),
     }
 }
@@ -217,71 +218,6 @@ fn login_refused(error: LoginError, form: &Credentials) -> Response {
     response
 }
 
-/// A login that succeeded: a new login id in the cookie (the old one ended), and the
-/// conversations this browser owned by cookie moved to the account.
-async fn logged_in(
-    services: &Arc<Services>,
-    headers: &HeaderMap,
-    account: &Account,
-    form: &Credentials,
-) -> Response {
-    let accounts = accounts(services);
-    let jar = CookieJar::from_headers(headers);
-    if let Some(old) = jar.get(LOGIN_COOKIE) {
-        if let Err(e) = accounts.end_login(old.value()).await {
-            tracing::warn!("could not end the previous login: {e}");
-        }
-    }
-    let now = crate::store::now_ms();
-    let (secret, _) = match accounts.start_login(account, now).await {
-        Ok(started) => started,
-        Err(e) => return login_refused(LoginError::Store(e), form),
-    };
-    let user = accounts.user_of(account);
-    if let Some(browser) = browser::from_jar(&jar, &services.cookie_key) {
-        move_conversations(services, &browser, &user).await;
-    }
-    let mut response = match form.json {
-        true => StatusCode::NO_CONTENT.into_response(),
-        false => Redirect::to(safe_next(&form.next)).into_response(),
-    };
-    let days = accounts.config.login_days as i64;
-    let secure = services.config.cookie_secure;
-    if let Some(cookie) = set_cookie(LOGIN_COOKIE, secret, "/", days, secure) {
-        response.headers_mut().append(header::SET_COOKIE, cookie);
-    }
-    response
-}
-
-/// Gives the account what this browser owned by its cookie (at its first login; later
-/// logins find nothing left to move).
-pub async fn move_conversations(
-    services: &Services,
-    browser: &parlor_app::ssr::BrowserSession,
-    user: &User,
-) {
-    let from = browser::owner(browser);
-    let to = browser::owner(&user.session());
-    for id in services.histories.ids() {
-        let Some(history) = services.histories.get(id) else {
-            continue;
-        };
-        let owned = match history.store.list_owned(&from).await {
-            Ok(owned) => owned,
-            Err(e) => {
-                tracing::warn!("could not list a browser's conversations in {id}: {e}");
-                continue;
-            }
-        };
-        for mut info in owned {
-            info.owner = Some(to.clone());
-            if let Err(e) = history.store.put_info(&info).await {
-                tracing::warn!("could not move {} to {}: {e}", info.session_id, user.name);
-            }
-        }
-    }
-}
-
 async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let services = &app.services;
     let jar = CookieJar::from_headers(&headers);
@@ -300,7 +236,13 @@ async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Respons
         false => Redirect::to("/login").into_response(),
     };
     let secure = services.config.cookie_secure;
-    if let Some(cookie) = set_cookie(LOGIN_COOKIE, String::new(), "/", 0, secure) {
+    if let Some(cookie) = set_cookie(
+        LOGIN_COOKIE,
+        String::new(),
+        "/",
+        time::Duration::ZERO,
+        secure,
+    ) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response
@@ -317,7 +259,9 @@ async fn post_signup(State(app): State<AppState>, headers: HeaderMap, body: Byte
         Err(why) => return bad_request(true, &why),
     };
     match accounts.sign_up(&form.username, &form.password).await {
-        Ok(account) => logged_in(&services, &headers, &account, &form).await,
+        Ok(account) => {
+            logged_in_response(&services, &headers, &account, &form.next, form.json).await
+        }
         Err(e) => {
             let status = match e {
                 super::AccountError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -53,6 +53,16 @@ pub struct Token {
     pub last_used_ms: Option<i64>,
 }
 
+/// An OpenID login under way: what the callback checks, stored under the hash of its `state`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Flow {
+    pub nonce: String,
+    pub pkce_verifier: String,
+    /// Where to go once logged in.
+    pub next: String,
+    pub expires_ms: i64,
+}
+
 /// What a failed login is counted against.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum FailureKey {
@@ -94,6 +104,11 @@ pub trait AccountStore: Send + Sync {
     async fn tokens(&self, name: &UserName) -> Result<Vec<Token>, StoreError>;
     /// Revokes `name`'s token `id`: false when it has none of that id.
     async fn revoke_token(&self, name: &UserName, id: &str) -> Result<bool, StoreError>;
+
+    async fn put_flow(&self, hash: &str, flow: &Flow) -> Result<(), StoreError>;
+    /// Takes the flow of `hash` (it is gone afterwards: a callback counts once), while it has
+    /// not expired at `now_ms`.
+    async fn take_flow(&self, hash: &str, now_ms: i64) -> Result<Option<Flow>, StoreError>;
 
     /// Counts one more failed login against `key` at `now_ms`.
     async fn fail(&self, key: &FailureKey, now_ms: i64) -> Result<Failures, StoreError>;
@@ -140,6 +155,7 @@ pub mod contract {
         logins(store).await;
         tokens(store).await;
         failures(store).await;
+        flows(store).await;
         usage(store).await;
         removal_ends_everything(store).await;
     }
@@ -222,6 +238,31 @@ pub mod contract {
         assert_eq!(store.failures(&other, 2_000).await.unwrap(), None);
         store.clear_failures(&key).await.unwrap();
         assert_eq!(store.failures(&key, 2_000).await.unwrap(), None);
+    }
+
+    async fn flows(store: &dyn AccountStore) {
+        let flow = Flow {
+            nonce: "n".into(),
+            pkce_verifier: "v".into(),
+            next: "/".into(),
+            expires_ms: 10_000,
+        };
+        store.put_flow("f1", &flow).await.unwrap();
+        assert_eq!(
+            store.take_flow("f1", 5_000).await.unwrap(),
+            Some(flow.clone())
+        );
+        assert_eq!(
+            store.take_flow("f1", 5_000).await.unwrap(),
+            None,
+            "once only"
+        );
+        store.put_flow("f2", &flow).await.unwrap();
+        assert_eq!(
+            store.take_flow("f2", 10_000).await.unwrap(),
+            None,
+            "expired"
+        );
     }
 
     async fn usage(store: &dyn AccountStore) {

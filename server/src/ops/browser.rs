@@ -94,7 +94,13 @@ pub async fn ensure_browser_session(
     if fresh {
         // A year, so the sidebar keeps this browser's conversations across visits.
         let secure = services.config.cookie_secure;
-        if let Some(value) = set_cookie(COOKIE, key.sign(&session.0), "/", 365, secure) {
+        if let Some(value) = set_cookie(
+            COOKIE,
+            key.sign(&session.0),
+            "/",
+            time::Duration::days(365),
+            secure,
+        ) {
             response.headers_mut().append(SET_COOKIE, value);
         }
     }
@@ -195,21 +201,27 @@ pub fn chat_from_jar(jar: &CookieJar) -> Option<parlor_domain::ConversationId> {
 
 /// The `Set-Cookie` value naming `id` as the current conversation (30 days, chat API only).
 pub fn chat_cookie(id: &parlor_domain::ConversationId, secure: bool) -> Option<HeaderValue> {
-    set_cookie(CHAT_COOKIE, id.to_string(), "/api/chat", 30, secure)
+    set_cookie(
+        CHAT_COOKIE,
+        id.to_string(),
+        "/api/chat",
+        time::Duration::days(30),
+        secure,
+    )
 }
 
-/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, kept for `days`, `Secure` when the
-/// operator serves Parlor over HTTPS.
+/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, kept for `lasts` (zero: removed),
+/// `Secure` when the operator serves Parlor over HTTPS.
 pub fn set_cookie(
     name: &'static str,
     value: String,
     path: &'static str,
-    days: i64,
+    lasts: time::Duration,
     secure: bool,
 ) -> Option<HeaderValue> {
     let cookie = Cookie::build((name, value))
         .path(path)
-        .max_age(time::Duration::days(days))
+        .max_age(lasts)
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(secure)

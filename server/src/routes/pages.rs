@@ -97,6 +97,7 @@ impl Backend for PageBackend {
             max_context_bytes: services.config.max_context_bytes,
             summarized,
             forked_from,
+            account: None,
         })))
     }
 }

@@ -21,6 +21,10 @@ pub struct Readiness {
     /// that is down does not make Parlor unready: its calls answer a tool error.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_servers: BTreeMap<String, String>,
+    /// The OpenID provider (`PARLOR_AUTH=oidc`): `ok`, or why it cannot be reached. Logins
+    /// already made go on working, so it does not make Parlor unready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login_provider: Option<String>,
 }
 
 #[utoipa::path(
@@ -56,6 +60,14 @@ pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readine
         .into_iter()
         .map(|(id, status)| (id, status.to_string()))
         .collect();
+    let login_provider = match services
+        .accounts
+        .as_deref()
+        .and_then(|a| a.provider.as_ref())
+    {
+        Some(provider) => Some(provider.status().await),
+        None => None,
+    };
     let status = if ready {
         StatusCode::OK
     } else {
@@ -68,6 +80,7 @@ pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readine
             histories,
             upstream,
             tool_servers,
+            login_provider,
         }),
     )
 }

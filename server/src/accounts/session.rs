@@ -1,0 +1,93 @@
+//! What every way of logging in ends with: a new login id in the cookie (the one the
+//! browser carried ended), the browser's cookie conversations moved to the account, and the
+//! way on to where the user was going.
+
+use super::{Account, User, LOGIN_COOKIE};
+use crate::ops::browser::{self, set_cookie};
+use crate::state::Services;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum_extra::extract::cookie::CookieJar;
+use std::sync::Arc;
+
+/// Where to go after logging in: a path of this site only (never another site's address).
+pub fn safe_next(next: &str) -> &str {
+    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    match local && !next.starts_with("/auth/") && !next.starts_with("/login") {
+        true => next,
+        false => "/",
+    }
+}
+
+/// A login that succeeded: a new login id in the cookie (the old one ended), and the
+/// conversations this browser owned by cookie moved to the account.
+pub async fn logged_in_response(
+    services: &Arc<Services>,
+    headers: &HeaderMap,
+    account: &Account,
+    next: &str,
+    json: bool,
+) -> Response {
+    let accounts = services
+        .accounts
+        .as_deref()
+        .expect("logins are made only when accounts are on");
+    let jar = CookieJar::from_headers(headers);
+    if let Some(old) = jar.get(LOGIN_COOKIE) {
+        if let Err(e) = accounts.end_login(old.value()).await {
+            tracing::warn!("could not end the previous login: {e}");
+        }
+    }
+    let now = crate::store::now_ms();
+    let (secret, _) = match accounts.start_login(account, now).await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::warn!("a login could not be stored: {e}");
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            return (status, "accounts are unavailable, try again").into_response();
+        }
+    };
+    let user = accounts.user_of(account);
+    if let Some(browser) = browser::from_jar(&jar, &services.cookie_key) {
+        move_conversations(services, &browser, &user).await;
+    }
+    let mut response = match json {
+        true => StatusCode::NO_CONTENT.into_response(),
+        false => Redirect::to(safe_next(next)).into_response(),
+    };
+    let lasts = time::Duration::days(accounts.config.login_days as i64);
+    let secure = services.config.cookie_secure;
+    if let Some(cookie) = set_cookie(LOGIN_COOKIE, secret, "/", lasts, secure) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Gives the account what this browser owned by its cookie (at its first login; later
+/// logins find nothing left to move).
+pub async fn move_conversations(
+    services: &Services,
+    browser: &parlor_app::ssr::BrowserSession,
+    user: &User,
+) {
+    let from = browser::owner(browser);
+    let to = browser::owner(&user.session());
+    for id in services.histories.ids() {
+        let Some(history) = services.histories.get(id) else {
+            continue;
+        };
+        let owned = match history.store.list_owned(&from).await {
+            Ok(owned) => owned,
+            Err(e) => {
+                tracing::warn!("could not list a browser's conversations in {id}: {e}");
+                continue;
+            }
+        };
+        for mut info in owned {
+            info.owner = Some(to.clone());
+            if let Err(e) = history.store.put_info(&info).await {
+                tracing::warn!("could not move {} to {}: {e}", info.session_id, user.name);
+            }
+        }
+    }
+}
