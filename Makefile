@@ -46,4 +46,4 @@ bench:
 	PARLOR_SKIP_BUILD=1 scripts/load.sh
 	PARLOR_SKIP_BUILD=1 scripts/load-tools.sh
 	cargo bench -p parlor-domain --bench plan --bench context
-	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns --bench tools
+	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns --bench tools --bench auth

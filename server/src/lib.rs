@@ -368,7 +368,7 @@ fn api_router(services: &Arc<Services>, addresses: rate_limit::ClientAddress) ->
     // `MAX_BODY_BYTES`.
     let body_limit = config.max_context_bytes.max(routes::MAX_BODY_BYTES);
     let api = limit(
-        routes::api(),
+        routes::api().merge(routes::account()),
         config.rate_limit_chat,
         rate_limit::Counts::All,
     )

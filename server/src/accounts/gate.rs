@@ -39,8 +39,7 @@ pub async fn gate(
         return next.run(request).await;
     };
     let path = request.uri().path().to_owned();
-    if path == "/mcp" || path.starts_with("/mcp/") {
-        // Its own bearer token, checked by its route.
+    if needs_nobody(&path) {
         return next.run(request).await;
     }
     let peer = request
@@ -68,6 +67,16 @@ pub async fn gate(
         Found::Nobody => return login_required(&request),
     }
     next.run(request).await
+}
+
+/// Paths answered without asking who is there: `/mcp` (its own bearer token, checked by its
+/// route), health, and static files (a page's scripts and styles cost no account lookup).
+fn needs_nobody(path: &str) -> bool {
+    path == "/mcp"
+        || path.starts_with("/mcp/")
+        || path == "/healthz"
+        || path == "/readyz"
+        || crate::ops::rate_limit::is_static(path)
 }
 
 /// Paths anyone may reach: the login pages and routes, health, static files, the metrics

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use axum_extra::extract::cookie::CookieJar;
+use parlor_domain::ApiError;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -22,8 +23,6 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/login", get(get_login))
         .route("/signup", get(get_signup))
-        .route("/auth/login", post(post_login))
-        .route("/auth/logout", post(post_logout))
         .route("/auth/signup", post(post_signup))
         .route("/auth/oidc", get(super::callback::get_start))
         .route("/auth/callback", get(super::callback::get_callback))
@@ -90,10 +89,15 @@ fn accounts(services: &Services) -> &Accounts {
 
 async fn get_login(
     State(app): State<AppState>,
+    user: Option<axum::Extension<super::User>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let accounts = accounts(&app.services);
     let next = query.get("next").map(String::as_str).unwrap_or("/");
+    if user.is_some() {
+        // Logged in already: on to where the login was for.
+        return Redirect::to(safe_next(next)).into_response();
+    }
     if let Some(provider) = &accounts.provider {
         // Says at once when the provider cannot be reached.
         let status = provider.status().await;
@@ -142,6 +146,13 @@ async fn get_signup(State(app): State<AppState>) -> Response {
     }
 }
 
+fn api_not_found() -> Response {
+    let error = ApiError {
+        error: "there is no password login here (PARLOR_AUTH is not local)".into(),
+    };
+    (StatusCode::NOT_FOUND, axum::Json(error)).into_response()
+}
+
 fn not_found() -> Response {
     pages::page(
         StatusCode::NOT_FOUND,
@@ -150,11 +161,37 @@ fn not_found() -> Response {
     )
 }
 
-async fn post_login(State(app): State<AppState>, request: Request) -> Response {
+/// A login, as a script sends it (the page's form sends the same fields form-encoded).
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+    /// Where a form's redirect goes (a path of this site).
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/auth/login",
+    request_body(content = LoginRequest, content_type = "application/json", description = "Or form-encoded, as the login page sends it"),
+    responses(
+        (status = 204, description = "Logged in (JSON): the `parlor_login` cookie is set"),
+        (status = 303, description = "Logged in (form): on to `next`, with the cookie"),
+        (status = 400, description = "A body that does not read, a name over 256 bytes or a password over 1024 bytes", body = ApiError),
+        (status = 401, description = "A wrong name or password (the same answer for both)", body = ApiError),
+        (status = 403, description = "A form from another site, or without `Origin`", body = ApiError),
+        (status = 404, description = "Not `PARLOR_AUTH=local`", body = ApiError),
+        (status = 429, description = "Too many failures for this name or from this address; see Retry-After", body = ApiError),
+    )
+)]
+pub async fn post_login(State(app): State<AppState>, request: Request) -> Response {
     let services = app.services.clone();
-    let accounts = accounts(&services);
+    let Some(accounts) = services.accounts.as_deref() else {
+        return api_not_found();
+    };
     if accounts.config.mode != crate::config::auth::AuthMode::Local {
-        return not_found();
+        return api_not_found();
     }
     let address = client_address(&services, &request);
     let (parts, body) = request.into_parts();
@@ -218,11 +255,23 @@ fn login_refused(error: LoginError, form: &Credentials) -> Response {
     response
 }
 
-async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    post,
+    path = "/auth/logout",
+    responses(
+        (status = 204, description = "Logged out (a JSON request); the login ends on every process"),
+        (status = 303, description = "Logged out (a form): on to the login page"),
+        (status = 404, description = "Accounts are off", body = ApiError),
+    )
+)]
+pub async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
     let services = &app.services;
+    let Some(accounts) = services.accounts.as_deref() else {
+        return api_not_found();
+    };
     let jar = CookieJar::from_headers(&headers);
     if let Some(login) = jar.get(LOGIN_COOKIE) {
-        if let Err(e) = accounts(services).end_login(login.value()).await {
+        if let Err(e) = accounts.end_login(login.value()).await {
             tracing::warn!("could not end a login: {e}");
             return (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -59,6 +59,16 @@ routes! {
         "/api/chat/{agent_id}/sessions/{session_id}/export" => get(conversations::get_export);
         "/api/conversations/search" => get(conversations::get_search);
     }
+    /// Accounts (`PARLOR_AUTH` other than `none`): who is logged in, their personal tokens,
+    /// logging in and out from scripts (rate-limited like the chat API).
+    account, ACCOUNT_ROUTES {
+        "/api/account" => get(crate::accounts::tokens::get_account);
+        "/api/account/tokens" =>
+            get(crate::accounts::tokens::get_tokens), post(crate::accounts::tokens::post_token);
+        "/api/account/tokens/{id}" => delete(crate::accounts::tokens::delete_token);
+        "/auth/login" => post(crate::accounts::routes::post_login);
+        "/auth/logout" => post(crate::accounts::routes::post_logout);
+    }
     /// Liveness and this document: never limited.
     health, HEALTH_ROUTES {
         "/healthz" => get(healthz);

@@ -31,6 +31,12 @@ use utoipa::OpenApi;
         super::conversations::get_export,
         super::conversations::post_import,
         super::conversations::get_search,
+        crate::accounts::tokens::get_account,
+        crate::accounts::tokens::get_tokens,
+        crate::accounts::tokens::post_token,
+        crate::accounts::tokens::delete_token,
+        crate::accounts::routes::post_login,
+        crate::accounts::routes::post_logout,
         super::healthz,
         super::ready::get_ready,
         super::metrics::get_metrics,
@@ -48,6 +54,9 @@ use utoipa::OpenApi;
         parlor_domain::event::ToolCallEvent, parlor_domain::event::ToolResultEvent,
         parlor_domain::event::ApprovalEvent, parlor_domain::event::LimitEvent,
         parlor_domain::message::ToolCall, parlor_domain::message::ToolAnswer,
+        crate::accounts::tokens::AccountView, crate::accounts::tokens::TokenView,
+        crate::accounts::tokens::NewToken, crate::accounts::tokens::MadeToken,
+        crate::accounts::routes::LoginRequest,
     ))
 )]
 pub struct ApiDoc;

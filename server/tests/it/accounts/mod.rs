@@ -498,3 +498,72 @@ async fn each_mode_is_checked_at_startup_naming_the_variable() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn max_users_counts_accounts_with_a_live_session() {
+    let server = local(&[]).await;
+    server.services.limits.set_max_users(1);
+    let ada = cookie_of(&server, "ada").await;
+    let bob = cookie_of(&server, "bob").await;
+    let reply = chat(
+        &server,
+        &Auth::Cookie(&ada),
+        json!({ "message": "first in" }),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    // Ada again, from another device (her token): the same account, the same slot.
+    let token = make_token(&server, &ada).await;
+    let again = chat(
+        &server,
+        &Auth::Bearer(&token),
+        json!({ "message": "me again" }),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let full = chat(&server, &Auth::Cookie(&bob), json!({ "message": "me too" })).await;
+    assert_eq!(full.status, 503, "{}", full.body);
+}
+
+#[tokio::test]
+async fn login_cookies_are_secure_behind_https_and_a_logged_in_login_page_moves_on() {
+    let server = local(&[("PARLOR_PUBLIC_URL", "https://chat.example.com")]).await;
+    let response = client()
+        .post(server.url("/auth/login"))
+        .json(&json!({ "username": "ada", "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    let set = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(set.contains("Secure") && set.contains("HttpOnly"), "{set}");
+    let cookie = login_cookie(&response).unwrap();
+    let page = client()
+        .get(server.url("/login?next=%2Fchat%3Fagent%3Dgeneral"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 303);
+    assert_eq!(page.headers()["location"], "/chat?agent=general");
+}
+
+#[tokio::test]
+async fn without_accounts_the_account_api_says_there_are_none() {
+    let server = TestServer::start(&[]).await;
+    let (status, body) = get(&server, "/api/account", &Auth::None).await;
+    assert_eq!(status, 404);
+    assert!(body.contains("PARLOR_AUTH=none"), "{body}");
+    let (status, _) = login_as(&server, "ada", PASSWORD).await;
+    assert_eq!(status, 404);
+    // And a login cookie or token means nothing: the browser cookie rules as before.
+    let (status, _) = get(
+        &server,
+        "/chat?agent=general",
+        &Auth::Cookie("parlor_login=x"),
+    )
+    .await;
+    assert_eq!(status, 200);
+}
