@@ -13,6 +13,8 @@ pub trait Backend: Send + Sync + 'static {
         query: ChatQuery,
         browser: Option<BrowserSession>,
     ) -> Result<ChatPageData, BackendError>;
+    /// Today's use of `account`'s daily token quota, when one is set (the meter shows it).
+    async fn daily_use(&self, account: &str) -> Option<parlor_domain::meter::DailyUse>;
 }
 
 /// Why the server could not load a page's data.

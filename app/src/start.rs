@@ -12,7 +12,7 @@
 
 use crate::api::{AgentInfo, ChatData, ChatQuery, ConversationItem, DebugView, StoredMessage};
 use parlor_domain::context::Chip;
-use parlor_domain::meter::{Cost, Meter, MeterParts};
+use parlor_domain::meter::{Cost, DailyUse, Meter, MeterParts};
 use parlor_domain::{ReplyStatus, Role, SendMark};
 use serde::Serialize;
 
@@ -264,6 +264,16 @@ impl FromJson for Meter {
             completion: optional(json, "completion")?,
             cached: optional(json, "cached")?,
             cost: optional(json, "cost")?,
+            today: optional(json, "today")?,
+        })
+    }
+}
+
+impl FromJson for DailyUse {
+    fn from_json(json: &impl Json) -> Option<Self> {
+        Some(DailyUse {
+            used: required(json, "used")?,
+            per_day: required(json, "per_day")?,
         })
     }
 }
@@ -457,6 +467,10 @@ mod tests {
                     cost: Some(Cost {
                         turn_nano_usd: Some(5),
                         conversation_nano_usd: 9_000_000_000,
+                    }),
+                    today: Some(DailyUse {
+                        used: 7,
+                        per_day: 100,
                     }),
                 }),
             },

@@ -55,6 +55,17 @@ pub struct Meter {
     /// prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// The account's use of its daily token quota, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub today: Option<DailyUse>,
+}
+
+/// An account's model tokens today (UTC) against its daily quota.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DailyUse {
+    pub used: u64,
+    pub per_day: u64,
 }
 
 /// Tokens per part of a request (Parlor's count).
@@ -337,6 +348,14 @@ impl Meter {
             let spent = format_usd(cost.conversation_nano_usd);
             row("Cost, conversation", "meter-cost-conversation", spent);
         }
+        if let Some(today) = self.today {
+            let used = format!(
+                "{} of {} tokens",
+                group_digits(today.used),
+                group_digits(today.per_day)
+            );
+            row("Today (UTC), your quota", "meter-today", used);
+        }
         html.push_str("</dl>");
         html
     }
@@ -492,6 +511,23 @@ mod tests {
         assert_eq!(per_mille(3, 0), 0);
         assert_eq!(per_mille(9, 4), 1000, "never wider than the bar");
         assert_eq!(per_mille(u64::MAX, u64::MAX), 1000);
+    }
+
+    #[test]
+    fn the_details_show_todays_use_of_the_quota() {
+        let meter = Meter {
+            today: Some(DailyUse {
+                used: 12_345,
+                per_day: 50_000,
+            }),
+            ..Meter::default()
+        };
+        let details = meter.details_html();
+        assert!(
+            details.contains(r#"<dd class="meter-today">12,345 of 50,000 tokens</dd>"#),
+            "{details}"
+        );
+        assert!(!Meter::default().details_html().contains("meter-today"));
     }
 
     #[test]

@@ -310,6 +310,9 @@ pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> 
     let mut page = page;
     if let ChatPageData::Ready(chat) = &mut page {
         chat.account = crate::ssr::signed_in().await;
+        if let (Some(name), Some(meter)) = (&chat.account, chat.meter.as_mut()) {
+            meter.today = backend.0.daily_use(name).await;
+        }
     }
     if !matches!(page, ChatPageData::Ready(_)) {
         let response = expect_context::<leptos_axum::ResponseOptions>();

@@ -9,6 +9,8 @@ use async_trait::async_trait;
 use parlor_domain::account::{Failures, UserName};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::any::Any;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +19,35 @@ pub struct FileAccounts {
     root: Arc<PathBuf>,
     /// Read-modify-write steps of this process one at a time (adding an account, counting).
     writes: tokio::sync::Mutex<()>,
+    /// Accounts, logins and tokens as last read, with their file's stamp: a request's check
+    /// is one `stat` while the file is the same one (every write replaces it), so a change
+    /// by any process, a logout or a removal, is seen at once.
+    seen: std::sync::Mutex<Seen>,
+}
+
+/// Each file read for requests: its stamp then, and what it held.
+type Seen = HashMap<PathBuf, (Stamp, Arc<dyn Any + Send + Sync>)>;
+
+/// What `stat` says of a file: a write replaces the file, so the same stamp is the same
+/// content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    inode: u64,
+    modified_ns: i128,
+    len: u64,
+}
+
+fn stamp(path: &Path) -> std::io::Result<Option<Stamp>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(Stamp {
+            inode: m.ino(),
+            modified_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            len: m.len(),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 const USERS: &str = "users";
@@ -31,6 +62,7 @@ impl FileAccounts {
         FileAccounts {
             root: Arc::new(root),
             writes: tokio::sync::Mutex::new(()),
+            seen: Default::default(),
         }
     }
 
@@ -61,6 +93,42 @@ impl FileAccounts {
 
     fn read<T: DeserializeOwned>(&self, part: &str, file: &str) -> Result<Option<T>, StoreError> {
         read_json(&self.dir(part).join(format!("{file}.json")))
+    }
+
+    /// [`Self::read`] for what every request checks (accounts, logins, tokens): read again
+    /// only when the file is not the one read last.
+    fn read_seen<T>(&self, part: &str, file: &str) -> Result<Option<T>, StoreError>
+    where
+        T: DeserializeOwned + Clone + Send + Sync + 'static,
+    {
+        let path = self.dir(part).join(format!("{file}.json"));
+        // The stamp is taken before the read: content newer than it is read again next time.
+        let Some(now) = stamp(&path)? else {
+            self.seen_cache().remove(&path);
+            return Ok(None);
+        };
+        if let Some((was, value)) = self.seen_cache().get(&path) {
+            if *was == now {
+                if let Some(value) = value.downcast_ref::<T>() {
+                    return Ok(Some(value.clone()));
+                }
+            }
+        }
+        let value: Option<T> = read_json(&path)?;
+        match &value {
+            Some(v) => {
+                let kept: Arc<dyn Any + Send + Sync> = Arc::new(v.clone());
+                self.seen_cache().insert(path, (now, kept));
+            }
+            None => {
+                self.seen_cache().remove(&path);
+            }
+        }
+        Ok(value)
+    }
+
+    fn seen_cache(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Every value in `part`, with its file's stem.
@@ -129,7 +197,7 @@ impl AccountStore for FileAccounts {
     }
 
     async fn user(&self, name: &UserName) -> Result<Option<Account>, StoreError> {
-        self.read(USERS, name.as_str())
+        self.read_seen(USERS, name.as_str())
     }
 
     async fn add_user(&self, account: &Account) -> Result<bool, StoreError> {
@@ -171,7 +239,7 @@ impl AccountStore for FileAccounts {
     }
 
     async fn login(&self, hash: &str, now_ms: i64) -> Result<Option<Login>, StoreError> {
-        let login: Option<Login> = self.read(LOGINS, hash)?;
+        let login: Option<Login> = self.read_seen(LOGINS, hash)?;
         match login {
             Some(login) if login.expires_ms > now_ms => Ok(Some(login)),
             Some(_) => {
@@ -191,7 +259,7 @@ impl AccountStore for FileAccounts {
     }
 
     async fn token(&self, hash: &str) -> Result<Option<Token>, StoreError> {
-        self.read(TOKENS, hash)
+        self.read_seen(TOKENS, hash)
     }
 
     async fn touch_token(&self, hash: &str, now_ms: i64) -> Result<(), StoreError> {
@@ -309,6 +377,31 @@ mod tests {
             let text = std::fs::read_to_string(&entry).unwrap();
             assert!(!text.contains(secret));
         }
+    }
+
+    #[tokio::test]
+    async fn what_another_process_changes_is_seen_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = FileAccounts::new(dir.path().to_path_buf());
+        let two = FileAccounts::new(dir.path().to_path_buf());
+        let login = Login {
+            name: UserName::parse("ada").unwrap(),
+            account_id: "a".into(),
+            expires_ms: i64::MAX,
+        };
+        one.put_login("h", &login).await.unwrap();
+        // Read (and kept) by the other process, then ended by the first.
+        assert_eq!(two.login("h", 0).await.unwrap(), Some(login.clone()));
+        assert_eq!(two.login("h", 0).await.unwrap(), Some(login.clone()));
+        one.end_login("h").await.unwrap();
+        assert_eq!(two.login("h", 0).await.unwrap(), None);
+        // A replaced record is read again.
+        one.put_login("h", &login).await.unwrap();
+        let mut later = login.clone();
+        later.account_id = "b".into();
+        two.login("h", 0).await.unwrap();
+        one.put_login("h", &later).await.unwrap();
+        assert_eq!(two.login("h", 0).await.unwrap(), Some(later));
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

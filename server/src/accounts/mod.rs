@@ -273,10 +273,17 @@ impl Accounts {
             return Ok(None);
         }
         let hash = store::hash_secret(secret);
-        let Some(login) = self.store.login(&hash, now_ms).await? else {
+        let Some((login, account)) = self.store.login_account(&hash, now_ms).await? else {
             return Ok(None);
         };
-        self.live_account(&login.name, &login.account_id).await
+        Ok(self.same_account(account, &login.account_id))
+    }
+
+    /// The user of `account` while it is the one a login or token was made for.
+    fn same_account(&self, account: Option<Account>, account_id: &str) -> Option<User> {
+        account
+            .filter(|a| a.id == account_id)
+            .map(|a| self.user_of(&a))
     }
 
     pub async fn end_login(&self, secret: &str) -> Result<(), StoreError> {
@@ -284,18 +291,6 @@ impl Accounts {
             true => self.store.end_login(&store::hash_secret(secret)).await,
             false => Ok(()),
         }
-    }
-
-    /// The account of a login or token, while it is the same account.
-    async fn live_account(
-        &self,
-        name: &UserName,
-        account_id: &str,
-    ) -> Result<Option<User>, StoreError> {
-        let account = self.store.user(name).await?;
-        Ok(account
-            .filter(|a| a.id == account_id)
-            .map(|a| self.user_of(&a)))
     }
 
     /// Makes a personal access token for `name`: the token (shown once) and its record.
@@ -338,10 +333,10 @@ impl Accounts {
             return Ok(None);
         }
         let hash = store::hash_secret(secret);
-        let Some(token) = self.store.token(&hash).await? else {
+        let Some((token, account)) = self.store.token_account(&hash).await? else {
             return Ok(None);
         };
-        let user = self.live_account(&token.name, &token.account_id).await?;
+        let user = self.same_account(account, &token.account_id);
         if user.is_some() && token.last_used_ms.is_none_or(|t| now_ms - t > 60_000) {
             if let Err(e) = self.store.touch_token(&hash, now_ms).await {
                 tracing::warn!("could not note a token's use: {e}");
@@ -391,15 +386,42 @@ impl Accounts {
         })
     }
 
-    /// Counts `tokens` of `name`'s use today.
-    pub async fn count_use(&self, user: &User, tokens: u64, now_ms: i64) {
-        if self.config.tokens_per_day == 0 || tokens == 0 {
-            return;
+    /// Counts `tokens` of `user`'s use today: the day's use as it stands then (when a quota
+    /// is set and the count could be kept).
+    pub async fn count_use(
+        &self,
+        user: &User,
+        tokens: u64,
+        now_ms: i64,
+    ) -> Option<parlor_domain::meter::DailyUse> {
+        let per_day = self.config.tokens_per_day;
+        if per_day == 0 {
+            return None;
         }
         let day = rules::quota_day(now_ms);
-        if let Err(e) = self.store.add_usage(&user.name, day, tokens).await {
-            tracing::warn!("could not count {}'s use: {e}", user.name);
+        match self.store.add_usage(&user.name, day, tokens).await {
+            Ok(used) => Some(parlor_domain::meter::DailyUse { used, per_day }),
+            Err(e) => {
+                tracing::warn!("could not count {}'s use: {e}", user.name);
+                None
+            }
         }
+    }
+
+    /// `name`'s use of the daily quota today, when one is set (the chat page's meter).
+    pub async fn daily_use(
+        &self,
+        name: &str,
+        now_ms: i64,
+    ) -> Option<parlor_domain::meter::DailyUse> {
+        let per_day = self.config.tokens_per_day;
+        let name = UserName::parse(name).ok().filter(|_| per_day > 0)?;
+        let used = self
+            .store
+            .usage(&name, rules::quota_day(now_ms))
+            .await
+            .ok()?;
+        Some(parlor_domain::meter::DailyUse { used, per_day })
     }
 }
 

@@ -27,7 +27,43 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {n, redis.call('PTTL', KEYS[1])}
 "#;
 
+/// A record (a login or a token) and the account it names, in one round trip: the second
+/// key is built from the record's `name` (a single Redis, not a cluster).
+const WITH_ACCOUNT: &str = r#"
+local record = redis.call('GET', KEYS[1])
+if not record then return false end
+local ok, decoded = pcall(cjson.decode, record)
+if not ok or type(decoded['name']) ~= 'string' then return {record, false} end
+return {record, redis.call('GET', ARGV[1] .. decoded['name'])}
+"#;
+
 impl RedisAccounts {
+    /// The record at `key` and its account (see [`WITH_ACCOUNT`]).
+    async fn with_account<T: DeserializeOwned>(
+        &self,
+        key: String,
+    ) -> Result<Option<(T, Option<Account>)>, StoreError> {
+        let cmd = redis::cmd("EVAL")
+            .arg(WITH_ACCOUNT)
+            .arg(1)
+            .arg(&key)
+            .arg(self.key(&["user", ""]))
+            .clone();
+        let found: Option<(String, Option<String>)> = self.query(&cmd).await?;
+        let Some((record, account)) = found else {
+            return Ok(None);
+        };
+        let parse_error = |at: &str| {
+            let at = at.to_owned();
+            move |source| StoreError::Json { at, source }
+        };
+        let record: T = serde_json::from_str(&record).map_err(parse_error(&key))?;
+        let account = account
+            .map(|a| serde_json::from_str(&a).map_err(parse_error("an account")))
+            .transpose()?;
+        Ok(Some((record, account)))
+    }
+
     pub fn new(connection: ConnectionManager, prefix: &str) -> RedisAccounts {
         RedisAccounts {
             connection,
@@ -154,6 +190,24 @@ impl AccountStore for RedisAccounts {
     async fn login(&self, hash: &str, now_ms: i64) -> Result<Option<Login>, StoreError> {
         let login: Option<Login> = self.get_json(&self.key(&["login", hash])).await?;
         Ok(login.filter(|l| l.expires_ms > now_ms))
+    }
+
+    async fn login_account(
+        &self,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<(Login, Option<Account>)>, StoreError> {
+        let found = self
+            .with_account::<Login>(self.key(&["login", hash]))
+            .await?;
+        Ok(found.filter(|(login, _)| login.expires_ms > now_ms))
+    }
+
+    async fn token_account(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(Token, Option<Account>)>, StoreError> {
+        self.with_account(self.key(&["token", hash])).await
     }
 
     async fn end_login(&self, hash: &str) -> Result<(), StoreError> {

@@ -97,6 +97,32 @@ pub trait AccountStore: Send + Sync {
     async fn login(&self, hash: &str, now_ms: i64) -> Result<Option<Login>, StoreError>;
     async fn end_login(&self, hash: &str) -> Result<(), StoreError>;
 
+    /// A login and its account, as every request with a login cookie needs them: in one
+    /// step where the backend can (Redis: one round trip).
+    async fn login_account(
+        &self,
+        hash: &str,
+        now_ms: i64,
+    ) -> Result<Option<(Login, Option<Account>)>, StoreError> {
+        let Some(login) = self.login(hash, now_ms).await? else {
+            return Ok(None);
+        };
+        let account = self.user(&login.name).await?;
+        Ok(Some((login, account)))
+    }
+
+    /// A token and its account (as [`Self::login_account`]).
+    async fn token_account(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(Token, Option<Account>)>, StoreError> {
+        let Some(token) = self.token(hash).await? else {
+            return Ok(None);
+        };
+        let account = self.user(&token.name).await?;
+        Ok(Some((token, account)))
+    }
+
     async fn put_token(&self, hash: &str, token: &Token) -> Result<(), StoreError>;
     async fn token(&self, hash: &str) -> Result<Option<Token>, StoreError>;
     /// Notes a token's use at `now_ms` (best effort: a lost note loses no access).
@@ -197,6 +223,17 @@ pub mod contract {
         };
         store.put_login("h1", &login).await.unwrap();
         assert_eq!(store.login("h1", 5_000).await.unwrap(), Some(login.clone()));
+        let (found, account) = store.login_account("h1", 5_000).await.unwrap().unwrap();
+        assert_eq!(
+            (found, account.map(|a| a.id)),
+            (login.clone(), Some("id-ada".into()))
+        );
+        assert_eq!(
+            store.login_account("h1", 10_000).await.unwrap(),
+            None,
+            "expired"
+        );
+        assert_eq!(store.login_account("nope", 5_000).await.unwrap(), None);
         assert_eq!(store.login("h1", 10_000).await.unwrap(), None, "expired");
         assert_eq!(store.login("nope", 5_000).await.unwrap(), None);
         store.end_login("h1").await.unwrap();
@@ -216,6 +253,12 @@ pub mod contract {
         store.touch_token("th1", 99).await.unwrap();
         let read = store.token("th1").await.unwrap().unwrap();
         assert_eq!(read.last_used_ms, Some(99));
+        let (found, account) = store.token_account("th1").await.unwrap().unwrap();
+        assert_eq!(
+            (found, account.map(|a| a.id)),
+            (read, Some("id-ada".into()))
+        );
+        assert_eq!(store.token_account("nope").await.unwrap(), None);
         assert_eq!(store.tokens(&name("ada")).await.unwrap().len(), 1);
         assert!(store.tokens(&name("bob")).await.unwrap().is_empty());
         assert!(

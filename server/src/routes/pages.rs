@@ -25,6 +25,11 @@ pub struct PageBackend {
 
 #[async_trait::async_trait]
 impl Backend for PageBackend {
+    async fn daily_use(&self, account: &str) -> Option<parlor_domain::meter::DailyUse> {
+        let accounts = self.services.accounts.as_deref()?;
+        accounts.daily_use(account, crate::store::now_ms()).await
+    }
+
     async fn home(&self) -> HomeData {
         HomeData {
             agents: self

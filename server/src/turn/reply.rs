@@ -217,7 +217,7 @@ impl Reply {
 
     /// The tokens of this call against the account's quota: what the provider reports, else
     /// the estimate of what was sent and of the reply.
-    async fn count_use(&self, done: &DoneEvent) {
+    async fn count_use(&self, done: &mut DoneEvent) {
         let Some(quota) = &self.quota else {
             return;
         };
@@ -228,7 +228,15 @@ impl Reply {
                 sent + done.message_tokens.unwrap_or(0)
             }
         };
-        quota.accounts.count_use(&quota.user, used, now_ms()).await;
+        let today = quota.accounts.count_use(&quota.user, used, now_ms()).await;
+        if done.meter.is_none() && today.is_some() {
+            // Without the provider's usage the meter is the turn's own; it carries the day's
+            // use too.
+            done.meter = self.info.last_turn.as_ref().and_then(|t| t.meter.clone());
+        }
+        if let Some(meter) = done.meter.as_mut() {
+            meter.today = today;
+        }
     }
 
     /// The provider's usage replaces the estimate in the debug report and the meter, which

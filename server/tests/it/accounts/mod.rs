@@ -404,6 +404,10 @@ async fn the_daily_quota_refuses_a_turn_beyond_it_and_spares_admins() {
     )
     .await;
     assert_eq!(first.status, 200, "{}", first.body);
+    // The reply's meter shows the day's use against the quota.
+    let today = first.done().unwrap().meter.as_ref().unwrap().today.unwrap();
+    assert_eq!(today.per_day, 5);
+    assert!(today.used >= 5, "{today:?}");
     let (_, me) = get(&server, "/api/account", &Auth::Cookie(&bob)).await;
     let me: Value = serde_json::from_str(&me).unwrap();
     assert!(me["used_today"].as_u64().unwrap() >= 5, "{me}");
