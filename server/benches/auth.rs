@@ -117,7 +117,9 @@ async fn conversation(app: &axum::Router, cookie: &str) -> String {
             .body(Body::from(body))
             .expect("request");
         let response = app.clone().oneshot(request).await.expect("chat");
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.expect("body");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 24)
+            .await
+            .expect("body");
         let text = String::from_utf8_lossy(&bytes);
         if session.is_empty() {
             let at = text.find("\"session_id\":\"").expect("a session id") + 14;
@@ -178,7 +180,10 @@ async fn run(backend: &str, extra: &[(&str, &str)]) {
     let data = tempfile::tempdir().expect("data");
     let (none, _) = router(extra, data.path()).await;
     let key = parlor_server::ops::browser::CookieKey::parse(COOKIE_KEY).expect("key");
-    let browser = format!("parlor_session={}", key.sign("0123456789abcdef0123456789abcdef"));
+    let browser = format!(
+        "parlor_session={}",
+        key.sign("0123456789abcdef0123456789abcdef")
+    );
     let (none_page, none_health, none_ratio) = page_ratio(&none, &browser).await;
     let mut vars = vec![("PARLOR_AUTH", "local")];
     vars.extend_from_slice(extra);
