@@ -113,6 +113,9 @@ fn read_stdin() -> String {
 }
 
 async fn serve() -> anyhow::Result<()> {
+    // Listened for from the start: a SIGTERM while Parlor starts (its tool servers may be
+    // running already) stops it cleanly too, instead of killing it.
+    let signals = StopSignals::listen();
     // Leptos.toml (in the working directory) is the run-time configuration when started
     // without cargo-leptos; LEPTOS_* variables (which cargo-leptos sets) take precedence, and
     // without the file they are all there is.
@@ -155,7 +158,7 @@ async fn serve() -> anyhow::Result<()> {
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!("Parlor is listening on http://{bound}");
-    let served = serve_until_stopped(listener, app, replies, grace).await;
+    let served = serve_until_stopped(listener, app, replies, grace, signals).await;
     // The tool servers Parlor started end with it (waited for: no process is left).
     tools.shutdown().await;
     served
@@ -241,6 +244,7 @@ async fn serve_until_stopped(
     app: axum::Router,
     replies: parlor_server::state::Replies,
     grace: std::time::Duration,
+    signals: StopSignals,
 ) -> anyhow::Result<()> {
     // Pages are streamed in parts (their head first) and chat replies as events: each part
     // goes out when written, not held back until the browser acknowledges the previous one.
@@ -253,7 +257,7 @@ async fn serve_until_stopped(
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            signals.received().await;
             tracing::info!(
                 "shutting down: no new requests; replies in progress get {} s to finish",
                 grace.as_secs()
@@ -283,22 +287,48 @@ async fn serve_until_stopped(
 /// How long replies cut short at shutdown may take to store what they have.
 const STORE_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// The signals that stop Parlor (SIGTERM, and Ctrl-C), registered when made: one that
+/// arrives before [`StopSignals::received`] is awaited is kept, not fatal.
+struct StopSignals {
     #[cfg(unix)]
-    let terminate = async {
-        if let Ok(mut signal) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> StopSignals {
+        #[cfg(unix)]
         {
-            signal.recv().await;
+            use tokio::signal::unix::{signal, SignalKind};
+            StopSignals {
+                terminate: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
+            }
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    async fn received(self) {
+        #[cfg(unix)]
+        {
+            async fn next(signal: Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = next(self.terminate) => {},
+                _ = next(self.interrupt) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
