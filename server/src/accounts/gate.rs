@@ -39,7 +39,7 @@ pub async fn gate(
         return next.run(request).await;
     };
     let path = request.uri().path().to_owned();
-    if needs_nobody(&path) {
+    if needs_nobody(request.method(), &path) {
         return next.run(request).await;
     }
     let peer = request
@@ -69,24 +69,33 @@ pub async fn gate(
     next.run(request).await
 }
 
-/// Paths answered without asking who is there: `/mcp` (its own bearer token, checked by its
-/// route), health, and static files (a page's scripts and styles cost no account lookup).
-fn needs_nobody(path: &str) -> bool {
+/// Requests answered without asking who is there: `/mcp` (its own bearer token, checked by
+/// its route), health, and reading the site's files (a page's scripts and styles cost no
+/// account lookup).
+fn needs_nobody(method: &Method, path: &str) -> bool {
     path == "/mcp"
         || path.starts_with("/mcp/")
         || path == "/healthz"
         || path == "/readyz"
-        || crate::ops::rate_limit::is_static(path)
+        || is_site_file(method, path)
 }
 
-/// Paths anyone may reach: the login pages and routes, health, static files, the metrics
-/// (their own token; an admin's login also works).
+/// A read of one of the site's files: a GET of `/pkg/…` or of a name with an extension,
+/// outside the API (a conversation's id may hold a dot: `/api/…/sessions/a.b` is no file).
+fn is_site_file(method: &Method, path: &str) -> bool {
+    matches!(*method, Method::GET | Method::HEAD)
+        && !path.starts_with("/api/")
+        && !path.starts_with("/auth/")
+        && crate::ops::rate_limit::is_static(path)
+}
+
+/// Paths anyone may reach: the login pages and routes, health, the metrics (their own token;
+/// an admin's login also works).
 pub fn is_open(path: &str) -> bool {
     matches!(
         path,
         "/login" | "/signup" | "/healthz" | "/readyz" | "/metrics"
     ) || path.starts_with("/auth/")
-        || crate::ops::rate_limit::is_static(path)
 }
 
 async fn identify(
@@ -362,6 +371,29 @@ mod tests {
             ("sec-fetch-site", "cross-site"),
         ]);
         assert!(same_origin(&cross, None).is_err());
+    }
+
+    #[test]
+    fn only_reading_the_sites_files_skips_the_login() {
+        assert!(needs_nobody(&Method::GET, "/pkg/parlor.wasm"));
+        assert!(needs_nobody(&Method::GET, "/favicon.svg"));
+        assert!(needs_nobody(&Method::POST, "/mcp"));
+        // A conversation id with a dot is not a file, and changing anything never is.
+        assert!(!needs_nobody(
+            &Method::PATCH,
+            "/api/chat/general/sessions/a.b"
+        ));
+        assert!(!needs_nobody(
+            &Method::DELETE,
+            "/api/chat/general/sessions/a.b"
+        ));
+        assert!(!needs_nobody(
+            &Method::GET,
+            "/api/chat/general/sessions/a.b/export"
+        ));
+        assert!(!needs_nobody(&Method::GET, "/api/x.json"));
+        assert!(!needs_nobody(&Method::POST, "/favicon.svg"));
+        assert!(!is_open("/favicon.svg"));
     }
 
     #[test]

@@ -47,6 +47,43 @@ async fn forged_expired_and_ended_logins_and_tokens_open_nothing() {
 }
 
 #[tokio::test]
+async fn a_conversation_id_with_a_dot_is_no_way_past_the_login() {
+    let server = local(&[]).await;
+    // Made without an owner (as `parlor store import` or an MCP tool makes one).
+    let store = server
+        .services
+        .histories
+        .get("default")
+        .unwrap()
+        .store
+        .clone();
+    let id = parlor_domain::ConversationId::parse("imported.one").unwrap();
+    let info = parlor_server::store::ConversationInfo {
+        agent_id: "general".into(),
+        ..parlor_server::store::ConversationInfo::bare(&id, Some(1))
+    };
+    store.put_info(&info).await.unwrap();
+    let path = server.url("/api/chat/general/sessions/imported.one");
+    let deleted = client()
+        .delete(&path)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 401);
+    let renamed = client()
+        .patch(&path)
+        .json(&json!({ "title": "mine now" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 401);
+    assert!(store.info(&id).await.unwrap().is_some(), "still there");
+    // The site's files are still served without a login.
+    assert_ne!(get(&server, "/favicon.svg", &Auth::None).await.0, 401);
+}
+
+#[tokio::test]
 async fn a_form_from_another_site_or_without_origin_is_refused() {
     let server = local(&[]).await;
     let form = |origin: Option<&str>| {
