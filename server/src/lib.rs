@@ -96,7 +96,7 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let key_file = config.data_dir.join("cookie.key");
     let home = match default {
         Some(history) => match &history.redis {
-            Some((connection, prefix)) => cookie_key::KeyHome::Redis(connection.clone(), prefix),
+            Some(redis) => cookie_key::KeyHome::Redis(redis.connection.clone(), &redis.prefix),
             None if history.store.kind() == "memory" => cookie_key::KeyHome::Process,
             None => cookie_key::KeyHome::File(&key_file),
         },

@@ -14,6 +14,7 @@ pub mod routes;
 pub mod session;
 pub mod store;
 pub mod tokens;
+pub mod tracked;
 
 use crate::config::auth::AuthConfig;
 use crate::store::StoreError;
@@ -92,10 +93,10 @@ pub fn open_store(
     let default = histories.get(crate::store::histories::DEFAULT_HISTORY);
     match default {
         Some(history) => match &history.redis {
-            Some((connection, prefix)) => Some(Arc::new(redis::RedisAccounts::new(
-                connection.clone(),
-                prefix,
-            ))),
+            Some(shared) => Some(Arc::new(
+                redis::RedisAccounts::new(shared.connection.clone(), &shared.prefix)
+                    .tracking(&shared.url),
+            )),
             None if history.store.kind() == "memory" => None,
             None => Some(Arc::new(file::FileAccounts::new(data_dir.join("accounts")))),
         },

@@ -7,15 +7,19 @@
 //! them all.
 
 use super::store::{Account, AccountStore, FailureKey, Flow, Login, Token};
+use super::tracked::Tracked;
 use crate::store::{redis_retrying, StoreError};
 use async_trait::async_trait;
 use parlor_domain::account::{Failures, UserName, LOCKOUT_WINDOW_MS};
 use redis::aio::ConnectionManager;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 pub struct RedisAccounts {
     connection: ConnectionManager,
     prefix: String,
+    /// What this process keeps of logins and tokens while Redis tells it of changes.
+    tracked: Option<Arc<Tracked>>,
 }
 
 const TWO_DAYS_S: i64 = 2 * 24 * 60 * 60;
@@ -64,10 +68,37 @@ impl RedisAccounts {
         Ok(Some((record, account)))
     }
 
+    /// Reads every login and token from Redis (the command line).
     pub fn new(connection: ConnectionManager, prefix: &str) -> RedisAccounts {
         RedisAccounts {
             connection,
             prefix: format!("{prefix}@account:"),
+            tracked: None,
+        }
+    }
+
+    /// Keeps logins and tokens it has read, with their accounts, while the Redis at `url`
+    /// tells of every change to them (see [`Tracked`]): a server checks one at every request.
+    pub fn tracking(mut self, url: &str) -> RedisAccounts {
+        self.tracked = Some(Tracked::new(url, &self.prefix));
+        self
+    }
+
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> &Arc<Tracked> {
+        self.tracked.as_ref().expect("a tracking store")
+    }
+
+    fn forget_token(&self, hash: &str) {
+        if let Some(tracked) = &self.tracked {
+            tracked.forget_token(hash);
+        }
+    }
+
+    /// Forgets what this process keeps of `name`'s logins and tokens.
+    fn forget_user(&self, name: &UserName) {
+        if let Some(tracked) = &self.tracked {
+            tracked.forget_user(name);
         }
     }
 
@@ -134,18 +165,21 @@ impl AccountStore for RedisAccounts {
             let users = self.key(&["users"]);
             self.query::<()>(redis::cmd("SADD").arg(users).arg(account.name.as_str()))
                 .await?;
+            self.forget_user(&account.name);
         }
         Ok(set.is_some())
     }
 
     async fn put_user(&self, account: &Account) -> Result<(), StoreError> {
         let key = self.key(&["user", account.name.as_str()]);
-        self.query(
+        self.query::<()>(
             redis::cmd("SET")
                 .arg(key)
                 .arg(serde_json::to_string(account)?),
         )
-        .await
+        .await?;
+        self.forget_user(&account.name);
+        Ok(())
     }
 
     async fn remove_user(&self, name: &UserName) -> Result<bool, StoreError> {
@@ -160,6 +194,7 @@ impl AccountStore for RedisAccounts {
         .await?;
         self.drop_listed("logins", "login", name).await?;
         self.drop_listed("tokens", "token", name).await?;
+        self.forget_user(name);
         Ok(removed > 0)
     }
 
@@ -197,9 +232,22 @@ impl AccountStore for RedisAccounts {
         hash: &str,
         now_ms: i64,
     ) -> Result<Option<(Login, Option<Account>)>, StoreError> {
-        let found = self
-            .with_account::<Login>(self.key(&["login", hash]))
-            .await?;
+        let epoch = self.tracked.as_ref().and_then(|t| t.epoch());
+        let kept = epoch.and(self.tracked.as_ref()).and_then(|t| t.login(hash));
+        let found = match kept {
+            Some(kept) => Some(kept),
+            None => {
+                let found = self
+                    .with_account::<Login>(self.key(&["login", hash]))
+                    .await?;
+                if let (Some(tracked), Some(epoch), Some(found @ (_, Some(_)))) =
+                    (&self.tracked, epoch, &found)
+                {
+                    tracked.keep_login(epoch, hash, found);
+                }
+                found
+            }
+        };
         Ok(found.filter(|(login, _)| login.expires_ms > now_ms))
     }
 
@@ -207,7 +255,17 @@ impl AccountStore for RedisAccounts {
         &self,
         hash: &str,
     ) -> Result<Option<(Token, Option<Account>)>, StoreError> {
-        self.with_account(self.key(&["token", hash])).await
+        let epoch = self.tracked.as_ref().and_then(|t| t.epoch());
+        if let Some(kept) = epoch.and(self.tracked.as_ref()).and_then(|t| t.token(hash)) {
+            return Ok(Some(kept));
+        }
+        let found = self.with_account(self.key(&["token", hash])).await?;
+        if let (Some(tracked), Some(epoch), Some(found @ (_, Some(_)))) =
+            (&self.tracked, epoch, &found)
+        {
+            tracked.keep_token(epoch, hash, found);
+        }
+        Ok(found)
     }
 
     async fn end_login(&self, hash: &str) -> Result<(), StoreError> {
@@ -217,7 +275,11 @@ impl AccountStore for RedisAccounts {
             self.query::<()>(redis::cmd("SREM").arg(set).arg(hash))
                 .await?;
         }
-        self.query(redis::cmd("DEL").arg(key)).await
+        self.query::<()>(redis::cmd("DEL").arg(key)).await?;
+        if let Some(tracked) = &self.tracked {
+            tracked.forget_login(hash);
+        }
+        Ok(())
     }
 
     async fn put_token(&self, hash: &str, token: &Token) -> Result<(), StoreError> {
@@ -244,6 +306,7 @@ impl AccountStore for RedisAccounts {
             let json = serde_json::to_string(&token)?;
             self.query::<()>(redis::cmd("SET").arg(key).arg(json).arg("XX"))
                 .await?;
+            self.forget_token(hash);
         }
         Ok(())
     }
@@ -270,6 +333,7 @@ impl AccountStore for RedisAccounts {
                     .await?;
                 self.query::<()>(redis::cmd("SREM").arg(&set).arg(&hash))
                     .await?;
+                self.forget_token(&hash);
                 return Ok(true);
             }
         }

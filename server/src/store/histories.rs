@@ -8,6 +8,7 @@
 use crate::config::file::{BackendEntry, ConfigFile, ConfigFileError, HistoryEntry};
 use crate::store::{
     ConversationStore, FileStore, MaxTurns, Measured, MemoryStore, RedisOptions, RedisStore,
+    SharedRedis,
 };
 use parlor_domain::Agent;
 use std::collections::HashMap;
@@ -208,8 +209,8 @@ pub struct History {
     pub id: String,
     pub store: Arc<dyn ConversationStore>,
     pub system_message: Option<String>,
-    /// The Redis connection and key prefix of a Redis history.
-    pub redis: Option<(redis::aio::ConnectionManager, String)>,
+    /// The Redis of a Redis history.
+    pub redis: Option<SharedRedis>,
 }
 
 /// An agent names a history that is not declared.
@@ -358,9 +359,10 @@ impl Histories {
             .get(DEFAULT_HISTORY)
             .and_then(|h| h.redis.clone())
         {
-            Some((connection, prefix)) => {
-                Arc::new(crate::ops::live::RedisSessions::new(connection, &prefix))
-            }
+            Some(redis) => Arc::new(crate::ops::live::RedisSessions::new(
+                redis.connection,
+                &redis.prefix,
+            )),
             None => Arc::new(crate::ops::live::LocalSessions::default()),
         }
     }
@@ -378,13 +380,7 @@ impl Histories {
 async fn open_store(
     spec: &HistorySpec,
     backup_retention: usize,
-) -> Result<
-    (
-        Arc<dyn ConversationStore>,
-        Option<(redis::aio::ConnectionManager, String)>,
-    ),
-    OpenError,
-> {
+) -> Result<(Arc<dyn ConversationStore>, Option<SharedRedis>), OpenError> {
     let fail = |field: &'static str, message: String| OpenError {
         history: spec.id.clone(),
         declared: spec

@@ -12,7 +12,7 @@ mod measured;
 mod memory;
 mod redis;
 
-pub use self::redis::{retrying as redis_retrying, RedisOptions, RedisStore};
+pub use self::redis::{retrying as redis_retrying, RedisOptions, RedisStore, SharedRedis};
 pub use file::FileStore;
 pub use measured::Measured;
 pub use memory::MemoryStore;

@@ -39,6 +39,15 @@ pub struct RedisOptions {
     pub ttl: Option<Duration>,
 }
 
+/// A Redis history's Redis, as other shared state uses it.
+#[derive(Clone)]
+pub struct SharedRedis {
+    pub connection: ConnectionManager,
+    pub prefix: String,
+    /// Where it is: for a connection of another kind (one Redis tells of changes).
+    pub url: String,
+}
+
 pub struct RedisStore {
     options: RedisOptions,
     connection: ConnectionManager,
@@ -138,9 +147,14 @@ impl RedisStore {
         format!("{}@owner:{owner}", self.base())
     }
 
-    /// The connection and key prefix, for other shared state (live sessions).
-    pub fn shared(&self) -> (ConnectionManager, String) {
-        (self.connection.clone(), self.options.key_prefix.clone())
+    /// The connection, key prefix and address, for other shared state (live sessions,
+    /// accounts, the cookie key).
+    pub fn shared(&self) -> SharedRedis {
+        SharedRedis {
+            connection: self.connection.clone(),
+            prefix: self.options.key_prefix.clone(),
+            url: self.options.url.clone(),
+        }
     }
 
     fn lock_key(&self, id: &ConversationId) -> String {

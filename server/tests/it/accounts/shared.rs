@@ -20,6 +20,12 @@ async fn two_processes_on_one_redis_share_logins_removals_and_the_quota() {
     // Accounts made on one process log in on the other.
     let bob = cookie_of(&two, "bob").await;
     assert_eq!(get(&one, "/api/account", &Auth::Cookie(&bob)).await.0, 200);
+    assert_eq!(get(&two, "/api/account", &Auth::Cookie(&bob)).await.0, 200);
+    // Both processes keep the logins they read while Redis tells them of changes: the
+    // rest of this test runs on what they keep.
+    tracking_clients(&redis, 2).await;
+    assert_eq!(get(&one, "/api/account", &Auth::Cookie(&bob)).await.0, 200);
+    assert_eq!(get(&two, "/api/account", &Auth::Cookie(&bob)).await.0, 200);
     // The quota counts both processes' turns.
     let words = "one two three four five six seven eight nine";
     let first = chat(&one, &Auth::Cookie(&bob), json!({ "message": words })).await;
@@ -43,6 +49,7 @@ async fn two_processes_on_one_redis_share_logins_removals_and_the_quota() {
         get(&one, "/api/account", &Auth::Bearer(&token)).await.0,
         200
     );
+    assert_eq!(get(&one, "/api/account", &Auth::Cookie(&ada)).await.0, 200);
     two.services
         .accounts
         .as_ref()
@@ -55,6 +62,32 @@ async fn two_processes_on_one_redis_share_logins_removals_and_the_quota() {
         get(&one, "/api/account", &Auth::Bearer(&token)).await.0,
         401
     );
+}
+
+/// Waits until `count` connections ask Redis to tell them of changes (`CLIENT TRACKING`).
+async fn tracking_clients(redis: &RedisServer, count: usize) {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    for _ in 0..500 {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let tracking = list
+            .lines()
+            .filter(|line| {
+                line.split(' ')
+                    .find_map(|field| field.strip_prefix("flags="))
+                    .is_some_and(|flags| flags.contains('t'))
+            })
+            .count();
+        if tracking >= count {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("fewer than {count} connections track account keys");
 }
 
 #[tokio::test]
