@@ -24,6 +24,16 @@ pub struct RedisAccounts {
 
 const TWO_DAYS_S: i64 = 2 * 24 * 60 * 60;
 
+/// How long Redis keeps a key that expires at `expires_ms`: a minute at least, and at most
+/// ten years (Redis refuses an expiry past its clock's range, and an expiry far off, such as
+/// `i64::MAX`, would be one).
+fn key_ttl_ms(expires_ms: i64) -> i64 {
+    const TEN_YEARS_MS: i64 = 10 * 366 * 24 * 60 * 60 * 1000;
+    expires_ms
+        .saturating_sub(crate::store::now_ms())
+        .clamp(60_000, TEN_YEARS_MS)
+}
+
 /// Counts a failure: the counter and, with the first of a window, when the window ends.
 const FAIL: &str = r#"
 local n = redis.call('INCR', KEYS[1])
@@ -213,7 +223,7 @@ impl AccountStore for RedisAccounts {
 
     async fn put_login(&self, hash: &str, login: &Login) -> Result<(), StoreError> {
         // Reads check the expiry; Redis forgets the key a while after it.
-        let ttl = (login.expires_ms - crate::store::now_ms()).max(60_000);
+        let ttl = key_ttl_ms(login.expires_ms);
         let key = self.key(&["login", hash]);
         let json = serde_json::to_string(login)?;
         self.query::<()>(redis::cmd("SET").arg(key).arg(json).arg("PX").arg(ttl))
@@ -341,7 +351,7 @@ impl AccountStore for RedisAccounts {
     }
 
     async fn put_flow(&self, hash: &str, flow: &Flow) -> Result<(), StoreError> {
-        let ttl = (flow.expires_ms - crate::store::now_ms()).max(60_000);
+        let ttl = key_ttl_ms(flow.expires_ms);
         let key = self.key(&["flow", hash]);
         let json = serde_json::to_string(flow)?;
         self.query(redis::cmd("SET").arg(key).arg(json).arg("PX").arg(ttl))
