@@ -16,11 +16,19 @@
 //! synced. Operations on one dialog are serialized, across processes too (an advisory lock).
 //! A `messages.json` that cannot be parsed at all is moved aside (never overwritten) and the
 //! conversation starts empty.
+//!
+//! The store remembers each dialog's `messages.json` as it last walked or wrote it (its
+//! `stat` stamp, message count and newest time: [`shape`]). While the stamp on disk is the
+//! same, a tail is read from the file's end and an append writes without reading
+//! ([`known`]), so a turn on a long conversation reads what a short one does. Any other
+//! writer changes the stamp and the next operation walks the file again.
 
 mod dialog;
 mod index;
+mod known;
 mod lines;
 mod locking;
+mod shape;
 
 use dialog::{read_info, to_json, Dialog};
 use index::Indexed;
@@ -74,6 +82,8 @@ pub struct FileStore {
     root_sync: Arc<GroupSync>,
     /// When the index last caught up with the folder (see [`FileStore::catch_up`]).
     caught_up: Mutex<Option<std::time::Instant>>,
+    /// What is known of each dialog's messages file (see [`shape`]).
+    shapes: Arc<shape::Shapes>,
 }
 
 impl FileStore {
@@ -95,6 +105,7 @@ impl FileStore {
             io: tokio::sync::Semaphore::new(IO_PERMITS),
             root_sync: Arc::new(GroupSync::new(root.clone())),
             caught_up: Mutex::new(Some(std::time::Instant::now())),
+            shapes: Arc::default(),
             root,
         })
     }
@@ -104,6 +115,7 @@ impl FileStore {
             dir: dialog_dir(&self.root, id),
             max_turns: self.max_turns,
             backup_retention: self.backup_retention,
+            known: Some((id.clone(), self.shapes.clone())),
         }
     }
 }
@@ -742,6 +754,7 @@ mod tests {
             dir: dir.path().join("plain"),
             max_turns: None,
             backup_retention: 1,
+            known: None,
         };
         assert!(dialog
             .create(
@@ -751,7 +764,7 @@ mod tests {
             )
             .unwrap());
         assert_eq!(std::fs::read(dialog.dir.join(INFO)).unwrap(), b"{}");
-        let Ok(Stored::Lines { bytes, lines }) = dialog.stored() else {
+        let Ok(Stored::Lines { bytes, lines, .. }) = dialog.stored() else {
             panic!("the messages file is not in Parlor's layout");
         };
         assert_eq!(lines::parse(&bytes, &lines).unwrap()[0].text, "hello");
@@ -929,5 +942,78 @@ mod tests {
         .unwrap();
         let store = open(dir.path());
         assert!(store.list().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_known_file_is_read_from_its_end_and_another_writers_change_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (here, there) = (open(dir.path()), open(dir.path()));
+        let long = id("long");
+        let first: Vec<Message> = (0..300)
+            .map(|i| Message::user(format!("m{i}"), i))
+            .collect();
+        let info = ConversationInfo::bare(&long, None);
+        here.create(&info, &first).await.unwrap();
+        here.append(&long, &[Message::assistant("r", 300)])
+            .await
+            .unwrap();
+        // What this process wrote is known: the tail comes from the file's end.
+        let known = here.shapes.get(&long).expect("known after its own write");
+        assert_eq!((known.total, known.last_ts), (301, Some(300)));
+        let (tail, size) = here.load_tail_sized(&long, 3).await.unwrap();
+        let texts: Vec<_> = tail.messages.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!((texts, tail.total), (vec!["m298", "m299", "r"], 301));
+        let all = here.load(&long).await.unwrap();
+        assert_eq!(size, serde_json::to_vec(&all).unwrap().len());
+        // A tail longer than the first chunk read still comes whole.
+        let (tail, _) = here.load_tail_sized(&long, 301).await.unwrap();
+        assert_eq!(tail.messages, all);
+
+        // Another process appends and then rewrites: seen at once here.
+        there
+            .append(&long, &[Message::user("theirs", 400)])
+            .await
+            .unwrap();
+        let tail = here.load_tail(&long, 1).await.unwrap();
+        assert_eq!(
+            (tail.messages[0].text.as_str(), tail.total),
+            ("theirs", 302)
+        );
+        there
+            .replace(&long, &[Message::user("only", 500)])
+            .await
+            .unwrap();
+        let tail = here.load_tail(&long, 5).await.unwrap();
+        assert_eq!((tail.messages.len(), tail.total), (1, 1));
+        // An append here after their rewrite goes after what they wrote, stamped after it.
+        let stamped = here
+            .append_stamped(
+                &long,
+                Box::new(|latest, _| vec![Message::user("next", latest.unwrap() + 1)]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(stamped, 1);
+        let texts: Vec<_> = there
+            .load(&long)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.text, m.ts))
+            .collect();
+        assert_eq!(texts, [("only".to_owned(), 500), ("next".to_owned(), 501)]);
+
+        // A file another tool wrote in place (no rename: the same file) is walked again.
+        let path = dir.path().join(".chat-history/long/messages.json");
+        let by_hand = [
+            Message::user("a", 1),
+            Message::user("b", 2),
+            Message::user("c", 3),
+        ];
+        std::fs::write(&path, serde_json::to_vec_pretty(&by_hand).unwrap()).unwrap();
+        let tail = here.load_tail(&long, 2).await.unwrap();
+        assert_eq!((tail.messages, tail.total), (by_hand[1..].to_vec(), 3));
+        here.append(&long, &[Message::user("d", 4)]).await.unwrap();
+        assert_eq!(there.load(&long).await.unwrap().len(), 4);
     }
 }

@@ -3,20 +3,25 @@
 //! folder, serializes the operations on it and runs them on blocking threads.
 
 use super::lines;
+use super::shape::{Shapes, Stamp};
 use super::{BACKED_UP, BACKUPS, INFO, MESSAGES, VERSION};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
 use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{ConversationId, Message};
 use std::io::ErrorKind;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A dialog's `messages.json`, read.
 pub(super) enum Stored {
     Missing,
-    /// In Parlor's layout: the bytes and where each message is (see [`lines`]).
+    /// In Parlor's layout: the bytes and where each message is (see [`lines`]), and the
+    /// file's stamp when it was read.
     Lines {
         bytes: Vec<u8>,
         lines: Vec<std::ops::Range<usize>>,
+        stamp: Stamp,
     },
     /// JSON another tool (or an older Parlor) wrote, parsed; rewritten in the layout on the
     /// next write.
@@ -27,6 +32,9 @@ pub(super) struct Dialog {
     pub(super) dir: PathBuf,
     pub(super) max_turns: MaxTurns,
     pub(super) backup_retention: usize,
+    /// Its id and where the store keeps what it knows of the messages file (see
+    /// [`super::shape`]); none where nothing is kept.
+    pub(super) known: Option<(ConversationId, Arc<Shapes>)>,
 }
 
 impl Dialog {
@@ -40,15 +48,22 @@ impl Dialog {
     /// moved aside first; otherwise it is moved aside and the conversation starts empty.
     pub(super) fn stored(&self) -> Result<Stored, StoreError> {
         let path = self.messages_path();
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Stored::Missing),
             Err(e) => return Err(e.into()),
         };
+        let stamp = Stamp::of(&file.metadata()?);
+        let mut bytes = Vec::with_capacity(stamp.len as usize);
+        file.read_to_end(&mut bytes)?;
         let walked = lines::walk(&bytes);
         if let Some(walk) = walked.as_ref().filter(|w| w.complete) {
             let lines = walk.messages.clone();
-            return Ok(Stored::Lines { bytes, lines });
+            return Ok(Stored::Lines {
+                bytes,
+                lines,
+                stamp,
+            });
         }
         let parse_error = match serde_json::from_slice(&bytes) {
             Ok(messages) => return Ok(Stored::Other(messages)),
@@ -92,7 +107,15 @@ impl Dialog {
     pub(super) fn read_messages(&self) -> Result<Vec<Message>, StoreError> {
         match self.stored()? {
             Stored::Missing => Ok(Vec::new()),
-            Stored::Lines { bytes, lines } => Ok(lines::parse(&bytes, &lines)?),
+            Stored::Lines {
+                bytes,
+                lines,
+                stamp,
+            } => {
+                let messages = lines::parse(&bytes, &lines)?;
+                self.remember(stamp, messages.len(), messages.last().map(|m| m.ts));
+                Ok(messages)
+            }
             Stored::Other(messages) => Ok(messages),
         }
     }
@@ -100,6 +123,9 @@ impl Dialog {
     /// The last `count` messages, the total and the compact size of all of them, parsing
     /// only the last `count` in this layout.
     pub(super) fn read_tail(&self, count: usize) -> Result<(Tail, usize), StoreError> {
+        if let Some(known) = self.tail_known(count)? {
+            return Ok(known);
+        }
         match self.stored()? {
             Stored::Missing => Ok((
                 Tail {
@@ -108,10 +134,19 @@ impl Dialog {
                 },
                 2,
             )),
-            Stored::Lines { bytes, lines } => {
+            Stored::Lines {
+                bytes,
+                lines,
+                stamp,
+            } => {
                 let total = lines.len();
                 let messages = lines::parse(&bytes, &lines[total.saturating_sub(count)..])?;
                 let size = lines::compact_len(&bytes, total);
+                let last_ts = match messages.last() {
+                    Some(last) => Some(last.ts),
+                    None => last_ts(&bytes, &lines)?,
+                };
+                self.remember(stamp, total, last_ts);
                 Ok((Tail { messages, total }, size))
             }
             Stored::Other(mut messages) => {
@@ -130,12 +165,13 @@ impl Dialog {
         make: impl FnOnce(Option<i64>) -> Vec<Message>,
     ) -> Result<usize, StoreError> {
         use std::os::unix::fs::FileExt;
+        let make = match self.append_known(make)? {
+            Ok(count) => return Ok(count),
+            Err(make) => make,
+        };
         let (mut all, count) = match self.stored()? {
-            Stored::Lines { bytes, lines } => {
-                let latest = match lines.last() {
-                    Some(last) => Some(lines::parse(&bytes, std::slice::from_ref(last))?[0].ts),
-                    None => None,
-                };
+            Stored::Lines { bytes, lines, .. } => {
+                let latest = last_ts(&bytes, &lines)?;
                 let batch = make(latest);
                 let count = batch.len();
                 let fits = self
@@ -149,6 +185,8 @@ impl Dialog {
                         let at = bytes.len() as u64 - 2;
                         file.write_all_at(&lines::batch(&batch, lines.len())?, at)?;
                         file.sync_data()?;
+                        let last = batch.last().map(|m| m.ts);
+                        self.remember(Stamp::of(&file.metadata()?), lines.len() + count, last);
                     }
                     return Ok(count);
                 }
@@ -192,6 +230,7 @@ impl Dialog {
             TMP_MARK,
             uuid::Uuid::new_v4().simple()
         ));
+        let messages_list = messages;
         let messages = lines::encode(messages)?;
         let result = (|| {
             std::fs::create_dir_all(&staged)?;
@@ -207,6 +246,7 @@ impl Dialog {
             let (info, entries) = (info.wait(), entries.wait());
             here.and(info).and(entries)?;
             std::fs::rename(&staged, &self.dir)?;
+            self.remember_written(messages_list);
             root.sync()
         })();
         match result {
@@ -249,6 +289,7 @@ impl Dialog {
 
     pub(super) fn write_messages(&self, messages: &[Message]) -> Result<(), StoreError> {
         write_atomically(&self.dir, MESSAGES, &lines::encode(messages)?)?;
+        self.remember_written(messages);
         Ok(())
     }
 
@@ -436,4 +477,12 @@ fn timestamp() -> String {
 
 pub(super) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec_pretty(value).map_err(StoreError::from)
+}
+
+/// The newest message's time in a file of this layout.
+fn last_ts(bytes: &[u8], lines: &[std::ops::Range<usize>]) -> Result<Option<i64>, StoreError> {
+    Ok(match lines.last() {
+        Some(last) => Some(lines::parse(bytes, std::slice::from_ref(last))?[0].ts),
+        None => None,
+    })
 }

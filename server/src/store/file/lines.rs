@@ -131,6 +131,53 @@ pub fn parse(bytes: &[u8], ranges: &[Range<usize>]) -> serde_json::Result<Vec<Me
         .collect()
 }
 
+/// What [`last_lines`] found at the end of a complete file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// The byte ranges (in the chunk) of the last messages asked for, oldest first.
+    Found(Vec<Range<usize>>),
+    /// The chunk holds fewer complete lines: read more of the file.
+    Short,
+    /// The bytes are not this layout's lines.
+    Bad,
+}
+
+/// The last `count` messages of a complete file in this layout, from `chunk`: its last bytes
+/// (`from_start` when the chunk is the whole file). Only lines are found, nothing is parsed.
+pub fn last_lines(chunk: &[u8], from_start: bool, count: usize) -> End {
+    let Some(body) = chunk.strip_suffix(b"]\n") else {
+        return End::Bad;
+    };
+    let mut found = Vec::with_capacity(count);
+    // `end` is where the line before it ends (its line feed).
+    let mut end = body.len();
+    while found.len() < count {
+        if end == 0 || body[end - 1] != b'\n' {
+            return End::Bad;
+        }
+        let line_end = end - 1;
+        let start = match body[..line_end].iter().rposition(|&b| b == b'\n') {
+            Some(at) => at + 1,
+            // The chunk's first line: whole only when the chunk starts the file, and then it
+            // is the opening bracket, not a message.
+            None if from_start => return End::Bad,
+            None => return End::Short,
+        };
+        let line = &body[start..line_end];
+        let lead = usize::from(line.starts_with(b","));
+        let trail = usize::from(line.len() > lead && line.ends_with(b","));
+        let inner = start + lead..line_end - trail;
+        let text = &body[inner.clone()];
+        if !(text.starts_with(b"{") && text.ends_with(b"}")) {
+            return End::Bad;
+        }
+        found.push(inner);
+        end = start;
+    }
+    found.reverse();
+    End::Found(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +293,38 @@ mod tests {
         assert!(!walk(b"[\n{\"a\":1}\n{\"a\":2}\n]\n").unwrap().complete);
         assert!(!walk(b"[\n{\"a\":1},\n,{\"a\":2}\n]\n").unwrap().complete);
         assert!(!walk(b"[\n{\"a\":1},\n]\n").unwrap().complete);
+    }
+
+    #[test]
+    fn the_last_lines_are_found_from_the_end_and_nothing_else_is_taken_for_one() {
+        let mut file = encode(&messages(&["a", "b"])).unwrap();
+        file = appended(&file, &batch(&messages(&["c", "d"]), 2).unwrap());
+        file = appended(&file, &batch(&messages(&["e"]), 4).unwrap());
+        let walked = walk(&file).unwrap().messages;
+        // Whole file: the last n lines are the walk's last n, for every n.
+        for n in 0..=5 {
+            assert_eq!(
+                last_lines(&file, true, n),
+                End::Found(walked[5 - n..].to_vec()),
+                "{n}"
+            );
+        }
+        // One more than the file holds reaches the opening bracket: not a message.
+        assert_eq!(last_lines(&file, true, 6), End::Bad);
+        // A chunk of the end: as many as it holds whole, then more is needed.
+        let cut = walked[2].start - 1;
+        let chunk = &file[cut..];
+        let shifted: Vec<_> = walked[3..]
+            .iter()
+            .map(|r| r.start - cut..r.end - cut)
+            .collect();
+        assert_eq!(last_lines(chunk, false, 2), End::Found(shifted));
+        assert_eq!(last_lines(chunk, false, 3), End::Short);
+        // Not this layout's end: no closing bracket, or stray bytes before it.
+        assert_eq!(last_lines(&file[..file.len() - 1], true, 1), End::Bad);
+        let mut stray = file.clone();
+        let at = stray.len() - 2;
+        stray.splice(at..at, b"\0\0\n".iter().copied());
+        assert_eq!(last_lines(&stray, true, 1), End::Bad);
     }
 }

@@ -1,0 +1,130 @@
+//! A dialog's messages file read from its end and appended to without reading it, while it
+//! is what this process last saw of it (see [`super::shape`]).
+
+use super::dialog::Dialog;
+use super::lines::{self, End};
+use super::shape::{Shape, Stamp};
+use crate::store::{cap, StoreError, Tail};
+use parlor_domain::Message;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
+
+/// How much of a file's end a tail read reads first (more when that holds too few lines).
+const CHUNK: u64 = 16 * 1024;
+
+impl Dialog {
+    /// Notes what the messages file is now: `stamp` as read or written here.
+    pub(super) fn remember(&self, stamp: Stamp, total: usize, last_ts: Option<i64>) {
+        if let Some((id, shapes)) = &self.known {
+            shapes.put(
+                id,
+                Shape {
+                    stamp,
+                    total,
+                    last_ts,
+                },
+            );
+        }
+    }
+
+    /// Notes the file just written whole with `messages` (or forgets it when it cannot be
+    /// stat'ed: the next operation walks it).
+    pub(super) fn remember_written(&self, messages: &[Message]) {
+        match std::fs::metadata(self.messages_path()) {
+            Ok(meta) => self.remember(
+                Stamp::of(&meta),
+                messages.len(),
+                messages.last().map(|m| m.ts),
+            ),
+            Err(_) => self.forget(),
+        }
+    }
+
+    fn forget(&self) {
+        if let Some((id, shapes)) = &self.known {
+            shapes.forget(id);
+        }
+    }
+
+    /// The messages file, opened as `options` say, with what is known of it, while it is
+    /// what was last seen here.
+    fn known_file(&self, options: &OpenOptions) -> std::io::Result<Option<(File, Shape)>> {
+        let Some(shape) = self.known.as_ref().and_then(|(id, s)| s.get(id)) else {
+            return Ok(None);
+        };
+        let file = match options.open(self.messages_path()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let same = Stamp::of(&file.metadata()?) == shape.stamp;
+        Ok(same.then_some((file, shape)))
+    }
+
+    /// [`Dialog::read_tail`] from the file's end, while it is what was last seen here.
+    pub(super) fn tail_known(&self, count: usize) -> Result<Option<(Tail, usize)>, StoreError> {
+        let Some((file, shape)) = self.known_file(OpenOptions::new().read(true))? else {
+            return Ok(None);
+        };
+        let len = shape.stamp.len;
+        let count = count.min(shape.total);
+        let mut chunk = CHUNK.max(count as u64 * 256);
+        loop {
+            let start = len.saturating_sub(chunk);
+            let mut bytes = vec![0; (len - start) as usize];
+            file.read_exact_at(&mut bytes, start)?;
+            let ranges = match lines::last_lines(&bytes, start == 0, count) {
+                End::Found(ranges) => ranges,
+                End::Short if start > 0 => {
+                    chunk = chunk.saturating_mul(4);
+                    continue;
+                }
+                End::Short | End::Bad => break,
+            };
+            let Ok(messages) = lines::parse(&bytes, &ranges) else {
+                break;
+            };
+            let size = (len as usize).saturating_sub(shape.total + 2);
+            let tail = Tail {
+                messages,
+                total: shape.total,
+            };
+            return Ok(Some((tail, size)));
+        }
+        // Not what was walked after all: walk it again.
+        self.forget();
+        Ok(None)
+    }
+
+    /// [`Dialog::append_with`] without reading the file, while it is what was last seen here
+    /// and the batch fits in `max_turns`; else `make` back (or the count, when the batch did
+    /// not fit and was appended by rewriting the file).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn append_known<F>(&self, make: F) -> Result<Result<usize, F>, StoreError>
+    where
+        F: FnOnce(Option<i64>) -> Vec<Message>,
+    {
+        let Some((file, shape)) = self.known_file(OpenOptions::new().write(true))? else {
+            return Ok(Err(make));
+        };
+        let batch = make(shape.last_ts);
+        let count = batch.len();
+        let total = shape.total + count;
+        if self.max_turns.is_some_and(|max| total > max.get()) {
+            let mut all = self.read_messages()?;
+            all.extend(batch);
+            cap(&mut all, self.max_turns);
+            self.write_messages(&all)?;
+            return Ok(Ok(count));
+        }
+        if count > 0 {
+            let at = shape.stamp.len - 2;
+            file.write_all_at(&lines::batch(&batch, shape.total)?, at)?;
+            file.sync_data()?;
+            let last = batch.last().map(|m| m.ts);
+            self.remember(Stamp::of(&file.metadata()?), total, last);
+        }
+        Ok(Ok(count))
+    }
+}
