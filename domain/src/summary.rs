@@ -283,6 +283,50 @@ impl Covers {
     }
 }
 
+/// Where a run reads from to find what `covers` leaves out of the messages before
+/// `first_sent`: just before the first message it does not count. The covered messages are
+/// the first `covers.messages` (a run covers what precedes the sent part, and Parlor stamps
+/// times that never go back), so only those after them are read, with the one before as a
+/// check.
+pub fn read_from(covers: &Covers, first_sent: usize) -> usize {
+    covers.messages.min(first_sent).saturating_sub(1)
+}
+
+/// The messages a run summarizes, from `read`: the stored messages `from..first_sent`
+/// (`from` as [`read_from`] says). `None` when that part cannot tell: fewer messages came
+/// back (the conversation is shorter now), or the one before the uncovered part is not
+/// covered (the conversation changed at its start); then the run reads the whole
+/// conversation and takes [`pending_in_whole`].
+pub fn pending_in(
+    covers: &Covers,
+    read: &[Message],
+    from: usize,
+    first_sent: usize,
+) -> Option<Vec<Message>> {
+    if read.len() != first_sent.saturating_sub(from) {
+        return None;
+    }
+    // The message before the uncovered part, read as a check.
+    let check = covers.messages.min(first_sent) > 0;
+    if check && !read.first().is_some_and(|m| covers.includes(m)) {
+        return None;
+    }
+    Some(uncovered(covers, &read[usize::from(check)..]))
+}
+
+/// The messages a run summarizes, from the whole stored conversation.
+pub fn pending_in_whole(covers: &Covers, stored: &[Message], first_sent: usize) -> Vec<Message> {
+    uncovered(covers, &stored[..first_sent.min(stored.len())])
+}
+
+fn uncovered(covers: &Covers, messages: &[Message]) -> Vec<Message> {
+    messages
+        .iter()
+        .filter(|m| !covers.includes(m))
+        .cloned()
+        .collect()
+}
+
 /// The summary as the model receives it: compact JSON without Parlor's coverage record.
 pub fn for_model(summary: &Value) -> String {
     match summary {
@@ -541,5 +585,60 @@ mod tests {
         assert!(
             flat(signal.as_ref(), None, &messages[1..2]).starts_with("M:{\"action\":\"compact\"")
         );
+    }
+
+    #[test]
+    fn a_run_reads_only_what_the_summary_does_not_cover_and_finds_the_same() {
+        let stored: Vec<Message> = (0..40)
+            .map(|i| Message::user(format!("m{i}"), 100 + i as i64))
+            .collect();
+        for covered in 0..=30 {
+            let covers = Covers {
+                messages: covered,
+                until_ts: if covered == 0 {
+                    0
+                } else {
+                    100 + covered as i64 - 1
+                },
+                updated_ms: 1,
+            };
+            for first_sent in [0, 1, covered, covered + 1, 35, 40] {
+                let from = read_from(&covers, first_sent);
+                let end = first_sent.min(stored.len());
+                let read = &stored[from.min(end)..end];
+                let pending = pending_in(&covers, read, from, first_sent).expect("readable");
+                assert_eq!(
+                    pending,
+                    pending_in_whole(&covers, &stored, first_sent),
+                    "covered {covered}, first sent {first_sent}"
+                );
+                assert!(
+                    from + 1 >= covered.min(first_sent),
+                    "reads no covered message but one"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_conversation_changed_at_its_start_or_shorter_is_read_whole() {
+        let stored: Vec<Message> = (0..20)
+            .map(|i| Message::user(format!("m{i}"), 100 + i as i64))
+            .collect();
+        // The summary covers 10 messages up to m9; then the 5 oldest were trimmed away, so
+        // position 9 holds m14, which it does not cover.
+        let covers = Covers {
+            messages: 10,
+            until_ts: 109,
+            updated_ms: 1,
+        };
+        let trimmed = &stored[5..];
+        let from = read_from(&covers, 12);
+        assert_eq!(pending_in(&covers, &trimmed[from..12], from, 12), None);
+        let whole = pending_in_whole(&covers, trimmed, 12);
+        let texts: Vec<_> = whole.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, ["m10", "m11", "m12", "m13", "m14", "m15", "m16"]);
+        // Fewer messages came back than were asked for.
+        assert_eq!(pending_in(&covers, &stored[9..11], 9, 12), None);
     }
 }

@@ -13,7 +13,8 @@ use crate::store::histories::History;
 use crate::store::{now_ms, ConversationStore, StoreError};
 use futures::StreamExt;
 use parlor_domain::summary::{
-    flat, fold, mirror_summary, parse_model_summary, Covers, SUMMARIZER_PROMPT,
+    flat, fold, mirror_summary, parse_model_summary, pending_in, pending_in_whole, read_from,
+    Covers, SUMMARIZER_PROMPT,
 };
 use parlor_domain::{Agent, ConversationId, Message};
 use serde_json::Value;
@@ -141,14 +142,15 @@ where
     Fut: std::future::Future<Output = Result<Value, SummarizeError>>,
 {
     let version = store.version(id).await?;
-    let stored = store.load(id).await?;
     let prev = store.summary(id).await?;
     let covers = prev.as_ref().map(Covers::of).unwrap_or_default();
-    let pending: Vec<Message> = stored[..first_sent.min(stored.len())]
-        .iter()
-        .filter(|m| !covers.includes(m))
-        .cloned()
-        .collect();
+    // Only what the summary does not cover yet is read, unless that part cannot tell.
+    let from = read_from(&covers, first_sent);
+    let read = store.load_range(id, from, first_sent).await?;
+    let pending = match pending_in(&covers, &read, from, first_sent) {
+        Some(pending) => pending,
+        None => pending_in_whole(&covers, &store.load(id).await?, first_sent),
+    };
     if pending.is_empty() {
         return Ok(Outcome::UpToDate);
     }

@@ -23,6 +23,7 @@
 //! ([`known`]), so a turn on a long conversation reads what a short one does. Any other
 //! writer changes the stamp and the next operation walks the file again.
 
+mod backups;
 mod dialog;
 mod index;
 mod known;
@@ -30,7 +31,7 @@ mod lines;
 mod locking;
 mod shape;
 
-use dialog::{read_info, to_json, Dialog};
+use dialog::{to_json, Dialog};
 use index::Indexed;
 
 use super::{
@@ -179,6 +180,15 @@ impl ConversationStore for FileStore {
         count: usize,
     ) -> Result<(Tail, usize), StoreError> {
         self.locked(id, move |d| d.read_tail(count)).await
+    }
+
+    async fn load_range(
+        &self,
+        id: &ConversationId,
+        start: usize,
+        end: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        self.locked(id, move |d| d.read_range(start, end)).await
     }
 
     async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
@@ -389,44 +399,7 @@ impl ConversationStore for FileStore {
         let backup = backup.to_owned();
         let session = id.clone();
         let info = self
-            .locked(id, move |d| {
-                // Only names that are listed are accepted: a backup id is never used as a path
-                // before it is known to be one of this dialog's backup folders.
-                if !d.backup_ids()?.contains(&backup) {
-                    return Err(StoreError::NoSuchBackup(backup));
-                }
-                // The backup is read whole before anything changes: the copy of the current
-                // state made next must never prune it away before it is put back.
-                let source = d.backups_dir().join(&backup);
-                let mut files = Vec::new();
-                for name in BACKED_UP {
-                    match std::fs::read(source.join(name)) {
-                        Ok(bytes) => files.push((name, Some(bytes))),
-                        Err(e) if e.kind() == ErrorKind::NotFound => files.push((name, None)),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                if files.iter().all(|(_, bytes)| bytes.is_none()) {
-                    return Err(StoreError::Corrupt(format!(
-                        "backup {backup:?} holds none of {}",
-                        BACKED_UP.join(", ")
-                    )));
-                }
-                d.back_up(Some(&backup))?;
-                d.bump_version()?;
-                for (name, bytes) in files {
-                    match bytes {
-                        Some(bytes) => write_atomically(&d.dir, name, &bytes)?,
-                        // The backup was made when there were no messages: there are none.
-                        None if name == MESSAGES => match std::fs::remove_file(d.messages_path()) {
-                            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                            _ => sync_dir(&d.dir)?,
-                        },
-                        None => {}
-                    }
-                }
-                Ok(read_info(&d.dir.join(INFO), &session))
-            })
+            .locked(id, move |d| d.restore(&backup, &session))
             .await?;
         if info.is_some() {
             self.remember(info, id);

@@ -4,9 +4,9 @@
 
 use super::lines;
 use super::shape::{Shapes, Stamp};
-use super::{BACKED_UP, BACKUPS, INFO, MESSAGES, VERSION};
+use super::{BACKUPS, INFO, MESSAGES, VERSION};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
-use crate::store::{cap, BackupInfo, ConversationInfo, MaxTurns, StoreError, Tail};
+use crate::store::{cap, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{ConversationId, Message};
 use std::io::ErrorKind;
 use std::io::Read;
@@ -292,94 +292,6 @@ impl Dialog {
         self.remember_written(messages);
         Ok(())
     }
-
-    pub(super) fn backups_dir(&self) -> PathBuf {
-        self.dir.join(BACKUPS)
-    }
-
-    /// Copies the dialog's files into a new backup folder and prunes the oldest beyond the
-    /// retention, never the new one nor `spare` (the backup a restore is putting back).
-    /// `None` when there is nothing to back up.
-    pub(super) fn back_up(&self, spare: Option<&str>) -> Result<Option<BackupInfo>, StoreError> {
-        let present: Vec<&str> = BACKED_UP
-            .into_iter()
-            .filter(|name| self.dir.join(name).is_file())
-            .collect();
-        if present.is_empty() {
-            return Ok(None);
-        }
-        let id = format!(
-            "{}_{:06x}",
-            timestamp(),
-            uuid::Uuid::new_v4().as_u128() as u32 & 0xff_ffff
-        );
-        let target = self.backups_dir().join(&id);
-        // Copies go to a hidden folder first, so a half-made backup is never listed.
-        let staging = self.backups_dir().join(format!(".{id}.tmp"));
-        std::fs::create_dir_all(&staging)?;
-        for name in &present {
-            let bytes = std::fs::read(self.dir.join(name))?;
-            write_atomically(&staging, name, &bytes)?;
-        }
-        std::fs::rename(&staging, &target)?;
-        sync_dir(&self.backups_dir())?;
-        let mut all = self.backup_ids()?;
-        all.retain(|kept| kept != &id && Some(kept.as_str()) != spare);
-        // The new backup (and a spared one) count towards the retention but are never pruned.
-        let spared = 1 + usize::from(spare.is_some());
-        let excess = (all.len() + spared).saturating_sub(self.backup_retention);
-        for oldest in all.iter().take(excess) {
-            std::fs::remove_dir_all(self.backups_dir().join(oldest))?;
-        }
-        Ok(Some(BackupInfo {
-            id,
-            files: present.into_iter().map(str::to_owned).collect(),
-            mtime_ms: Some(crate::store::now_ms()),
-        }))
-    }
-
-    /// Backup folder names, oldest first.
-    pub(super) fn backup_ids(&self) -> Result<Vec<String>, StoreError> {
-        let mut ids = Vec::new();
-        match std::fs::read_dir(self.backups_dir()) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry?;
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    if !name.starts_with('.') && entry.file_type()?.is_dir() {
-                        ids.push(name);
-                    }
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        ids.sort();
-        Ok(ids)
-    }
-
-    pub(super) fn backups(&self) -> Result<Vec<BackupInfo>, StoreError> {
-        self.backup_ids()?
-            .into_iter()
-            .map(|id| {
-                let mut files: Vec<String> = std::fs::read_dir(self.backups_dir().join(&id))?
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect();
-                files.sort();
-                let mtime_ms = std::fs::metadata(self.backups_dir().join(&id))
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_millis() as i64);
-                Ok(BackupInfo {
-                    id,
-                    files,
-                    mtime_ms,
-                })
-            })
-            .collect()
-    }
 }
 
 fn write_synced(mut file: std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
@@ -461,7 +373,7 @@ pub(super) fn read_info(path: &Path, id: &ConversationId) -> Option<Conversation
 
 /// UTC time to the millisecond, as a name that sorts in time order:
 /// `2026-11-22T10-15-00-123Z`.
-fn timestamp() -> String {
+pub(super) fn timestamp() -> String {
     let now = time::OffsetDateTime::now_utc();
     format!(
         "{:04}-{:02}-{:02}T{:02}-{:02}-{:02}-{:03}Z",

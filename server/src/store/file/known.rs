@@ -69,6 +69,14 @@ impl Dialog {
         };
         let len = shape.stamp.len;
         let count = count.min(shape.total);
+        let size = (len as usize).saturating_sub(shape.total + 2);
+        if count == 0 {
+            let tail = Tail {
+                messages: Vec::new(),
+                total: shape.total,
+            };
+            return Ok(Some((tail, size)));
+        }
         let mut chunk = CHUNK.max(count as u64 * 256);
         loop {
             let start = len.saturating_sub(chunk);
@@ -85,7 +93,6 @@ impl Dialog {
             let Ok(messages) = lines::parse(&bytes, &ranges) else {
                 break;
             };
-            let size = (len as usize).saturating_sub(shape.total + 2);
             let tail = Tail {
                 messages,
                 total: shape.total,
@@ -126,5 +133,20 @@ impl Dialog {
             self.remember(Stamp::of(&file.metadata()?), total, last);
         }
         Ok(Ok(count))
+    }
+
+    /// The messages at positions `start..end` (clamped to what is stored), read from the
+    /// file's end: a range near the end (a summary's uncovered part, a page of the latest
+    /// messages) costs what it holds.
+    pub(super) fn read_range(&self, start: usize, end: usize) -> Result<Vec<Message>, StoreError> {
+        let (Tail { total, .. }, _) = self.read_tail(0)?;
+        let end = end.min(total);
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let (tail, _) = self.read_tail(total - start)?;
+        let mut messages = tail.messages;
+        messages.truncate(end - start);
+        Ok(messages)
     }
 }
