@@ -41,6 +41,10 @@ pub struct ConversationInfo {
     /// messages from before its tail only when there are some (0: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pinned: u32,
+    /// Where the pinned messages were after the last change of a mark: where a store that
+    /// cannot search its messages (Redis) looks for them (and checks what it finds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_at: Vec<usize>,
     /// The conversation and message this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
@@ -107,10 +111,27 @@ impl ConversationInfo {
             model: None,
             context_turns: 0,
             pinned: 0,
+            pinned_at: Vec::new(),
             forked_from: None,
             spent_nano_usd: 0,
             approved_tools: Vec::new(),
         }
+    }
+
+    /// Notes where the pinned messages of `messages` (the whole conversation) are; whether
+    /// that changed what the details say.
+    pub fn note_pins(&mut self, messages: &[Message]) -> bool {
+        let at: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_pinned())
+            .map(|(at, _)| at)
+            .collect();
+        let pinned = u32::try_from(at.len()).unwrap_or(u32::MAX);
+        let changed = self.pinned != pinned || self.pinned_at != at;
+        self.pinned = pinned;
+        self.pinned_at = at;
+        changed
     }
 
     /// The access rule, for every path that reads or continues a conversation: one started

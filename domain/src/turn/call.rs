@@ -71,6 +71,7 @@ pub fn call(
         tail,
         total,
         context,
+        older_pins,
     } = sent;
     let last = tail.last();
     let message_id = last.filter(|_| names_last).map(|m| m.id().into_owned());
@@ -91,7 +92,7 @@ pub fn call(
         tokens: input.tokens,
         context,
         summary: summary_text.as_deref(),
-        older_pins: &[],
+        older_pins: &older_pins,
         // Full before this message: `max_turns` may have dropped the question of a reply
         // that now opens the stored conversation.
         capped: input.max_turns.is_some_and(|max| total > max),

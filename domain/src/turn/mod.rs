@@ -138,15 +138,19 @@ pub struct Sent {
     /// How many messages the conversation holds in all, this one included.
     pub total: usize,
     pub context: Option<ContextReport>,
+    /// The pinned messages stored before `tail`, with their positions (read beside a tail).
+    pub older_pins: Vec<(usize, Message)>,
 }
 
 /// Decides a turn from what was read (`read`, as [`to_read`] or an earlier [`Decided::Read`]
-/// asked) and the conversation's details (touched for this turn).
+/// asked, and beside a tail the conversation's pinned messages with their positions when the
+/// store could find them: `pins`) and the conversation's details (touched for this turn).
 pub fn decide(
     ask: &Ask<'_>,
     info: &ConversationInfo,
     is_new: bool,
     read: Tail,
+    pins: Option<Vec<(usize, Message)>>,
     settings: &HistorySettings,
 ) -> Result<Decided, Refusal> {
     match *ask {
@@ -158,18 +162,25 @@ pub fn decide(
             now_ms,
         } => {
             let built = built(text, entries, now_ms);
-            let (history, offset, cut) = match edit {
-                Some(id) => edited(read, id)?,
+            let (history, offset, cut, older) = match edit {
+                Some(id) => {
+                    let (history, offset, cut) = edited(read, id)?;
+                    (history, offset, cut, Vec::new())
+                }
                 None => {
-                    if !read.is_whole() && !tail_is_enough(&read, &built.display, info, settings) {
+                    let older = older_pins(&read, pins, info);
+                    let enough = read.is_whole()
+                        || (older.is_some()
+                            && tail_is_enough(&read, &built.display, info, settings));
+                    if !enough {
                         return Ok(Decided::Read(Read::Whole));
                     }
                     let offset = read.total - read.messages.len();
-                    (read.messages, offset, None)
+                    (read.messages, offset, None, older.unwrap_or_default())
                 }
             };
             let total = offset + history.len();
-            Ok(decided(message(
+            let mut decision = message(
                 info.clone(),
                 is_new,
                 history,
@@ -178,9 +189,27 @@ pub fn decide(
                 cut,
                 built,
                 entries,
-            )))
+            );
+            decision.sent.older_pins = older;
+            Ok(decided(decision))
         }
     }
+}
+
+/// The pinned messages stored before the tail: none needed when nothing is pinned; `None`
+/// when they are not known (the store could not find them, or found another number than the
+/// details count), and then the whole conversation is read.
+fn older_pins(
+    read: &Tail,
+    pins: Option<Vec<(usize, Message)>>,
+    info: &ConversationInfo,
+) -> Option<Vec<(usize, Message)>> {
+    if info.pinned == 0 || read.is_whole() {
+        return Some(Vec::new());
+    }
+    let pins = pins.filter(|p| p.len() == info.pinned as usize)?;
+    let offset = read.total - read.messages.len();
+    Some(pins.into_iter().filter(|(at, _)| *at < offset).collect())
 }
 
 fn decided(decision: Decision) -> Decided {
@@ -196,7 +225,8 @@ fn built(text: &str, entries: &[ContextEntry], now_ms: i64) -> context::Built {
 }
 
 /// Whether a tail holds all a new message's turn needs: what the policy sends, the user
-/// messages a context block may still be kept for, and no pinned message before it.
+/// messages a context block may still be kept for (pinned messages before it are read
+/// beside it: [`older_pins`]).
 fn tail_is_enough(
     read: &Tail,
     new: &Message,
@@ -214,7 +244,6 @@ fn tail_is_enough(
     let with_new = users + usize::from(new.role == Role::User);
     suffices(with_new, first.role == Role::User, policy, length)
         && users > info.context_turns as usize
-        && info.pinned == 0
 }
 
 /// For an edit: the messages before the last user message `id`, which the edited text
@@ -279,6 +308,7 @@ fn message(
             tail,
             total,
             context,
+            older_pins: Vec::new(),
         },
     }
 }
@@ -310,6 +340,7 @@ fn regenerate(mut info: ConversationInfo, read: Tail) -> Result<Decision, Refusa
             tail,
             total,
             context,
+            older_pins: Vec::new(),
         },
     })
 }

@@ -69,9 +69,27 @@ fn apply(stored: &mut Vec<Message>, decision: &Decision) {
     stored.extend(decision.store.clone());
 }
 
-/// Decides as the server does: reads what is asked, again while more is asked.
+/// Decides as the server does: reads what is asked, again while more is asked (with a store
+/// that finds pinned messages beside a tail).
 fn decide_from(
     stored: &[Message],
+    ask: &Ask<'_>,
+    info: &ConversationInfo,
+    is_new: bool,
+    settings: &HistorySettings,
+) -> Result<(Decision, Vec<Read>), Refusal> {
+    let pins: Vec<(usize, Message)> = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_pinned())
+        .map(|(at, m)| (at, m.clone()))
+        .collect();
+    decide_with_pins(stored, Some(pins), ask, info, is_new, settings)
+}
+
+fn decide_with_pins(
+    stored: &[Message],
+    pins: Option<Vec<(usize, Message)>>,
     ask: &Ask<'_>,
     info: &ConversationInfo,
     is_new: bool,
@@ -84,7 +102,7 @@ fn decide_from(
             Read::Tail(n) => tail(stored, n),
             Read::Whole => whole(stored),
         };
-        match decide(ask, info, is_new, read, settings)? {
+        match decide(ask, info, is_new, read, pins.clone(), settings)? {
             Decided::Read(next) => {
                 assert!(reads.len() < 3, "reads ask for more forever: {reads:?}");
                 reads.push(next);
@@ -111,7 +129,7 @@ fn a_new_conversation_reads_nothing_and_stores_its_details_first() {
     let info = info();
     let ask = ask("Hello there", &[], None);
     assert_eq!(to_read(&ask, &info, true, &s), Read::Nothing);
-    let decision = write(decide(&ask, &info, true, Tail::default(), &s));
+    let decision = write(decide(&ask, &info, true, Tail::default(), None, &s));
     assert!(decision.details_first);
     assert_eq!(decision.cut, None);
     assert_eq!(decision.prune, None);
@@ -146,7 +164,7 @@ fn a_continued_conversation_reads_the_tail_its_policy_needs() {
 }
 
 #[test]
-fn pinned_messages_before_the_tail_make_the_turn_read_everything() {
+fn pinned_messages_before_the_tail_are_read_beside_it_or_the_turn_reads_everything() {
     let s = settings(HistoryPolicy::LastN, 2);
     let mut stored = conversation(30);
     stored[2].send = Some(SendMark::Always);
@@ -154,10 +172,20 @@ fn pinned_messages_before_the_tail_make_the_turn_read_everything() {
         pinned: 1,
         ..info()
     };
-    let (decision, reads) =
-        decide_from(&stored, &ask("next", &[], None), &info, false, &s).unwrap();
-    assert_eq!(reads.last(), Some(&Read::Whole));
-    assert!(decision.sent.tail.contains(&stored[2]));
+    let next = ask("next", &[], None);
+    // The store finds the pin: the tail is enough, and the pin goes with it.
+    let (decision, reads) = decide_from(&stored, &next, &info, false, &s).unwrap();
+    assert!(matches!(reads[..], [Read::Tail(_)]), "{reads:?}");
+    assert_eq!(decision.sent.older_pins, [(2, stored[2].clone())]);
+    assert!(!decision.sent.tail.contains(&stored[2]));
+    // A store that cannot find pins, or finds another number than the details count
+    // (they changed since): everything is read, and the pin is in it.
+    for pins in [None, Some(Vec::new())] {
+        let (decision, reads) = decide_with_pins(&stored, pins, &next, &info, false, &s).unwrap();
+        assert_eq!(reads.last(), Some(&Read::Whole));
+        assert!(decision.sent.tail.contains(&stored[2]));
+        assert!(decision.sent.older_pins.is_empty());
+    }
 }
 
 #[test]
@@ -388,7 +416,7 @@ proptest! {
             .collect();
         let ask = ask("the last question", &entries, None);
         let (from_tail, _) = decide_from(&stored, &ask, &info, is_new, &s).unwrap();
-        let from_whole = write(decide(&ask, &info, is_new, whole(&stored), &s));
+        let from_whole = write(decide(&ask, &info, is_new, whole(&stored), None, &s));
         let limits = ModelLimits::default();
         let input = CallInput {
             agent_id: "a",

@@ -79,8 +79,7 @@ async fn apply(
     let pinned = messages.iter().filter(|m| m.is_pinned()).count();
     // The details as stored now (a turn may have written them since the caller read them).
     let mut current = store.info(id).await?.unwrap_or_else(|| info.clone());
-    if current.pinned as usize != pinned {
-        current.pinned = pinned.try_into().unwrap_or(u32::MAX);
+    if current.note_pins(&messages) {
         store.put_info(&current).await?;
     }
     Ok(MarkReply {

@@ -123,7 +123,7 @@ pub async fn fork(
     } else {
         title_of(&format!("Fork of {}", info.title))
     };
-    let fork = ConversationInfo {
+    let mut fork = ConversationInfo {
         session_id: new_conversation_id(),
         agent_id: info.agent_id.clone(),
         owner: info.owner.clone(),
@@ -133,7 +133,8 @@ pub async fn fork(
         last_turn: None,
         model: info.model.clone(),
         context_turns: longest_retention(&messages),
-        pinned: count(messages.iter().filter(|m| m.is_pinned())),
+        pinned: 0,
+        pinned_at: Vec::new(),
         forked_from: Some(ForkOrigin {
             session_id: info.session_id.clone(),
             message_id: messages.last().map(|m| m.id().into_owned()),
@@ -141,6 +142,7 @@ pub async fn fork(
         spent_nano_usd: 0,
         approved_tools: Vec::new(),
     };
+    fork.note_pins(&messages);
     let stored = write_new(store, &fork, &messages).await?;
     Ok((fork, stored))
 }
@@ -256,7 +258,7 @@ pub async fn import(
 ) -> Result<(ConversationInfo, usize), ConversationError> {
     let now = now_ms();
     let imported = transfer::parse_import(text, now)?;
-    let info = ConversationInfo {
+    let mut info = ConversationInfo {
         session_id: new_conversation_id(),
         agent_id: agent_id.to_owned(),
         owner,
@@ -266,11 +268,13 @@ pub async fn import(
         last_turn: None,
         model: None,
         context_turns: longest_retention(&imported.messages),
-        pinned: count(imported.messages.iter().filter(|m| m.is_pinned())),
+        pinned: 0,
+        pinned_at: Vec::new(),
         forked_from: None,
         spent_nano_usd: 0,
         approved_tools: Vec::new(),
     };
+    info.note_pins(&imported.messages);
     let stored = write_new(store, &info, &imported.messages).await?;
     Ok((info, stored))
 }
@@ -345,8 +349,4 @@ fn hit(info: &ConversationInfo, line: String, message: Option<&Message>) -> Hit 
         message_id: message.map(|m| m.id().into_owned()),
         role: message.map(|m| m.role),
     }
-}
-
-fn count<T>(items: impl Iterator<Item = T>) -> u32 {
-    items.count().try_into().unwrap_or(u32::MAX)
 }

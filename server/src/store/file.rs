@@ -191,6 +191,14 @@ impl ConversationStore for FileStore {
         self.locked(id, move |d| d.read_range(start, end)).await
     }
 
+    async fn load_pinned(
+        &self,
+        id: &ConversationId,
+        _hint: &[usize],
+    ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
+        self.locked(id, |d| d.read_pins()).await.map(Some)
+    }
+
     async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let messages = messages.to_vec();
         self.locked(id, move |d| d.append_with(|_| messages).map(drop))
@@ -604,6 +612,7 @@ mod tests {
                     model: None,
                     context_turns: 0,
                     pinned: 0,
+                    pinned_at: Vec::new(),
                     forked_from: None,
                     spent_nano_usd: 0,
                     approved_tools: Vec::new(),

@@ -60,6 +60,14 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("load_range", self.inner.load_range(id, start, end))
             .await
     }
+    async fn load_pinned(
+        &self,
+        id: &ConversationId,
+        hint: &[usize],
+    ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
+        self.timed("load_pinned", self.inner.load_pinned(id, hint))
+            .await
+    }
     async fn create(
         &self,
         info: &ConversationInfo,

@@ -74,6 +74,17 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
+    async fn load_pinned(
+        &self,
+        id: &ConversationId,
+        _hint: &[usize],
+    ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
+        Ok(Some(self.with(|i| {
+            let all = i.messages.get(id).map(Vec::as_slice).unwrap_or_default();
+            super::pinned_in(all, 0)
+        })))
+    }
+
     async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         self.with(|i| {
             let stored = i.messages.entry(id.clone()).or_default();

@@ -197,6 +197,16 @@ pub trait ConversationStore: Send + Sync + 'static {
         messages.drain(..total.saturating_sub(count));
         Ok((Tail { messages, total }, size))
     }
+    /// The pinned messages with their positions, oldest first, when the store can find them
+    /// without reading the whole conversation (`None`: it cannot; the turn reads it whole).
+    /// `hint` is where the details last saw them; a store that uses it checks what it finds.
+    async fn load_pinned(
+        &self,
+        _id: &ConversationId,
+        _hint: &[usize],
+    ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
+        Ok(None)
+    }
     /// The messages at positions `start..end`, oldest first (clamped to what is stored): a
     /// page of an older part of the conversation; backends that can read a range cheaply do.
     async fn load_range(
@@ -365,6 +375,16 @@ fn newest_first(mut list: Vec<ConversationInfo>) -> Vec<ConversationInfo> {
     list
 }
 
+/// The pinned messages among `messages` (stored from position `first`), with their positions.
+pub(crate) fn pinned_in(messages: &[Message], first: usize) -> Vec<(usize, Message)> {
+    messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_pinned())
+        .map(|(at, m)| (first + at, m.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 pub(crate) mod contract {
     //! The behaviour every backend must share. Each backend's tests run it on a store
@@ -387,6 +407,7 @@ pub(crate) mod contract {
             model: None,
             context_turns: 0,
             pinned: 0,
+            pinned_at: Vec::new(),
             forked_from: None,
             spent_nano_usd: 0,
             approved_tools: Vec::new(),
@@ -652,6 +673,45 @@ pub(crate) mod contract {
         summary(store).await;
         conditional(store).await;
         summary_races(store).await;
+        pins(store).await;
+    }
+
+    /// Pinned messages found beside a tail: with where the details saw them, every backend
+    /// finds them; what a store returns is always exactly the pinned messages.
+    async fn pins(store: &dyn ConversationStore) {
+        use parlor_domain::SendMark;
+        let s = id("pins");
+        let mut pinned = Message::user("u2", 3);
+        pinned.send = Some(SendMark::Always);
+        let stored = [
+            Message::user("u0", 1),
+            Message::assistant("a1", 2),
+            pinned.clone(),
+            Message::assistant("a3", 4),
+        ];
+        store.append(&s, &stored).await.unwrap();
+        let found = store.load_pinned(&s, &[2]).await.unwrap();
+        assert_eq!(found, Some(vec![(2, pinned.clone())]));
+        // Where the details say is not where it is: a store finds the real ones, or none.
+        let stale = store.load_pinned(&s, &[1]).await.unwrap();
+        assert!(
+            stale
+                .as_ref()
+                .is_none_or(|p| p[..] == [(2, pinned.clone())]),
+            "{stale:?}"
+        );
+        // Unpinned: nothing pinned is found where it was.
+        let mut unpinned = pinned.clone();
+        unpinned.send = None;
+        let edit = Edit {
+            index: 2,
+            old: pinned.clone(),
+            new: Some(unpinned),
+        };
+        assert_eq!(store.rewrite(&s, &[edit]).await.unwrap(), 1);
+        let after = store.load_pinned(&s, &[2]).await.unwrap();
+        assert!(after.as_ref().is_none_or(Vec::is_empty), "{after:?}");
+        store.delete(&s).await.unwrap();
     }
 
     /// The version and the writes conditional on it (see `ConversationStore::version`).

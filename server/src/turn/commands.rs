@@ -38,6 +38,7 @@ pub(crate) async fn answer(
         total: stored.len(),
         tail: stored,
         context: None,
+        older_pins: Vec::new(),
     };
     let facts = turn.call_facts(&info);
     let meta = call(&mut info, sent, false, &facts.input(turn, None)).meta;

@@ -8,6 +8,7 @@ pub mod providers;
 
 mod call;
 mod commands;
+mod reading;
 mod reply;
 mod summary;
 pub(crate) mod tools;
@@ -15,12 +16,12 @@ pub(crate) mod tools;
 use crate::ops::browser;
 use crate::state::{BusyGuard, Services};
 use crate::store::histories::History;
-use crate::store::{now_ms, AccessDenied, ConversationInfo, StoreError, Tail};
+use crate::store::{now_ms, AccessDenied, ConversationInfo, StoreError};
 use parlor_app::ssr::BrowserSession;
 use parlor_domain::command::{parse_command, Command, Parsed, Usage};
 use parlor_domain::context::ContextEntry;
 use parlor_domain::live_sessions::LimitReached;
-use parlor_domain::turn::{self, Ask, Decided, Decision, Read, Refusal};
+use parlor_domain::turn::{self, Ask, Decided, Decision, Refusal};
 use parlor_domain::{Agent, ChatEvent, ConversationId, HistorySettings, MetaEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -302,23 +303,10 @@ impl TurnContext<'_> {
     ) -> Result<Decision, TurnError> {
         let mut read = turn::to_read(ask, info, is_new, &self.settings);
         loop {
-            let stored = self.read(&info.session_id, read).await?;
-            match turn::decide(ask, info, is_new, stored, &self.settings)? {
+            let (stored, pins) = reading::read(self.history.store.as_ref(), info, read).await?;
+            match turn::decide(ask, info, is_new, stored, pins, &self.settings)? {
                 Decided::Read(next) => read = next,
                 Decided::Write(decision) => return Ok(*decision),
-            }
-        }
-    }
-
-    async fn read(&self, id: &ConversationId, read: Read) -> Result<Tail, StoreError> {
-        let store = &self.history.store;
-        match read {
-            Read::Nothing => Ok(Tail::default()),
-            Read::Tail(count) => store.load_tail(id, count).await,
-            Read::Whole => {
-                let messages = store.load(id).await?;
-                let total = messages.len();
-                Ok(Tail { messages, total })
             }
         }
     }

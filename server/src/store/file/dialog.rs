@@ -6,7 +6,7 @@ use super::lines;
 use super::shape::{Shapes, Stamp};
 use super::{BACKUPS, INFO, MESSAGES, VERSION};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
-use crate::store::{cap, ConversationInfo, MaxTurns, StoreError, Tail};
+use crate::store::{cap, pinned_in, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{ConversationId, Message};
 use std::io::ErrorKind;
 use std::io::Read;
@@ -113,7 +113,8 @@ impl Dialog {
                 stamp,
             } => {
                 let messages = lines::parse(&bytes, &lines)?;
-                self.remember(stamp, messages.len(), messages.last().map(|m| m.ts));
+                let pins = pinned_in(&messages, 0);
+                self.remember(stamp, messages.len(), messages.last().map(|m| m.ts), pins);
                 Ok(messages)
             }
             Stored::Other(messages) => Ok(messages),
@@ -146,7 +147,7 @@ impl Dialog {
                     Some(last) => Some(last.ts),
                     None => last_ts(&bytes, &lines)?,
                 };
-                self.remember(stamp, total, last_ts);
+                self.remember(stamp, total, last_ts, lines::pinned(&bytes, &lines)?);
                 Ok((Tail { messages, total }, size))
             }
             Stored::Other(mut messages) => {
@@ -186,7 +187,10 @@ impl Dialog {
                         file.write_all_at(&lines::batch(&batch, lines.len())?, at)?;
                         file.sync_data()?;
                         let last = batch.last().map(|m| m.ts);
-                        self.remember(Stamp::of(&file.metadata()?), lines.len() + count, last);
+                        let mut pins = lines::pinned(&bytes, &lines)?;
+                        pins.extend(pinned_in(&batch, lines.len()));
+                        let stamp = Stamp::of(&file.metadata()?);
+                        self.remember(stamp, lines.len() + count, last, pins);
                     }
                     return Ok(count);
                 }
@@ -392,7 +396,10 @@ pub(super) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>
 }
 
 /// The newest message's time in a file of this layout.
-fn last_ts(bytes: &[u8], lines: &[std::ops::Range<usize>]) -> Result<Option<i64>, StoreError> {
+pub(super) fn last_ts(
+    bytes: &[u8],
+    lines: &[std::ops::Range<usize>],
+) -> Result<Option<i64>, StoreError> {
     Ok(match lines.last() {
         Some(last) => Some(lines::parse(bytes, std::slice::from_ref(last))?[0].ts),
         None => None,

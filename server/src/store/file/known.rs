@@ -4,7 +4,7 @@
 use super::dialog::Dialog;
 use super::lines::{self, End};
 use super::shape::{Shape, Stamp};
-use crate::store::{cap, StoreError, Tail};
+use crate::store::{cap, pinned_in, StoreError, Tail};
 use parlor_domain::Message;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -15,16 +15,21 @@ const CHUNK: u64 = 16 * 1024;
 
 impl Dialog {
     /// Notes what the messages file is now: `stamp` as read or written here.
-    pub(super) fn remember(&self, stamp: Stamp, total: usize, last_ts: Option<i64>) {
+    pub(super) fn remember(
+        &self,
+        stamp: Stamp,
+        total: usize,
+        last_ts: Option<i64>,
+        pins: Vec<(usize, Message)>,
+    ) {
         if let Some((id, shapes)) = &self.known {
-            shapes.put(
-                id,
-                Shape {
-                    stamp,
-                    total,
-                    last_ts,
-                },
-            );
+            let shape = Shape {
+                stamp,
+                total,
+                last_ts,
+                pins,
+            };
+            shapes.put(id, shape);
         }
     }
 
@@ -36,6 +41,7 @@ impl Dialog {
                 Stamp::of(&meta),
                 messages.len(),
                 messages.last().map(|m| m.ts),
+                pinned_in(messages, 0),
             ),
             Err(_) => self.forget(),
         }
@@ -130,7 +136,9 @@ impl Dialog {
             file.write_all_at(&lines::batch(&batch, shape.total)?, at)?;
             file.sync_data()?;
             let last = batch.last().map(|m| m.ts);
-            self.remember(Stamp::of(&file.metadata()?), total, last);
+            let mut pins = shape.pins;
+            pins.extend(pinned_in(&batch, shape.total));
+            self.remember(Stamp::of(&file.metadata()?), total, last, pins);
         }
         Ok(Ok(count))
     }
@@ -148,5 +156,27 @@ impl Dialog {
         let mut messages = tail.messages;
         messages.truncate(end - start);
         Ok(messages)
+    }
+
+    /// The pinned messages with their positions: from what is known of the file, after
+    /// walking it when it is not known.
+    pub(super) fn read_pins(&self) -> Result<Vec<(usize, Message)>, StoreError> {
+        if let Some((_, shape)) = self.known_file(OpenOptions::new().read(true))? {
+            return Ok(shape.pins);
+        }
+        match self.stored()? {
+            super::dialog::Stored::Missing => Ok(Vec::new()),
+            super::dialog::Stored::Lines {
+                bytes,
+                lines,
+                stamp,
+            } => {
+                let pins = lines::pinned(&bytes, &lines)?;
+                let last_ts = super::dialog::last_ts(&bytes, &lines)?;
+                self.remember(stamp, lines.len(), last_ts, pins.clone());
+                Ok(pins)
+            }
+            super::dialog::Stored::Other(messages) => Ok(pinned_in(&messages, 0)),
+        }
     }
 }

@@ -131,6 +131,22 @@ pub fn parse(bytes: &[u8], ranges: &[Range<usize>]) -> serde_json::Result<Vec<Me
         .collect()
 }
 
+/// The pinned messages at `ranges`, with their positions: only lines holding a pin's mark
+/// (`"send":"always"`, as Parlor writes it) are parsed.
+pub fn pinned(bytes: &[u8], ranges: &[Range<usize>]) -> serde_json::Result<Vec<(usize, Message)>> {
+    let mark = memchr::memmem::Finder::new(br#""send":"always""#);
+    let mut pins = Vec::new();
+    for (at, range) in ranges.iter().enumerate() {
+        if mark.find(&bytes[range.clone()]).is_some() {
+            let message: Message = serde_json::from_slice(&bytes[range.clone()])?;
+            if message.is_pinned() {
+                pins.push((at, message));
+            }
+        }
+    }
+    Ok(pins)
+}
+
 /// What [`last_lines`] found at the end of a complete file.
 #[derive(Debug, PartialEq, Eq)]
 pub enum End {

@@ -6,7 +6,7 @@
 //! a short one. Any other writer (another process, the MCP store, a rename by a rewrite here)
 //! changes the stamp, and the next operation walks the file again.
 
-use parlor_domain::ConversationId;
+use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
@@ -38,13 +38,15 @@ impl Stamp {
 }
 
 /// A `messages.json` in Parlor's layout, complete, as last seen here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Shape {
     pub(super) stamp: Stamp,
     /// How many messages it holds.
     pub(super) total: usize,
     /// The newest message's time.
     pub(super) last_ts: Option<i64>,
+    /// Its pinned messages, with their positions (found by their mark's bytes when walked).
+    pub(super) pins: Vec<(usize, Message)>,
 }
 
 #[derive(Default)]
@@ -58,7 +60,7 @@ impl Shapes {
     }
 
     pub(super) fn get(&self, id: &ConversationId) -> Option<Shape> {
-        self.known().get(id).copied()
+        self.known().get(id).cloned()
     }
 
     pub(super) fn put(&self, id: &ConversationId, shape: Shape) {

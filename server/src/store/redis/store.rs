@@ -78,6 +78,40 @@ impl ConversationStore for RedisStore {
         decode(items, &key)
     }
 
+    /// The messages at the positions the details name, in one round trip, each checked to
+    /// be pinned: `None` when one is not (the conversation changed since the marks did).
+    async fn load_pinned(
+        &self,
+        id: &ConversationId,
+        hint: &[usize],
+    ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
+        if hint.is_empty() {
+            return Ok(None);
+        }
+        let key = self.messages_key(id);
+        let mut pipe = redis::pipe();
+        for &at in hint {
+            pipe.cmd("LINDEX")
+                .arg(&key)
+                .arg(at.min(i64::MAX as usize) as i64);
+        }
+        let pipe = &pipe;
+        let items: Vec<Option<String>> = retrying(&self.connection, |mut c| async move {
+            pipe.query_async(&mut c).await
+        })
+        .await?;
+        let mut pins = Vec::with_capacity(hint.len());
+        for (&at, item) in hint.iter().zip(items) {
+            let Some(item) = item else { return Ok(None) };
+            let message = decode(vec![item], &key)?.pop();
+            match message.filter(Message::is_pinned) {
+                Some(message) => pins.push((at, message)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(pins))
+    }
+
     async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
         if count == 0 {
             let cmd = &redis::cmd("LLEN").arg(self.messages_key(id)).clone();
