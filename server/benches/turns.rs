@@ -1,21 +1,33 @@
 //! What a turn costs as its conversation grows (`make bench`; results in
 //! docs/performance.md): the same turn on a conversation of 100 and of 100,000 stored
-//! messages, on a real `redis-server` and on a file history, through Parlor's own turn
-//! pipeline (`parlor_server::turn::start`: resolve, admit, read the window, prune, plan,
-//! make the message durable) with the offline mirror model answering at once. Prints one
-//! JSON object per case: the median and p99 time until the turn is acknowledged (its
-//! `meta`, the work before the model call) and until its reply is stored.
+//! messages, on a real `redis-server` and on a file history, and of 1,000,000 on Redis,
+//! through Parlor's own turn pipeline (`parlor_server::turn::start`: resolve, admit, read
+//! the window, prune, plan, make the message durable) with the offline mirror model
+//! answering at once. The agent's chain is `sliding_window`, `summary`, `token_budget`; the
+//! conversation has one pinned message near its start and a summary covering what the
+//! window leaves out, and every turn brings a context block kept for two turns (so pruning
+//! runs), and the summarizer folds in what falls out after each reply. Prints one JSON
+//! object per case: the median and p99 time until the turn is acknowledged (its `meta`,
+//! the work before the model call) and until its reply is stored.
 
 use fake_llm::redis_server::RedisServer;
-use parlor_domain::{ChatEvent, ConversationId, Message};
+use parlor_domain::block::Block;
+use parlor_domain::context::{ContextEntry, Save};
+use parlor_domain::summary::fold;
+use parlor_domain::{ChatEvent, ConversationId, Message, SendMark};
 use parlor_server::config::agents::AgentCatalog;
 use parlor_server::config::Config;
+use parlor_server::store::histories::History;
 use parlor_server::store::ConversationInfo;
 use parlor_server::turn::{start, TurnInput};
+use std::num::NonZeroU32;
 use std::path::Path;
 use std::time::Instant;
 
-const SIZES: [usize; 2] = [100, 100_000];
+/// The window the chain's `sliding_window` keeps (`agent_max_ctx`'s default).
+const WINDOW: usize = 200;
+/// Where the pinned message is.
+const PINNED_AT: usize = 5;
 const TURNS: usize = 200;
 const WARM_UP: usize = 10;
 
@@ -26,8 +38,48 @@ fn message(i: usize) -> Message {
     } else {
         Message::assistant(text, i as i64)
     };
+    if i == PINNED_AT {
+        message.send = Some(SendMark::Always);
+    }
     message.ensure_id();
     message
+}
+
+/// A context block kept for the next two turns.
+fn context_block(turn: usize) -> Vec<ContextEntry> {
+    vec![ContextEntry {
+        source: "screen".into(),
+        blocks: vec![Block::Text {
+            text: format!("what the screen showed at turn {turn}"),
+        }],
+        display: true,
+        save: Save::Turns(NonZeroU32::new(2).expect("two")),
+    }]
+}
+
+/// Stores a conversation of `size` messages with its pin and a summary of what the window
+/// leaves out.
+async fn fill(history: &History, agent: &str, id: &ConversationId, size: usize) {
+    let messages: Vec<Message> = (0..size).map(message).collect();
+    for chunk in messages.chunks(10_000) {
+        history.store.append(id, chunk).await.expect("fill");
+    }
+    let mut info = ConversationInfo {
+        agent_id: agent.to_owned(),
+        ..ConversationInfo::bare(id, Some(size as i64))
+    };
+    info.note_pins(&messages[..PINNED_AT + 1]);
+    history.store.put_info(&info).await.expect("info");
+    let covered = &messages[..size.saturating_sub(WINDOW)];
+    if !covered.is_empty() {
+        let produced = serde_json::json!({"facts": ["the conversation so far"]});
+        let summary = fold(None, produced, covered, 0);
+        history
+            .store
+            .put_summary(id, &summary)
+            .await
+            .expect("summary");
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -35,7 +87,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index]
 }
 
-async fn measure(backend: &str, vars: Vec<(String, String)>) {
+async fn measure(backend: &str, sizes: &[usize], vars: Vec<(String, String)>) {
     let config = Config::from_vars(vars).expect("config");
     let agents_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents");
     let (agents, _) = AgentCatalog::load_dir(&agents_dir).expect("agents");
@@ -43,17 +95,9 @@ async fn measure(backend: &str, vars: Vec<(String, String)>) {
     let services = parlor_server::services(config, agents, setup);
     let agent = services.agents.get("concise").expect("the concise agent");
     let history = services.histories.for_agent(&agent).clone();
-    for size in SIZES {
+    for &size in sizes {
         let id = ConversationId::parse(&format!("grow{size}")).expect("id");
-        let messages: Vec<Message> = (0..size).map(message).collect();
-        for chunk in messages.chunks(10_000) {
-            history.store.append(&id, chunk).await.expect("fill");
-        }
-        let info = ConversationInfo {
-            agent_id: agent.id.clone(),
-            ..ConversationInfo::bare(&id, Some(size as i64))
-        };
-        history.store.put_info(&info).await.expect("info");
+        fill(&history, &agent.id, &id, size).await;
         let (mut acknowledged, mut stored) = (Vec::new(), Vec::new());
         for turn in 0..WARM_UP + TURNS {
             let input = TurnInput {
@@ -63,7 +107,7 @@ async fn measure(backend: &str, vars: Vec<(String, String)>) {
                 new_conversation: false,
                 browser: None,
                 message: Some(format!("question {turn}")),
-                context: Vec::new(),
+                context: context_block(turn),
                 url_policy: None,
                 url_length: None,
                 admin_token: None,
@@ -104,15 +148,18 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let redis = RedisServer::start().expect("redis-server");
     let data = tempfile::tempdir().expect("temp dir");
-    let config = data.path().join("parlor.toml");
+    let chain = "[history]\nchain = [\"sliding_window\", \"summary\", \"token_budget\"]\n";
+    let redis_config = data.path().join("redis.toml");
     std::fs::write(
-        &config,
+        &redis_config,
         format!(
-            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"turns:\" }}\n",
+            "{chain}\n[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"turns:\" }}\n",
             redis.url()
         ),
     )
     .expect("config");
+    let file_config = data.path().join("file.toml");
+    std::fs::write(&file_config, chain).expect("config");
     let base = |data_dir: &Path| {
         vec![
             ("PARLOR_DATA_DIR".to_owned(), data_dir.display().to_string()),
@@ -122,8 +169,10 @@ fn main() {
     };
     runtime.block_on(async {
         let mut redis_vars = base(&data.path().join("redis"));
-        redis_vars.push(("PARLOR_CONFIG".into(), config.display().to_string()));
-        measure("redis", redis_vars).await;
-        measure("file", base(&data.path().join("file"))).await;
+        redis_vars.push(("PARLOR_CONFIG".into(), redis_config.display().to_string()));
+        measure("redis", &[100, 100_000, 1_000_000], redis_vars).await;
+        let mut file_vars = base(&data.path().join("file"));
+        file_vars.push(("PARLOR_CONFIG".into(), file_config.display().to_string()));
+        measure("file", &[100, 100_000], file_vars).await;
     });
 }
