@@ -29,6 +29,7 @@ mod index;
 mod known;
 mod lines;
 mod locking;
+mod redo;
 mod shape;
 
 use dialog::{to_json, Dialog};
@@ -280,6 +281,9 @@ impl ConversationStore for FileStore {
     ) -> Result<usize, StoreError> {
         let edits = edits.to_vec();
         self.locked(id, move |d| {
+            if let Some(applied) = d.edit_end(offset, &edits)? {
+                return Ok(applied);
+            }
             let mut all = d.read_messages()?;
             let applied = apply_edits(&mut all, offset, &edits);
             if applied > 0 {
@@ -997,5 +1001,96 @@ mod tests {
         assert_eq!((tail.messages, tail.total), (by_hand[1..].to_vec(), 3));
         here.append(&long, &[Message::user("d", 4)]).await.unwrap();
         assert_eq!(there.load(&long).await.unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_long_files_end_is_rewritten_in_place_and_a_crash_midway_is_finished() {
+        use parlor_domain::context::Edit;
+        let dir = tempfile::tempdir().unwrap();
+        let (here, there) = (open(dir.path()), open(dir.path()));
+        let long = id("long");
+        let text = "lorem ipsum dolor sit amet ".repeat(10);
+        let first: Vec<Message> = (0..2_000)
+            .map(|i| Message::user(format!("{i} {text}"), i))
+            .collect();
+        here.create(&ConversationInfo::bare(&long, None), &first)
+            .await
+            .unwrap();
+        let path = dir.path().join(".chat-history/long/messages.json");
+        assert!(std::fs::metadata(&path).unwrap().len() > 256 * 1024);
+        let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+        let before = inode();
+        // Rewrite message 1998 and remove message 1999, as a pruning pass does.
+        let edits = [
+            Edit {
+                index: 0,
+                old: first[1998].clone(),
+                new: Some(Message::user("shorter", 1998)),
+            },
+            Edit {
+                index: 1,
+                old: first[1999].clone(),
+                new: None,
+            },
+        ];
+        assert_eq!(here.prune(&long, 1998, &edits).await.unwrap(), 2);
+        // In place (the same file), no journal left, and every reader sees the change.
+        assert_eq!(inode(), before);
+        assert!(!dir
+            .path()
+            .join(".chat-history/long/messages.json.redo")
+            .exists());
+        let mut expected = first[..1998].to_vec();
+        expected.push(Message::user("shorter", 1998));
+        assert_eq!(there.load(&long).await.unwrap(), expected);
+        let tail = here.load_tail(&long, 1).await.unwrap();
+        assert_eq!(
+            (tail.messages[0].text.as_str(), tail.total),
+            ("shorter", 1999)
+        );
+        here.append(&long, &[Message::assistant("after", 2000)])
+            .await
+            .unwrap();
+        expected.push(Message::assistant("after", 2000));
+        assert_eq!(there.load(&long).await.unwrap(), expected);
+
+        // A crash after the journal was written and while the end was half written: the next
+        // operation (here another process's) finishes the rewrite first.
+        let walked = lines::walk(&std::fs::read(&path).unwrap())
+            .unwrap()
+            .messages;
+        let at = walked[1997].end as u64;
+        let end = lines::end_from(1998, &[Message::user("journaled", 1998)]).unwrap();
+        let mut journal = at.to_le_bytes().to_vec();
+        journal.extend_from_slice(&end);
+        std::fs::write(
+            dir.path().join(".chat-history/long/messages.json.redo"),
+            journal,
+        )
+        .unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &end[..end.len() / 2], at).unwrap();
+        drop(file);
+        let mut finished = first[..1998].to_vec();
+        finished.push(Message::user("journaled", 1998));
+        assert_eq!(there.load(&long).await.unwrap(), finished);
+        assert_eq!(here.load_tail(&long, 1).await.unwrap().total, 1999);
+        assert!(!dir
+            .path()
+            .join(".chat-history/long/messages.json.redo")
+            .exists());
+
+        // A short file is rewritten whole (a rename: a new file).
+        let short = id("short");
+        here.create(&ConversationInfo::bare(&short, None), &first[..3])
+            .await
+            .unwrap();
+        let edit = Edit {
+            index: 2,
+            old: first[2].clone(),
+            new: None,
+        };
+        assert_eq!(here.prune(&short, 0, &[edit]).await.unwrap(), 1);
+        assert_eq!(there.load(&short).await.unwrap(), first[..2].to_vec());
     }
 }

@@ -47,22 +47,28 @@ impl Dialog {
         }
     }
 
-    fn forget(&self) {
+    pub(super) fn forget(&self) {
         if let Some((id, shapes)) = &self.known {
             shapes.forget(id);
         }
     }
 
     /// The messages file, opened as `options` say, with what is known of it, while it is
-    /// what was last seen here.
-    fn known_file(&self, options: &OpenOptions) -> std::io::Result<Option<(File, Shape)>> {
+    /// what was last seen here (after finishing a rewrite a crash interrupted).
+    pub(super) fn known_file(
+        &self,
+        options: &OpenOptions,
+    ) -> Result<Option<(File, Shape)>, StoreError> {
         let Some(shape) = self.known.as_ref().and_then(|(id, s)| s.get(id)) else {
             return Ok(None);
         };
+        if self.finish_rewrite()? {
+            return Ok(None);
+        }
         let file = match options.open(self.messages_path()) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let same = Stamp::of(&file.metadata()?) == shape.stamp;
         Ok(same.then_some((file, shape)))
@@ -83,22 +89,8 @@ impl Dialog {
             };
             return Ok(Some((tail, size)));
         }
-        let mut chunk = CHUNK.max(count as u64 * 256);
-        loop {
-            let start = len.saturating_sub(chunk);
-            let mut bytes = vec![0; (len - start) as usize];
-            file.read_exact_at(&mut bytes, start)?;
-            let ranges = match lines::last_lines(&bytes, start == 0, count) {
-                End::Found(ranges) => ranges,
-                End::Short if start > 0 => {
-                    chunk = chunk.saturating_mul(4);
-                    continue;
-                }
-                End::Short | End::Bad => break,
-            };
-            let Ok(messages) = lines::parse(&bytes, &ranges) else {
-                break;
-            };
+        let read = read_end(&file, len, count)?;
+        if let Some(Ok(messages)) = read.map(|(_, bytes, ranges)| lines::parse(&bytes, &ranges)) {
             let tail = Tail {
                 messages,
                 total: shape.total,
@@ -177,6 +169,26 @@ impl Dialog {
                 Ok(pins)
             }
             super::dialog::Stored::Other(messages) => Ok(pinned_in(&messages, 0)),
+        }
+    }
+}
+
+/// The end of a file, read: where the bytes read start, the bytes, and the ranges of the
+/// last messages' lines in them.
+pub(super) type FileEnd = (u64, Vec<u8>, Vec<std::ops::Range<usize>>);
+
+/// The last `count` messages' lines of a complete file of `len` bytes in Parlor's layout;
+/// `None` when the end is not this layout's.
+pub(super) fn read_end(file: &File, len: u64, count: usize) -> std::io::Result<Option<FileEnd>> {
+    let mut chunk = CHUNK.max(count as u64 * 256);
+    loop {
+        let start = len.saturating_sub(chunk);
+        let mut bytes = vec![0; (len - start) as usize];
+        file.read_exact_at(&mut bytes, start)?;
+        match lines::last_lines(&bytes, start == 0, count) {
+            End::Found(ranges) => return Ok(Some((start, bytes, ranges))),
+            End::Short if start > 0 => chunk = chunk.saturating_mul(4),
+            End::Short | End::Bad => return Ok(None),
         }
     }
 }

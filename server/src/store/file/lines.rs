@@ -58,6 +58,24 @@ pub fn batch(messages: &[Message], existing: usize) -> serde_json::Result<Vec<u8
     Ok(out)
 }
 
+/// The bytes that replace a complete file's end from the end of message `first - 1` (from
+/// just after the opening `[\n` when `first` is 0) so that `rest` follows it: one batch
+/// continuing that message's.
+pub fn end_from(first: usize, rest: &[Message]) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for (i, message) in rest.iter().enumerate() {
+        if first > 0 || i > 0 {
+            out.extend_from_slice(b",\n");
+        }
+        serde_json::to_writer(&mut out, message)?;
+    }
+    if first > 0 || !rest.is_empty() {
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"]\n");
+    Ok(out)
+}
+
 /// What [`walk`] found in a file that starts like this layout.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Walk {
@@ -342,5 +360,31 @@ mod tests {
         let at = stray.len() - 2;
         stray.splice(at..at, b"\0\0\n".iter().copied());
         assert_eq!(last_lines(&stray, true, 1), End::Bad);
+    }
+
+    #[test]
+    fn a_files_end_rewritten_from_any_message_keeps_the_layout() {
+        let mut file = encode(&messages(&["a", "b"])).unwrap();
+        file = appended(&file, &batch(&messages(&["c", "d"]), 2).unwrap());
+        file = appended(&file, &batch(&messages(&["e"]), 4).unwrap());
+        let walked = walk(&file).unwrap().messages;
+        let all = parse(&file, &walked).unwrap();
+        for first in 0..=5 {
+            for rest in [vec![], messages(&["x"]), messages(&["x", "y\nz"])] {
+                let at = match first {
+                    0 => 2,
+                    _ => walked[first - 1].end,
+                };
+                let mut changed = file[..at].to_vec();
+                changed.extend(end_from(first, &rest).unwrap());
+                let again = walk(&changed).unwrap();
+                assert!(again.complete, "{}", String::from_utf8_lossy(&changed));
+                let mut expected = all[..first].to_vec();
+                expected.extend(rest.iter().cloned());
+                assert_eq!(parse(&changed, &again.messages).unwrap(), expected);
+                let plain: Vec<Message> = serde_json::from_slice(&changed).unwrap();
+                assert_eq!(plain, expected);
+            }
+        }
     }
 }
