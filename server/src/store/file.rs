@@ -1080,6 +1080,30 @@ mod tests {
             .join(".chat-history/long/messages.json.redo")
             .exists());
 
+        // The same crash, then a write that does not read the file first (a replace): the
+        // rewrite is finished before it, never applied to the file written after it.
+        let walked = lines::walk(&std::fs::read(&path).unwrap())
+            .unwrap()
+            .messages;
+        let at = walked[1997].end as u64;
+        let mut journal = at.to_le_bytes().to_vec();
+        journal.extend_from_slice(&end);
+        std::fs::write(
+            dir.path().join(".chat-history/long/messages.json.redo"),
+            journal,
+        )
+        .unwrap();
+        // (Longer than the old file: the old end would land inside it.)
+        let replaced: Vec<Message> = (0..2_500)
+            .map(|i| Message::user(format!("replaced {i} {text}"), i))
+            .collect();
+        there.replace(&long, &replaced).await.unwrap();
+        assert_eq!(here.load(&long).await.unwrap(), replaced);
+        assert!(!dir
+            .path()
+            .join(".chat-history/long/messages.json.redo")
+            .exists());
+
         // A short file is rewritten whole (a rename: a new file).
         let short = id("short");
         here.create(&ConversationInfo::bare(&short, None), &first[..3])

@@ -47,7 +47,6 @@ impl Dialog {
     /// append left it (see [`lines`]), the complete messages are kept and the whole file is
     /// moved aside first; otherwise it is moved aside and the conversation starts empty.
     pub(super) fn stored(&self) -> Result<Stored, StoreError> {
-        self.finish_rewrite()?;
         let path = self.messages_path();
         let mut file = match std::fs::File::open(&path) {
             Ok(file) => file,

@@ -54,7 +54,7 @@ impl Dialog {
     }
 
     /// The messages file, opened as `options` say, with what is known of it, while it is
-    /// what was last seen here (after finishing a rewrite a crash interrupted).
+    /// what was last seen here.
     pub(super) fn known_file(
         &self,
         options: &OpenOptions,
@@ -62,9 +62,6 @@ impl Dialog {
         let Some(shape) = self.known.as_ref().and_then(|(id, s)| s.get(id)) else {
             return Ok(None);
         };
-        if self.finish_rewrite()? {
-            return Ok(None);
-        }
         let file = match options.open(self.messages_path()) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),

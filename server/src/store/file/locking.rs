@@ -40,6 +40,9 @@ impl FileStore {
             // Other processes writing this folder (`parlor mcp`, another web server) take
             // the same advisory lock, so writes to one dialog are serialized across them.
             let _held = lock_dialog(&lock_file)?;
+            // A rewrite of the messages' end that a crash interrupted is finished before
+            // anything else reads or writes them (see `redo`).
+            dialog.finish_rewrite()?;
             op(&dialog)
         })
         .await

@@ -6,7 +6,9 @@
 //! synced; then the journal is removed, and that removal synced. A crash before the journal
 //! is complete leaves the file as it was (the journal appears only by a rename); a crash
 //! after leaves the journal, and the next operation on the dialog, in any process (they all
-//! hold the dialog's lock), finishes the rewrite before it reads or writes anything.
+//! hold the dialog's lock: `locking.rs` finishes it as it takes the lock), finishes the
+//! rewrite before it reads or writes anything, so a journal is never applied to a file
+//! written after it.
 
 use super::dialog::Dialog;
 use super::known::read_end;
