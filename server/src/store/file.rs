@@ -1020,20 +1020,21 @@ mod tests {
         assert!(std::fs::metadata(&path).unwrap().len() > 256 * 1024);
         let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
         let before = inode();
-        // Rewrite message 1998 and remove message 1999, as a pruning pass does.
+        // Rewrite message 1998 and remove message 1999, as a pruning pass does (counted from
+        // the start of the tail it read, 1990).
         let edits = [
             Edit {
-                index: 0,
+                index: 8,
                 old: first[1998].clone(),
                 new: Some(Message::user("shorter", 1998)),
             },
             Edit {
-                index: 1,
+                index: 9,
                 old: first[1999].clone(),
                 new: None,
             },
         ];
-        assert_eq!(here.prune(&long, 1998, &edits).await.unwrap(), 2);
+        assert_eq!(here.prune(&long, 1990, &edits).await.unwrap(), 2);
         // In place (the same file), no journal left, and every reader sees the change.
         assert_eq!(inode(), before);
         assert!(!dir
@@ -1116,5 +1117,76 @@ mod tests {
         };
         assert_eq!(here.prune(&short, 0, &[edit]).await.unwrap(), 1);
         assert_eq!(there.load(&short).await.unwrap(), first[..2].to_vec());
+    }
+
+    #[tokio::test]
+    async fn an_end_rewritten_in_place_holds_what_a_whole_rewrite_would() {
+        use parlor_domain::context::Edit;
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let text = "lorem ipsum dolor sit amet ".repeat(10);
+        let mut expected: Vec<Message> = (0..1_500)
+            .map(|i| Message::user(format!("{i} {text}"), i))
+            .collect();
+        let s = id("edited");
+        store
+            .create(&ConversationInfo::bare(&s, None), &expected)
+            .await
+            .unwrap();
+        // A fixed walk through edit shapes: where the read tail starts, which of its
+        // messages change, which go; with a stale edit (its old message differs) among them.
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for round in 0..30 {
+            let total = expected.len();
+            let offset = total - 1 - next(20) as usize;
+            let mut edits = Vec::new();
+            for index in 0..total - offset {
+                let old = expected[offset + index].clone();
+                match next(4) {
+                    0 => edits.push(Edit {
+                        index,
+                        old,
+                        new: None,
+                    }),
+                    1 => edits.push(Edit {
+                        index,
+                        old,
+                        new: Some(Message::user(
+                            format!("r{round}"),
+                            old_ts(&expected, offset + index),
+                        )),
+                    }),
+                    2 => edits.push(Edit {
+                        index,
+                        old: Message::user("stale", 0),
+                        new: None,
+                    }),
+                    _ => {}
+                }
+            }
+            let applied = parlor_domain::conversation::apply_edits(&mut expected, offset, &edits);
+            assert_eq!(store.prune(&s, offset, &edits).await.unwrap(), applied);
+            assert_eq!(store.load(&s).await.unwrap(), expected, "round {round}");
+            store
+                .append(
+                    &s,
+                    &[Message::user(format!("more {round}"), 10_000 + round)],
+                )
+                .await
+                .unwrap();
+            expected.push(Message::user(format!("more {round}"), 10_000 + round));
+        }
+        // Another process reads the same.
+        assert_eq!(open(dir.path()).load(&s).await.unwrap(), expected);
+    }
+
+    fn old_ts(messages: &[Message], at: usize) -> i64 {
+        messages[at].ts
     }
 }

@@ -92,7 +92,15 @@ impl Dialog {
             return Ok(None);
         };
         let previous = (before == 1).then(|| rest.remove(0));
-        let applied = apply_edits(&mut rest, offset - first, edits);
+        // Counted from `first` now: each edit's position in `rest`.
+        let edits: Vec<Edit> = edits
+            .iter()
+            .map(|e| Edit {
+                index: offset + e.index - first,
+                ..e.clone()
+            })
+            .collect();
+        let applied = apply_edits(&mut rest, 0, &edits);
         if applied == 0 {
             return Ok(Some(0));
         }
