@@ -8,7 +8,7 @@ help:
 	@echo "make test   install what is missing, run every test (unit, HTTP, browser)"
 	@echo "make dev    cargo leptos watch: rebuild and reload on every change"
 	@echo "make lint   rustfmt and clippy, as CI runs them"
-	@echo "make bench  the performance benchmarks (results in docs/performance.md, docs/storage.md)"
+	@echo "make bench  the performance benchmarks: target/bench.json, a table (docs/performance.md)"
 
 run:
 	scripts/setup.sh
@@ -24,6 +24,7 @@ test: unit e2e
 unit:
 	scripts/setup.sh test
 	cargo test
+	python3 -m unittest discover -s scripts -p 'test_*.py'
 
 e2e:
 	scripts/setup.sh test
@@ -42,8 +43,4 @@ lint:
 
 bench:
 	scripts/setup.sh test
-	scripts/bench.sh
-	PARLOR_SKIP_BUILD=1 scripts/load.sh
-	PARLOR_SKIP_BUILD=1 scripts/load-tools.sh
-	cargo bench -p parlor-domain --bench plan --bench context
-	cargo bench -p parlor-server --bench stores --bench chain --bench mcp --bench search --bench turns --bench tools --bench auth
+	scripts/bench-all.sh

@@ -269,6 +269,7 @@ result = {
     "ttft_direct_ms_median": round(median(direct), 3),
     "ttft_parlor_ms_median": round(median(through), 3),
     "ttft_added_ms_median": round(median(through) - median(direct), 3),
+    "ttft_added_ms_p90": round(statistics.quantiles(through, n=10)[-1] - median(direct), 3),
     "ttft_added_continued_ms_median": round(median(continued) - median(direct_again), 3),
     "ttft_plain_turn_ms_median": round(median(plain), 3),
     "ttft_1mb_image_turn_ms_median": round(median(with_image), 3),
