@@ -60,6 +60,34 @@ async def chat_once(base, agent, message, cookie=None, local_addr=None):
 # The agent and message of each turn (`{id}`: the worker and its turn), for the tool runs.
 AGENT = os.environ.get("LOAD_AGENT", "general")
 MESSAGE = os.environ.get("LOAD_MESSAGE", "load {id}")
+# With LOAD_BROWSERS=1 each worker is a browser: it opens the chat page first and chats with
+# the session cookie it got, so every conversation it starts is its own (in the sidebar's
+# index), as a person's are.
+BROWSERS = os.environ.get("LOAD_BROWSERS") == "1"
+
+
+async def get(base, path, cookie=None, local_addr=None):
+    """One GET over a fresh connection: (status, the cookies it sets as `name=value`)."""
+    u = urllib.parse.urlparse(base)
+    reader, writer = await asyncio.open_connection(u.hostname, u.port, local_addr=local_addr)
+    lines = [f"GET {path} HTTP/1.1", f"Host: {u.hostname}", "Connection: close"]
+    if cookie:
+        lines.append(f"Cookie: {cookie}")
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head = response.split(b"\r\n\r\n", 1)[0].decode(errors="replace")
+    status = int(head.split()[1])
+    cookies = [l.split(":", 1)[1].strip().split(";")[0] for l in head.split("\r\n")
+               if l.lower().startswith("set-cookie:")]
+    return status, cookies
+
+
+async def browser_cookie(base):
+    """The session cookie a browser gets with its first page."""
+    _, cookies = await get(base, f"/chat?agent={AGENT}")
+    return next(c for c in cookies if c.startswith("parlor_session="))
 
 
 def children(pid):
@@ -99,11 +127,14 @@ async def streams(seconds, concurrency, urls, pids):
         nonlocal completed, errors
         base = urls[i % len(urls)]
         n = 0
+        cookie = None
         while time.perf_counter() < deadline:
             n += 1
             try:
+                if BROWSERS and cookie is None:
+                    cookie = await browser_cookie(base)
                 message = MESSAGE.replace("{id}", f"{i}-{n}")
-                first, ok, status = await chat_once(base, AGENT, message)
+                first, ok, status = await chat_once(base, AGENT, message, cookie=cookie)
             except OSError as e:
                 errors += 1
                 statuses[str(e)] = statuses.get(str(e), 0) + 1
@@ -130,6 +161,7 @@ async def streams(seconds, concurrency, urls, pids):
     return {
         "seconds": seconds,
         "concurrency": concurrency,
+        "browsers": BROWSERS,
         "processes": len(pids),
         "completed": completed,
         "errors": errors,
@@ -150,36 +182,19 @@ async def abuse(url, browser_too=True):
     """1,000 requests without cookies from 127.0.0.1 (page visits and new API conversations),
     then (unless a real browser follows) a browser from 127.0.0.2 that comes back with its
     cookie and chats."""
-    u = urllib.parse.urlparse(url)
-
-    async def get(path, cookie=None, local_addr=None):
-        reader, writer = await asyncio.open_connection(u.hostname, u.port, local_addr=local_addr)
-        lines = [f"GET {path} HTTP/1.1", f"Host: {u.hostname}", "Connection: close"]
-        if cookie:
-            lines.append(f"Cookie: {cookie}")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-        await writer.drain()
-        response = await reader.read()
-        writer.close()
-        head = response.split(b"\r\n\r\n", 1)[0].decode(errors="replace")
-        status = int(head.split()[1])
-        cookies = [l.split(":", 1)[1].strip().split(";")[0] for l in head.split("\r\n")
-                   if l.lower().startswith("set-cookie:")]
-        return status, cookies
-
     statuses = {}
     for i in range(1000):
         if i % 2 == 0:
-            status, _ = await get("/" if i % 4 == 0 else "/chat?agent=general")
+            status, _ = await get(url, "/" if i % 4 == 0 else "/chat?agent=general")
         else:
             _, _, status = await chat_once(url, "general", f"script {i}")
         statuses[status] = statuses.get(status, 0) + 1
     if not browser_too:
         return {"abusive_requests": 1000, "abusive_statuses": {str(k): v for k, v in statuses.items()}}
     browser = ("127.0.0.2", 0)
-    first, cookies = await get("/chat?agent=general", local_addr=browser)
+    first, cookies = await get(url, "/chat?agent=general", local_addr=browser)
     cookie = next(c for c in cookies if c.startswith("parlor_session="))
-    back, _ = await get("/chat?agent=general", cookie=cookie, local_addr=browser)
+    back, _ = await get(url, "/chat?agent=general", cookie=cookie, local_addr=browser)
     _, ok, chat_status = await chat_once(url, "general", "a real user", cookie=cookie, local_addr=browser)
     return {
         "abusive_requests": 1000,

@@ -27,8 +27,12 @@ parlor() { # port data-dir [extra variables...]
   wait_for "http://127.0.0.1:$port/healthz"
 }
 
+# The streams are browsers (each opens the chat page for its cookie, then chats with it:
+# every conversation is its own, in the sidebar's index), as many as the run has workers.
+export LOAD_BROWSERS=1
+printf 'max_users = 0\n' > "$data/browsers.toml"
 echo '{"one_process_files":'
-port=$(free_port); parlor "$port" "$data/one"
+port=$(free_port); parlor "$port" "$data/one" PARLOR_CONFIG="$data/browsers.toml"
 PARLOR_PIDS=${pids[-1]} python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" "http://127.0.0.1:$port"
 kill "${pids[-1]}"
 
@@ -36,7 +40,7 @@ echo ',"two_processes_redis":'
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null & pids+=($!)
 sleep 0.5
-printf '[[histories]]\nid = "default"\nbackend = { type = "redis", url = "redis://127.0.0.1:%s" }\n' "$redis_port" > "$data/redis.toml"
+printf 'max_users = 0\n\n[[histories]]\nid = "default"\nbackend = { type = "redis", url = "redis://127.0.0.1:%s" }\n' "$redis_port" > "$data/redis.toml"
 a=$(free_port); parlor "$a" "$data/a" PARLOR_CONFIG="$data/redis.toml"; pid_a=${pids[-1]}
 b=$(free_port); parlor "$b" "$data/b" PARLOR_CONFIG="$data/redis.toml"; pid_b=${pids[-1]}
 PARLOR_PIDS="$pid_a,$pid_b" python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
