@@ -1062,13 +1062,8 @@ mod tests {
             .messages;
         let at = walked[1997].end as u64;
         let end = lines::end_from(1998, &[Message::user("journaled", 1998)]).unwrap();
-        let mut journal = at.to_le_bytes().to_vec();
-        journal.extend_from_slice(&end);
-        std::fs::write(
-            dir.path().join(".chat-history/long/messages.json.redo"),
-            journal,
-        )
-        .unwrap();
+        let dialog = dir.path().join(".chat-history/long");
+        leave_journal(&dialog, at, &end);
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&file, &end[..end.len() / 2], at).unwrap();
         drop(file);
@@ -1086,14 +1081,7 @@ mod tests {
         let walked = lines::walk(&std::fs::read(&path).unwrap())
             .unwrap()
             .messages;
-        let at = walked[1997].end as u64;
-        let mut journal = at.to_le_bytes().to_vec();
-        journal.extend_from_slice(&end);
-        std::fs::write(
-            dir.path().join(".chat-history/long/messages.json.redo"),
-            journal,
-        )
-        .unwrap();
+        leave_journal(&dialog, walked[1997].end as u64, &end);
         // (Longer than the old file: the old end would land inside it.)
         let replaced: Vec<Message> = (0..2_500)
             .map(|i| Message::user(format!("replaced {i} {text}"), i))
@@ -1184,6 +1172,13 @@ mod tests {
         }
         // Another process reads the same.
         assert_eq!(open(dir.path()).load(&s).await.unwrap(), expected);
+    }
+
+    /// What a crash after an end rewrite's journal was written leaves: the journal.
+    fn leave_journal(dialog: &Path, at: u64, end: &[u8]) {
+        let mut journal = at.to_le_bytes().to_vec();
+        journal.extend_from_slice(end);
+        std::fs::write(dialog.join("messages.json.redo"), journal).unwrap();
     }
 
     fn old_ts(messages: &[Message], at: usize) -> i64 {
