@@ -83,10 +83,18 @@ pub async fn move_conversations(
                 continue;
             }
         };
-        for mut info in owned {
-            info.owner = Some(to.clone());
-            if let Err(e) = history.store.put_info(&info).await {
-                tracing::warn!("could not move {} to {}: {e}", info.session_id, user.name);
+        for listed in owned {
+            // The whole details: the list has only what the sidebar shows.
+            let moved = match history.store.info(&listed.session_id).await {
+                Ok(Some(mut info)) => {
+                    info.owner = Some(to.clone());
+                    history.store.put_info(&info).await
+                }
+                Ok(None) => continue,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = moved {
+                tracing::warn!("could not move {} to {}: {e}", listed.session_id, user.name);
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use super::{info_or_bare, stats_report, CliError, StoreCommand, Target};
 use crate::store::histories::Histories;
-use crate::store::ConversationStore;
+use crate::store::{ConversationStore, Listed};
 use parlor_domain::ConversationId;
 use std::fmt::Write;
 
@@ -190,7 +190,7 @@ impl StoreCli<'_> {
             for id in store.list().await? {
                 if let Some(info) = info_or_bare(store.as_ref(), &id).await? {
                     history_of.insert(id.to_string(), history.clone());
-                    conversations.push((store.clone(), info));
+                    conversations.push((store.clone(), Listed::from(&info)));
                 }
             }
         }

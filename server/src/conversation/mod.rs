@@ -12,7 +12,7 @@ pub mod summarizer;
 use crate::state::Services;
 use crate::store::histories::{Histories, History};
 use crate::store::{
-    now_ms, BackupInfo, ConversationInfo, ConversationStore, ForkOrigin, StoreError,
+    now_ms, BackupInfo, ConversationInfo, ConversationStore, ForkOrigin, Listed, StoreError,
 };
 use futures::StreamExt;
 use parlor_domain::conversation::longest_retention;
@@ -302,7 +302,7 @@ pub async fn search_owned(
 /// Searches the given conversations in their order, reading a few at once; at most
 /// [`MAX_RESULTS`] hits.
 pub async fn search(
-    conversations: Vec<(Arc<dyn ConversationStore>, ConversationInfo)>,
+    conversations: Vec<(Arc<dyn ConversationStore>, Listed)>,
     query: &str,
 ) -> Result<Vec<Hit>, StoreError> {
     if query.trim().is_empty() {
@@ -328,7 +328,7 @@ pub async fn search(
 /// A conversation's title when it matches, else its first matching message line.
 async fn search_one(
     store: Arc<dyn ConversationStore>,
-    info: ConversationInfo,
+    info: Listed,
     query: String,
 ) -> Result<Option<Hit>, StoreError> {
     if let Some(line) = transfer::matching_line(&info.title, &query, LINE_CHARS) {
@@ -340,7 +340,7 @@ async fn search_one(
     }))
 }
 
-fn hit(info: &ConversationInfo, line: String, message: Option<&Message>) -> Hit {
+fn hit(info: &Listed, line: String, message: Option<&Message>) -> Hit {
     Hit {
         session_id: info.session_id.to_string(),
         agent_id: info.agent_id.clone(),

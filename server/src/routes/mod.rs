@@ -7,6 +7,7 @@ mod chat;
 mod conversations;
 mod debug;
 pub mod error;
+mod head_first;
 mod messages;
 pub mod metrics;
 pub mod openapi;

@@ -131,7 +131,7 @@ pub async fn decide_chat_head(
         .unwrap_or_else(|e| ChatHead::Failed(e.to_string()));
     let found = matches!(head, ChatHead::Ready(_) | ChatHead::Failed(_));
     request.extensions_mut().insert(head);
-    let mut response = next.run(request).await;
+    let mut response = super::head_first::head_first(next.run(request).await);
     if !found {
         *response.status_mut() = axum::http::StatusCode::NOT_FOUND;
     }

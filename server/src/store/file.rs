@@ -33,11 +33,11 @@ mod redo;
 mod shape;
 
 use dialog::{to_json, Dialog};
-use index::Indexed;
+use index::Index;
 
 use super::{
     apply_edits, cap, newest_first, unchanged_since, BackupInfo, ConversationInfo,
-    ConversationStore, MaxTurns, Tail,
+    ConversationStore, Listed, MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
@@ -71,10 +71,10 @@ pub struct FileStore {
     backup_retention: usize,
     locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
     /// Every conversation, with what a browser's list shows of those a browser owns (see
-    /// [`Indexed`]; the whole details are read from disk when asked for), read once at
+    /// [`Index`]; the whole details are read from disk when asked for), read once at
     /// startup and kept in step with every write, so listing a browser's conversations
     /// never scans the folder and memory stays small per conversation.
-    infos: Mutex<HashMap<ConversationId, Indexed>>,
+    infos: Mutex<Index>,
     /// Bounds the file operations in flight by the blocking threads they hold (one each,
     /// three for a new dialog): thousands of streams would otherwise start hundreds of
     /// threads (memory).
@@ -414,7 +414,7 @@ impl ConversationStore for FileStore {
             .locked(id, move |d| d.restore(&backup, &session))
             .await?;
         if info.is_some() {
-            self.remember(info, id);
+            self.remember(info.as_ref(), id);
         }
         Ok(())
     }
@@ -424,7 +424,7 @@ impl ConversationStore for FileStore {
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains_key(id)
+            .contains(id)
         {
             return Ok(true);
         }
@@ -460,7 +460,7 @@ impl ConversationStore for FileStore {
             d.append_with(|_| messages).map(drop)
         })
         .await?;
-        self.remember(Some(info.clone()), &info.session_id);
+        self.remember(Some(info), &info.session_id);
         Ok(())
     }
 
@@ -471,21 +471,18 @@ impl ConversationStore for FileStore {
             Ok(())
         })
         .await?;
-        self.remember(Some(info.clone()), &info.session_id);
+        self.remember(Some(info), &info.session_id);
         Ok(())
     }
 
-    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+    async fn list_owned(&self, owner: &str) -> Result<Vec<Listed>, StoreError> {
         self.catch_up().await;
-        let infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(newest_first(
-            infos
-                .values()
-                .filter_map(Option::as_deref)
-                .filter(|info| info.owner.as_deref() == Some(owner))
-                .cloned()
-                .collect(),
-        ))
+        let owned = self
+            .infos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .owned(owner);
+        Ok(newest_first(owned))
     }
 }
 

@@ -342,7 +342,7 @@ impl Histories {
     pub async fn list_owned(
         &self,
         owner: &str,
-    ) -> Result<Vec<crate::store::ConversationInfo>, crate::store::StoreError> {
+    ) -> Result<Vec<crate::store::Listed>, crate::store::StoreError> {
         let mut all = Vec::new();
         for id in self.ids() {
             all.extend(self.by_id[id].store.list_owned(owner).await?);

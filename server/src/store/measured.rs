@@ -1,7 +1,9 @@
 //! A store that times every operation of another for `/metrics`
 //! (`parlor_store_seconds{backend, op}`), and otherwise does exactly what it does.
 
-use super::{BackupInfo, ConversationInfo, ConversationStore, ReplyLock, Stats, StoreError, Tail};
+use super::{
+    BackupInfo, ConversationInfo, ConversationStore, Listed, ReplyLock, Stats, StoreError, Tail,
+};
 use async_trait::async_trait;
 use parlor_domain::context::Edit;
 use parlor_domain::{ConversationId, Message};
@@ -178,7 +180,7 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         self.timed("put_info", self.inner.put_info(info)).await
     }
-    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+    async fn list_owned(&self, owner: &str) -> Result<Vec<Listed>, StoreError> {
         self.timed("list_owned", self.inner.list_owned(owner)).await
     }
 }

@@ -1,7 +1,8 @@
 //! Conversations in memory: for development and tests; lost on restart.
 
 use super::{
-    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, MaxTurns,
+    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, Listed,
+    MaxTurns,
 };
 use super::{unchanged_since, Stats, StoreError, Tail};
 use async_trait::async_trait;
@@ -229,12 +230,12 @@ impl ConversationStore for MemoryStore {
         Ok(())
     }
 
-    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+    async fn list_owned(&self, owner: &str) -> Result<Vec<Listed>, StoreError> {
         Ok(newest_first(self.with(|i| {
             i.infos
                 .values()
                 .filter(|info| info.owner.as_deref() == Some(owner))
-                .cloned()
+                .map(Listed::from)
                 .collect()
         })))
     }

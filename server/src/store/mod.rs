@@ -93,6 +93,28 @@ pub struct Stats {
     pub backups: usize,
 }
 
+/// A conversation as a browser's list of conversations shows it: what a store lists of the
+/// conversations a browser owns ([`ConversationStore::list_owned`]), and what a search names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub session_id: ConversationId,
+    pub agent_id: String,
+    /// Empty for a conversation that so far only had commands.
+    pub title: String,
+    pub updated_ms: i64,
+}
+
+impl From<&ConversationInfo> for Listed {
+    fn from(info: &ConversationInfo) -> Self {
+        Listed {
+            session_id: info.session_id.clone(),
+            agent_id: info.agent_id.clone(),
+            title: info.title.clone(),
+            updated_ms: info.updated_ms,
+        }
+    }
+}
+
 /// A copy of a conversation taken before it was cleared or restored over.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BackupInfo {
@@ -340,8 +362,9 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// name a client proposes for a new conversation must name nothing).
     async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError>;
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError>;
-    /// The conversations a browser session started (by [`owner_key`]), newest first.
-    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError>;
+    /// The conversations a browser session started (by [`owner_key`]), newest first, as
+    /// its list shows them (their whole details are [`ConversationStore::info`]).
+    async fn list_owned(&self, owner: &str) -> Result<Vec<Listed>, StoreError>;
 }
 
 /// Whether `stored` still has `total` messages ending with `last` (see
@@ -370,8 +393,8 @@ pub fn now_ms() -> i64 {
         .unwrap_or_default()
 }
 
-fn newest_first(mut list: Vec<ConversationInfo>) -> Vec<ConversationInfo> {
-    list.sort_by_key(|info| std::cmp::Reverse(info.updated_ms));
+fn newest_first(mut list: Vec<Listed>) -> Vec<Listed> {
+    list.sort_by_key(|listed| std::cmp::Reverse(listed.updated_ms));
     list
 }
 

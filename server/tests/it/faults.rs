@@ -499,7 +499,10 @@ mod interleaving {
         async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
             self.inner.put_info(info).await
         }
-        async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+        async fn list_owned(
+            &self,
+            owner: &str,
+        ) -> Result<Vec<parlor_server::store::Listed>, StoreError> {
             self.inner.list_owned(owner).await
         }
     }

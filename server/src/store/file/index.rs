@@ -6,30 +6,113 @@ use super::dialog::{read_info, remove_leftovers};
 use super::locking::unlocked;
 use super::{FileStore, INFO};
 use crate::store::atomic::TMP_MARK;
-use crate::store::{ConversationInfo, StoreError};
+use crate::store::{ConversationInfo, Listed, StoreError};
 use parlor_domain::ConversationId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// How often a browser's list of conversations looks for conversations other processes
 /// wrote.
 const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What the in-memory index keeps of a conversation: the details a browser's list of
-/// conversations shows (without the last turn's report) for conversations a browser owns;
-/// only that it exists for API clients' conversations, which are never listed.
-pub(super) type Indexed = Option<Box<ConversationInfo>>;
+/// What the in-memory index keeps of a conversation a browser owns: what the browser's
+/// list shows, with the owner and the agent shared by all their conversations. Small on
+/// purpose (about 200 bytes with its key, against 600 for the whole details): a thousand
+/// browsers make tens of thousands of conversations an hour.
+#[derive(Debug)]
+struct Entry {
+    owner: Arc<str>,
+    agent_id: Arc<str>,
+    title: Box<str>,
+    updated_ms: i64,
+}
 
-pub(super) fn indexed(mut info: ConversationInfo) -> Indexed {
-    info.owner.is_some().then(|| {
-        info.last_turn = None;
-        Box::new(info)
-    })
+/// Every conversation of a file history: the ones browsers own with what their lists show,
+/// and only that it exists for API clients' conversations, which are never listed.
+#[derive(Debug, Default)]
+pub(super) struct Index {
+    entries: HashMap<ConversationId, Option<Box<Entry>>>,
+    /// The owners and agents of the entries, each held once.
+    names: HashSet<Arc<str>>,
+}
+
+impl Index {
+    /// Records a conversation's details (the last ones written or read).
+    pub(super) fn insert(&mut self, info: &ConversationInfo) {
+        let entry = info.owner.as_ref().map(|owner| {
+            Box::new(Entry {
+                owner: self.name(owner),
+                agent_id: self.name(&info.agent_id),
+                title: info.title.as_str().into(),
+                updated_ms: info.updated_ms,
+            })
+        });
+        if let Some(Some(old)) = self.entries.insert(info.session_id.clone(), entry) {
+            self.release(*old);
+        }
+    }
+
+    pub(super) fn remove(&mut self, id: &ConversationId) {
+        if let Some(Some(old)) = self.entries.remove(id) {
+            self.release(*old);
+        }
+    }
+
+    pub(super) fn contains(&self, id: &ConversationId) -> bool {
+        self.entries.contains_key(id)
+    }
+
+    pub(super) fn ids(&self) -> impl Iterator<Item = &ConversationId> {
+        self.entries.keys()
+    }
+
+    /// The conversations `owner` owns, as their list shows them (in no order).
+    pub(super) fn owned(&self, owner: &str) -> Vec<Listed> {
+        let Some(owner) = self.names.get(owner) else {
+            return Vec::new();
+        };
+        self.entries
+            .iter()
+            .filter_map(|(id, entry)| {
+                let entry = entry.as_deref()?;
+                Arc::ptr_eq(&entry.owner, owner).then(|| Listed {
+                    session_id: id.clone(),
+                    agent_id: entry.agent_id.to_string(),
+                    title: entry.title.to_string(),
+                    updated_ms: entry.updated_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// The one shared copy of `name`.
+    fn name(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = name.into();
+        self.names.insert(shared.clone());
+        shared
+    }
+
+    /// Forgets the names only `entry` still used.
+    fn release(&mut self, entry: Entry) {
+        let Entry {
+            owner, agent_id, ..
+        } = entry;
+        for name in [owner, agent_id] {
+            // Held by the set and by `name`: nobody else.
+            if Arc::strong_count(&name) == 2 {
+                self.names.remove(&name);
+            }
+        }
+    }
 }
 
 /// Reads the index of the folder `root` at startup, cleaning what crashes left behind.
-pub(super) fn read(root: &Path) -> Result<HashMap<ConversationId, Indexed>, StoreError> {
-    let mut infos = HashMap::new();
+pub(super) fn read(root: &Path) -> Result<Index, StoreError> {
+    let mut infos = Index::default();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         let name = entry.file_name();
@@ -56,7 +139,7 @@ pub(super) fn read(root: &Path) -> Result<HashMap<ConversationId, Indexed>, Stor
             remove_leftovers(&entry.path());
         }
         if let Some(info) = read_info(&entry.path().join(INFO), &id) {
-            infos.insert(id, indexed(info));
+            infos.insert(&info);
         }
     }
     Ok(infos)
@@ -80,7 +163,7 @@ impl FileStore {
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .keys()
+            .ids()
             .cloned()
             .collect();
         let permit = self.io.acquire().await;
@@ -114,68 +197,122 @@ impl FileStore {
         drop(permit);
         for info in found {
             let id = info.session_id.clone();
-            self.remember(Some(info), &id);
+            self.remember(Some(&info), &id);
         }
     }
 
-    pub(super) fn remember(&self, info: Option<ConversationInfo>, id: &ConversationId) {
+    pub(super) fn remember(&self, info: Option<&ConversationInfo>, id: &ConversationId) {
         let mut infos = self.infos.lock().unwrap_or_else(|e| e.into_inner());
         match info {
-            Some(info) => infos.insert(id.clone(), indexed(info)),
+            Some(info) => infos.insert(info),
             None => infos.remove(id),
-        };
+        }
     }
 
-    /// A conversation's whole details, read from disk (the index holds only what lists show).
+    /// A conversation's whole details, read from disk (the index holds only what lists
+    /// show). Files are replaced atomically, so they are read without the dialog's lock.
     pub(super) async fn read_info(
         &self,
         id: &ConversationId,
     ) -> Result<Option<ConversationInfo>, StoreError> {
-        let known = self
-            .infos
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned();
-        let Some(known) = known else {
-            // Not in this process's index: another process (`parlor store import` or
-            // `restore`, a second server, a folder written by hand) may have written it
-            // since; the disk is the truth.
-            let path = self.dialog(id).dir.join(INFO);
-            let session = id.clone();
-            let permit = self.io.acquire().await;
-            let read = tokio::task::spawn_blocking(move || {
-                path.exists().then(|| read_info(&path, &session))
-            })
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
-            drop(permit);
-            return match read {
-                None => Ok(None),
-                Some(Some(info)) => {
-                    self.remember(Some(info.clone()), id);
-                    Ok(Some(info))
-                }
-                Some(None) => Err(StoreError::Corrupt(format!(
-                    "the details of conversation {id} cannot be read (see the log)"
-                ))),
-            };
-        };
-        // The whole details (with the last turn's report) are on disk; files are replaced
-        // atomically, so they are read without the dialog's lock.
         let path = self.dialog(id).dir.join(INFO);
         let session = id.clone();
         let permit = self.io.acquire().await;
-        let read = tokio::task::spawn_blocking(move || read_info(&path, &session))
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let read =
+            tokio::task::spawn_blocking(move || path.exists().then(|| read_info(&path, &session)))
+                .await
+                .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         drop(permit);
-        match (read, known) {
-            (Some(info), _) => Ok(Some(info)),
-            (None, Some(known)) => Ok(Some(*known)),
-            (None, None) => Err(StoreError::Corrupt(format!(
+        let known = || {
+            self.infos
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(id)
+        };
+        match read {
+            // Deleted by another process (`parlor mcp`) since this one indexed it.
+            None => {
+                if known() {
+                    self.remember(None, id);
+                }
+                Ok(None)
+            }
+            Some(Some(info)) => {
+                // Written by another process (`parlor store import` or `restore`, a second
+                // server, a folder written by hand) since the index was read.
+                if !known() {
+                    self.remember(Some(&info), id);
+                }
+                Ok(Some(info))
+            }
+            Some(None) => Err(StoreError::Corrupt(format!(
                 "the details of conversation {id} cannot be read (see the log)"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: &str, owner: Option<&str>, title: &str, updated_ms: i64) -> ConversationInfo {
+        let mut info = ConversationInfo::bare(&ConversationId::parse(id).unwrap(), Some(1));
+        info.agent_id = "general".into();
+        info.owner = owner.map(str::to_owned);
+        info.title = title.into();
+        info.updated_ms = updated_ms;
+        info
+    }
+
+    fn titles(index: &Index, owner: &str) -> Vec<String> {
+        let mut owned: Vec<_> = index.owned(owner).into_iter().map(|l| l.title).collect();
+        owned.sort();
+        owned
+    }
+
+    #[test]
+    fn lists_what_a_browser_owns_and_never_an_api_conversation() {
+        let mut index = Index::default();
+        index.insert(&info("a1", Some("alice"), "first", 1));
+        index.insert(&info("a2", Some("alice"), "second", 2));
+        index.insert(&info("b1", Some("bob"), "bob's", 3));
+        index.insert(&info("api", None, "from a client", 4));
+        assert_eq!(titles(&index, "alice"), ["first", "second"]);
+        assert_eq!(titles(&index, "bob"), ["bob's"]);
+        assert!(index.owned("nobody").is_empty());
+        assert!(index.contains(&ConversationId::parse("api").unwrap()));
+        let listed = index.owned("bob").remove(0);
+        assert_eq!(
+            (
+                listed.session_id.as_str(),
+                listed.agent_id.as_str(),
+                listed.updated_ms
+            ),
+            ("b1", "general", 3)
+        );
+    }
+
+    #[test]
+    fn a_change_of_details_replaces_the_entry_and_names_are_kept_once() {
+        let mut index = Index::default();
+        index.insert(&info("a1", Some("alice"), "first", 1));
+        index.insert(&info("a2", Some("alice"), "second", 2));
+        // Owner and agent, each once, whatever the number of conversations.
+        assert_eq!(index.names.len(), 2);
+        index.insert(&info("a1", Some("alice"), "renamed", 5));
+        assert_eq!(titles(&index, "alice"), ["renamed", "second"]);
+        // Moved to an account: listed there, no longer for the browser.
+        index.insert(&info("a1", Some("account"), "renamed", 6));
+        assert_eq!(titles(&index, "alice"), ["second"]);
+        assert_eq!(titles(&index, "account"), ["renamed"]);
+        index.insert(&info("a2", Some("account"), "second", 7));
+        assert!(index.owned("alice").is_empty());
+        assert_eq!(titles(&index, "account"), ["renamed", "second"]);
+        assert_eq!(index.names.len(), 2, "the browser's name is forgotten");
+        index.remove(&ConversationId::parse("a1").unwrap());
+        index.remove(&ConversationId::parse("a2").unwrap());
+        assert!(index.names.is_empty());
+        assert!(!index.contains(&ConversationId::parse("a1").unwrap()));
     }
 }

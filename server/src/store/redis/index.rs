@@ -2,7 +2,7 @@
 //! and one conversation's numbers.
 
 use super::{decode, glob_escape, retrying, RedisStore};
-use crate::store::{newest_first, ConversationInfo, Stats, StoreError};
+use crate::store::{newest_first, ConversationInfo, Listed, Stats, StoreError};
 use parlor_domain::ConversationId;
 
 impl RedisStore {
@@ -71,10 +71,7 @@ impl RedisStore {
 
     /// The conversations a browser started, newest first; those whose keys expired are
     /// forgotten in its index.
-    pub(super) async fn owned_conversations(
-        &self,
-        owner: &str,
-    ) -> Result<Vec<ConversationInfo>, StoreError> {
+    pub(super) async fn owned_conversations(&self, owner: &str) -> Result<Vec<Listed>, StoreError> {
         let owned = self.owner_key(owner);
         let mut conn = self.conn();
         let cmd = &redis::cmd("ZRANGE").arg(&owned).arg(0).arg(-1).clone();
@@ -96,7 +93,9 @@ impl RedisStore {
         let mut expired = Vec::new();
         for (id, raw) in ids.iter().zip(raws) {
             match raw.map(|raw| serde_json::from_str::<ConversationInfo>(&raw)) {
-                Some(Ok(info)) if info.owner.as_deref() == Some(owner) => list.push(info),
+                Some(Ok(info)) if info.owner.as_deref() == Some(owner) => {
+                    list.push(Listed::from(&info))
+                }
                 // It moved to another owner (a browser's conversations to its account).
                 Some(Ok(_)) => expired.push(id.as_str().to_owned()),
                 Some(Err(e)) => tracing::error!("skipping unreadable {}: {e}", self.info_key(id)),

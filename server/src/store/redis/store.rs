@@ -472,7 +472,7 @@ impl ConversationStore for RedisStore {
         self.conversation_stats(id).await
     }
 
-    async fn list_owned(&self, owner: &str) -> Result<Vec<ConversationInfo>, StoreError> {
+    async fn list_owned(&self, owner: &str) -> Result<Vec<crate::store::Listed>, StoreError> {
         self.owned_conversations(owner).await
     }
 }

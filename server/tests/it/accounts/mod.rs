@@ -299,6 +299,17 @@ async fn a_browsers_conversations_move_to_its_account_at_its_first_login() {
     let bob = cookie.unwrap();
     let export = format!("/api/chat/general/sessions/{id}/export");
     assert_eq!(get(&server, &export, &Auth::Cookie(&bob)).await.0, 200);
+    // The move changed the owner and kept the rest of the details (the last turn's report,
+    // which lists of conversations do not hold).
+    let details = data
+        .path()
+        .join(".chat-history")
+        .join(&id)
+        .join("conversation.json");
+    let details: Value = serde_json::from_slice(&std::fs::read(details).unwrap()).unwrap();
+    let by_browser = parlor_server::store::owner_key("0123456789abcdef0123456789abcdef");
+    assert!(details["owner"].is_string() && details["owner"] != json!(by_browser));
+    assert!(details["last_turn"].is_object(), "{details}");
     let (_, found) = get(
         &server,
         "/api/conversations/search?q=old",
