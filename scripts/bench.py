@@ -6,6 +6,7 @@ Reports (see docs/performance.md for the targets):
      module fetched on the first action beside it),
   2. server time to first byte for a chat page holding a 50-message conversation, and its
      ratio to `/healthz`'s in the same run; the host's atomic write (with its two fsyncs),
+     and the host's floor for a new conversation (a new dialog folder made atomically),
   3. the time Parlor adds to time-to-first-token versus calling the upstream directly, for a
      new conversation and for a continued one,
   4. time to first token on a 1,000-message conversation with and without the `summary`
@@ -21,6 +22,7 @@ import os
 import json
 import statistics
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -146,6 +148,44 @@ for _ in range(RUNS):
     fsyncs.append((time.perf_counter() - start) * 1000)
 
 
+def sync_path(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def new_dialog(root, name, info, messages):
+    """A new dialog as the MCP History Store's rules make it (every write atomic and synced,
+    no half-made dialog ever visible): a staged folder with its two files, the files and the
+    folder synced at once (three threads, as Parlor does), renamed into place, the root
+    synced. Two sync rounds, one after the other: the floor of Parlor's new conversation."""
+    staged = os.path.join(root, f".{name}.tmp")
+    os.mkdir(staged)
+    paths = [os.path.join(staged, "conversation.json"), os.path.join(staged, "messages.json")]
+    for path, data in zip(paths, (info, messages)):
+        with open(path, "wb") as f:
+            f.write(data)
+    syncs = [threading.Thread(target=sync_path, args=(p,)) for p in paths[:1] + [staged]]
+    for t in syncs:
+        t.start()
+    sync_path(paths[1])
+    for t in syncs:
+        t.join()
+    os.rename(staged, os.path.join(root, name))
+    sync_path(root)
+
+
+new_dialogs = []
+floor_root = os.path.join(fsync_dir, "new-dialogs")
+os.makedirs(floor_root, exist_ok=True)
+for i in range(RUNS):
+    start = time.perf_counter()
+    new_dialog(floor_root, f"d{i}", b"{" + b"x" * 400 + b"}", b"[" + b"x" * 300 + b"]")
+    new_dialogs.append((time.perf_counter() - start) * 1000)
+
+
 # 3. Time to first token: directly from the upstream, and through Parlor.
 def first_token_direct():
     start = time.perf_counter()
@@ -266,6 +306,8 @@ result = {
     "ttfb_500_messages_ms_median": round(median(ttfb_long), 3),
     "fsync_atomic_write_ms_median": round(median(fsyncs), 3),
     "fsync_atomic_write_ms_p90": round(statistics.quantiles(fsyncs, n=10)[-1], 3),
+    "new_dialog_floor_ms_median": round(median(new_dialogs), 3),
+    "new_dialog_floor_ms_p90": round(statistics.quantiles(new_dialogs, n=10)[-1], 3),
     "ttft_direct_ms_median": round(median(direct), 3),
     "ttft_parlor_ms_median": round(median(through), 3),
     "ttft_added_ms_median": round(median(through) - median(direct), 3),
