@@ -68,11 +68,15 @@ for name, path in [("JS", "/pkg/parlor.js"), ("split loader JS", LOADER), ("WASM
 total = sum(v for k, v in sizes.items() if not k.endswith("encoding"))
 r, manifest = get(PARLOR, "/pkg/__wasm_split_manifest.json")
 assert r.status == 200, ("split manifest", r.status)
-on_first_action = {}
-for module in sorted({f for files in json.loads(manifest).values() for f in files}):
+# Each split point's modules (a module shared by two split points is listed under both); the
+# first message fetches those of `run_turn` (app/src/actions.rs), the other actions the rest.
+split_points = json.loads(manifest)
+split_modules = {}
+for module in sorted({f for files in split_points.values() for f in files}):
     r, body = get(PARLOR, f"/pkg/{module}.wasm", {"accept-encoding": "br, gzip"})
     assert r.status == 200, (module, r.status)
-    on_first_action[module] = len(body)
+    split_modules[module] = len(body)
+on_first_action = {m: split_modules[m] for m in split_points.get("parlor_turns", split_modules)}
 
 # 2. A conversation of 50 messages (25 turns), then the page's time to first byte.
 session = None
@@ -299,6 +303,7 @@ result = {
     "transfer_bytes": sizes,
     "transfer_total_kb": round(total / 1000, 1),
     "fetched_on_first_action_bytes": on_first_action,
+    "split_modules_bytes": split_modules,
     "ttfb_ms_median": round(median(ttfb), 3),
     "ttfb_ms_p90": round(statistics.quantiles(ttfb, n=10)[-1], 3),
     "ttfb_healthz_ms_median": round(median(healthz), 3),

@@ -9,11 +9,13 @@ use parlor_domain::SendMark;
 /// Something the user asked the chat page to do.
 ///
 /// The page's views only name these ([`ChatState::act`]); the code that carries them out
-/// (sending a turn and reading its stream, edit, fork, import, rename, delete, marks,
-/// attachments, older messages) runs in [`run_action`], which the browser build splits into
-/// a second WASM module (`cargo leptos build --split`). The browser fetches it the first time
-/// the user acts, or starts to (the composer gets focus), so a reader who only opens a
-/// conversation does not download it.
+/// runs in [`run_turn`] (sending a turn and reading its stream, a new chat) or in
+/// [`run_other`] (fork, import, rename, delete, marks, attachments, search, older
+/// messages), which the browser build splits into WASM modules of their own (`cargo leptos
+/// build --split`; the code both use goes into a third, shared). The browser fetches the turn's
+/// the first time the user sends, or starts to (the composer gets focus), so a reader who
+/// only opens a conversation downloads neither, and one who only chats never fetches the
+/// others.
 pub enum Action {
     /// Send the composer's text with its attachments.
     SendDraft,
@@ -92,30 +94,52 @@ impl ChatState {
     /// nothing is lost (a draft stays in the composer).
     pub fn act(self, action: Action) {
         leptos::task::spawn_local(async move {
-            match run_action(self, action).await {
+            let done = if action.is_turn() {
+                run_turn(self, action).await
+            } else {
+                run_other(self, action).await
+            };
+            match done {
                 Ok(()) => self.unloaded.set(None),
                 Err(Unloaded) => self.unloaded.set(Some(UNLOADED.into())),
             }
         });
     }
 
-    /// Fetches the code for the page's actions ahead of the first one.
+    /// Fetches the code for sending a message ahead of the first one.
     pub fn prepare(self) {
         leptos::task::spawn_local(async move {
             // A failure is reported when an action needs the code.
-            let _ = fetch_actions().await;
+            let _ = fetch_turns().await;
         });
     }
 }
 
-/// Carries out `action` (see [`Action`]: in the browser, in a WASM module of its own).
+impl Action {
+    /// Whether the action sends a turn and reads its stream, or starts a new chat (the code
+    /// a chat needs, in a module of its own); the others are in a second module.
+    fn is_turn(&self) -> bool {
+        matches!(
+            self,
+            Action::SendDraft
+                | Action::Send(_)
+                | Action::Edit { .. }
+                | Action::AnswerCall { .. }
+                | Action::Regenerate
+                | Action::NewChat
+        )
+    }
+}
+
+/// Sends a turn and reads its stream (see [`Action::is_turn`]; in the browser, in a WASM
+/// module of its own, the one the first message fetches).
 #[leptos::wasm_split::wasm_split(
-    parlor_actions,
+    parlor_turns,
     wasm_split_path = ::leptos::wasm_split,
-    preload(fetch_actions),
+    preload(fetch_turns),
     fallible
 )]
-fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
+fn run_turn(state: ChatState, action: Action) -> Result<(), Unloaded> {
     match action {
         Action::SendDraft => state.send_draft(),
         Action::Send(text) => state.send(text),
@@ -124,6 +148,23 @@ fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
             text,
             failed,
         } => state.edit(message, text, failed),
+        Action::AnswerCall { card, approve } => state.answer_call(card, approve),
+        Action::Regenerate => state.regenerate(),
+        Action::NewChat => state.new_chat(),
+        // The others are carried out by `run_other` (see `ChatState::act`).
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Carries out the actions that send no turn (in the browser, in a second WASM module).
+#[leptos::wasm_split::wasm_split(
+    parlor_other_actions,
+    wasm_split_path = ::leptos::wasm_split,
+    fallible
+)]
+fn run_other(state: ChatState, action: Action) -> Result<(), Unloaded> {
+    match action {
         Action::Fork { message, failed } => state.fork(message, None, failed),
         Action::Mark {
             message,
@@ -136,9 +177,6 @@ fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
             failed,
         } => state.rename(item, title, failed),
         Action::Delete { item, failed } => state.delete(item, failed),
-        Action::AnswerCall { card, approve } => state.answer_call(card, approve),
-        Action::Regenerate => state.regenerate(),
-        Action::NewChat => state.new_chat(),
         Action::LoadOlder(transcript) => state.load_older(transcript),
         Action::Search {
             text,
@@ -156,6 +194,8 @@ fn run_action(state: ChatState, action: Action) -> Result<(), Unloaded> {
         Action::Attach(files) => state.read_files(files),
         #[cfg(feature = "hydrate")]
         Action::Import { file, failed } => state.read_import(file, failed),
+        // Turns are carried out by `run_turn`.
+        _ => {}
     }
     Ok(())
 }

@@ -52,7 +52,8 @@ describe('chat with an upstream model', () => {
   test('the code behind the buttons is fetched on first use; when it cannot be, nothing is lost', async () => {
     const { page, context, errors } = await openChat(suite.browser, `${suite.parlor.url}/chat?agent=general`, { hydrated: false });
     const fetched = [];
-    page.on('request', (r) => { if (/\/pkg\/[0-9a-f]{16}\/split_[^/]*\.wasm$/.test(r.url())) fetched.push(r.url()); });
+    page.on('request', (r) => { if (/\/pkg\/[0-9a-f]{16}\/(split|chunk)_[^/]*\.wasm$/.test(r.url())) fetched.push(r.url()); });
+    // The actions' own modules fail; the module they share loads.
     await page.route(/\/pkg\/[0-9a-f]{16}\/split_[^/]*\.wasm$/, (route) => route.abort());
     await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
     // Opening a conversation and reading it does not download the actions' module.
@@ -76,7 +77,13 @@ describe('chat with an upstream model', () => {
       ['assistant', 'Echo: keep this draft'],
     ]);
     assert.equal(await alert.count(), 0);
-    assert.deepEqual(errors, []);
+    // Chatting fetches the turn's code only: the other actions' module waits for its first use.
+    assert.ok(fetched.some((u) => u.includes('split_parlor_turns')), fetched.join(' '));
+    assert.ok(!fetched.some((u) => u.includes('split_parlor_other_actions')), fetched.join(' '));
+    // The build's loader starts an action's module and the shared one together and awaits the
+    // shared one first, so the browser reports the aborted fetch's rejection before the loader
+    // handles it: that report, and nothing else.
+    assert.deepEqual(errors.filter((e) => e !== 'Failed to fetch'), []);
     await context.close();
   });
 
