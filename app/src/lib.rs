@@ -2,6 +2,7 @@
 #![recursion_limit = "256"]
 
 pub mod actions;
+mod answers;
 pub mod api;
 pub mod attach;
 pub mod components;

@@ -13,6 +13,7 @@
 use crate::api::{AgentInfo, ChatData, ChatQuery, ConversationItem, DebugView, StoredMessage};
 use parlor_domain::context::Chip;
 use parlor_domain::meter::{Cost, DailyUse, Meter, MeterParts};
+use parlor_domain::tool::LimitReached;
 use parlor_domain::{ReplyStatus, Role, SendMark};
 use serde::Serialize;
 
@@ -66,13 +67,13 @@ pub trait FromJson: Sized {
 }
 
 /// A member that must be there.
-fn required<T: FromJson>(json: &impl Json, key: &str) -> Option<T> {
+pub(crate) fn required<T: FromJson>(json: &impl Json, key: &str) -> Option<T> {
     T::from_json(&json.get(key)?)
 }
 
 /// A member that may be missing or `null` (`Option` fields): `None` only when it is there
 /// but of the wrong shape.
-fn optional<T: FromJson>(json: &impl Json, key: &str) -> Option<Option<T>> {
+pub(crate) fn optional<T: FromJson>(json: &impl Json, key: &str) -> Option<Option<T>> {
     match json.get(key) {
         None => Some(None),
         Some(value) => T::from_json(&value).map(Some),
@@ -80,7 +81,7 @@ fn optional<T: FromJson>(json: &impl Json, key: &str) -> Option<Option<T>> {
 }
 
 /// A member left out when it has its default (`skip_serializing_if`).
-fn or_default<T: FromJson + Default>(json: &impl Json, key: &str) -> Option<T> {
+pub(crate) fn or_default<T: FromJson + Default>(json: &impl Json, key: &str) -> Option<T> {
     optional(json, key).map(Option::unwrap_or_default)
 }
 
@@ -132,6 +133,10 @@ macro_rules! names {
 names!(Role { "system" => Role::System, "user" => Role::User, "assistant" => Role::Assistant, "tool" => Role::Tool });
 names!(ReplyStatus { "stopped" => ReplyStatus::Stopped, "incomplete" => ReplyStatus::Incomplete });
 names!(SendMark { "always" => SendMark::Always, "never" => SendMark::Never });
+names!(LimitReached {
+    "max_rounds" => LimitReached::MaxRounds,
+    "max_calls" => LimitReached::MaxCalls,
+});
 
 impl FromJson for ChatStart {
     fn from_json(json: &impl Json) -> Option<Self> {

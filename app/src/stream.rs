@@ -95,6 +95,20 @@ pub fn spawn_request(
 ) {
 }
 
+/// Reads an answer of the API as `T` with the browser's JSON parser (as the island's data is
+/// read: `crate::start`), or says why it cannot.
+pub fn read_answer<T: crate::start::FromJson>(reply: Result<String, String>) -> Result<T, String> {
+    let text = reply?;
+    #[cfg(feature = "hydrate")]
+    let read = browser::parse(&text).and_then(|value| T::from_json(&value));
+    #[cfg(not(feature = "hydrate"))]
+    let read: Option<T> = {
+        let _ = text;
+        None
+    };
+    read.ok_or_else(|| "Parlor's answer could not be read".to_owned())
+}
+
 /// Sends a request to Parlor's API and waits for its answer (see [`spawn_request`]).
 pub async fn request(
     method: &'static str,
@@ -177,9 +191,8 @@ mod browser {
             .map_err(|e| JsValue::from_str(&e.to_string()))?;
         if !response.ok() {
             let text = response.text().await.unwrap_or_default();
-            let message = serde_json::from_str::<parlor_domain::ApiError>(&text)
-                .map(|e| e.error)
-                .unwrap_or_else(|_| format!("Parlor answered HTTP {}", response.status()));
+            let message = api_error(&text)
+                .unwrap_or_else(|| format!("Parlor answered HTTP {}", response.status()));
             return Ok(StreamEnd::Refused(message));
         }
         let Some(stream) = response.body() else {
@@ -198,7 +211,7 @@ mod browser {
             let value = js_sys::Reflect::get(&chunk, &"value".into())?;
             let bytes = js_sys::Uint8Array::new(&value).to_vec();
             for data in decoder.push(&bytes) {
-                if let Ok(event) = PageEvent::from_json(&data) {
+                if let Some(event) = parse(&data).and_then(|v| crate::events::read_event(&v)) {
                     on_event(event);
                 }
             }
@@ -228,10 +241,20 @@ mod browser {
         if response.ok() {
             Ok(text)
         } else {
-            Err(serde_json::from_str::<parlor_domain::ApiError>(&text)
-                .map(|e| e.error)
-                .unwrap_or_else(|_| format!("Parlor answered HTTP {}", response.status())))
+            Err(api_error(&text)
+                .unwrap_or_else(|| format!("Parlor answered HTTP {}", response.status())))
         }
+    }
+
+    /// JSON parsed by the browser (read with `crate::start::Json`: no serde_json parser here).
+    pub fn parse(text: &str) -> Option<JsValue> {
+        js_sys::JSON::parse(text).ok()
+    }
+
+    /// The message of an API error's JSON (`{"error": …}`, see `parlor_domain::ApiError`).
+    fn api_error(text: &str) -> Option<String> {
+        use crate::start::Json;
+        parse(text)?.get("error")?.string()
     }
 
     fn describe(error: &JsValue) -> String {

@@ -42,9 +42,7 @@ impl ChatState {
         let (session, url) = self.older_url()?;
         self.paging.loading.set(true);
         self.paging.error.set(None);
-        let reply = stream::request("GET", url, None).await.and_then(|text| {
-            serde_json::from_str::<OlderMessages>(&text).map_err(|e| e.to_string())
-        });
+        let reply = stream::read_answer::<OlderMessages>(stream::request("GET", url, None).await);
         self.paging.loading.set(false);
         match reply {
             // The conversation changed meanwhile (a new chat, a fork): not for this page.

@@ -8,11 +8,6 @@ use crate::stream;
 use leptos::prelude::*;
 use parlor_domain::SendMark;
 
-/// Reads an answer of the API as `T`, or says why it cannot.
-fn read<T: serde::de::DeserializeOwned>(reply: Result<String, String>) -> Result<T, String> {
-    reply.and_then(|text| serde_json::from_str::<T>(&text).map_err(|e| e.to_string()))
-}
-
 impl ChatState {
     /// Forks the conversation at `message`: through it ("Fork from here"), or before it to
     /// send `edited` in its place. The page then shows the fork (the messages it copied).
@@ -35,8 +30,11 @@ impl ChatState {
         };
         let body = format!("{{\"{at}\":{}}}", json_string(&id));
         failed.set(None);
-        stream::spawn_request("POST", url, Some(body), move |reply| {
-            match read::<ConversationRef>(reply) {
+        stream::spawn_request(
+            "POST",
+            url,
+            Some(body),
+            move |reply| match stream::read_answer::<ConversationRef>(reply) {
                 Ok(fork) => {
                     self.transcript.keep_until(message.key, edited.is_none());
                     self.switch_to(fork);
@@ -46,8 +44,8 @@ impl ChatState {
                     }
                 }
                 Err(reason) => failed.set(Some(reason)),
-            }
-        });
+            },
+        );
     }
 
     /// Forgets what the page knew of the conversation shown (a new one, a fork).
@@ -85,16 +83,19 @@ impl ChatState {
     #[cfg(feature = "hydrate")]
     fn import(self, text: String, failed: RwSignal<Option<String>>) {
         let url = format!("{}/sessions/import", self.agent_url());
-        stream::spawn_request("POST", url, Some(text), move |reply| {
-            match read::<ConversationRef>(reply) {
+        stream::spawn_request(
+            "POST",
+            url,
+            Some(text),
+            move |reply| match stream::read_answer::<ConversationRef>(reply) {
                 Ok(imported) => stream::open(&format!(
                     "/chat?agent={}&session={}",
                     encode(&imported.agent_id),
                     encode(&imported.session_id)
                 )),
                 Err(reason) => failed.set(Some(reason)),
-            }
-        });
+            },
+        );
     }
 
     /// Reads the file picked for import and sends it.
@@ -119,12 +120,15 @@ impl ChatState {
     ) {
         let url = conversation_url(&item);
         let body = format!("{{\"title\":{}}}", json_string(&title));
-        stream::spawn_request("PATCH", url, Some(body), move |reply| {
-            match read::<ConversationRef>(reply) {
+        stream::spawn_request(
+            "PATCH",
+            url,
+            Some(body),
+            move |reply| match stream::read_answer::<ConversationRef>(reply) {
                 Ok(renamed) => self.renamed(renamed),
                 Err(reason) => failed.set(Some(reason)),
-            }
-        });
+            },
+        );
     }
 
     /// The sidebar shows a conversation's new title.
@@ -175,7 +179,7 @@ impl ChatState {
         failed.set(None);
         let body = serde_json::to_string(&parlor_domain::MarkRequest { send }).ok();
         stream::spawn_request("PUT", url, body, move |reply| {
-            match read::<parlor_domain::MarkReply>(reply) {
+            match stream::read_answer::<parlor_domain::MarkReply>(reply) {
                 Ok(reply) => message.send.set(reply.send),
                 Err(reason) => failed.set(Some(reason)),
             }
