@@ -39,7 +39,7 @@ describe('chat commands', () => {
     assert.match(await fact(page, 'chain'), /sliding_window\s*−4/);
     assert.equal(await page.locator('.message.not-sent').count(), 4);
     // Neither the command nor the notice is part of the conversation.
-    assert.equal(await page.locator('.message.command-notice .actions').count(), 0);
+    assert.equal(await page.locator('.message.command-notice .actions button').count(), 0);
 
     await send(page, 'four');
     await replyFinished(page);

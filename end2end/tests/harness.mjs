@@ -151,7 +151,7 @@ export async function replyFinished(page) {
     const last = messages[messages.length - 1];
     // The debug panel, when open, is fetched again after the reply: wait for it too.
     return last && last.dataset.role === 'assistant' && !last.classList.contains('streaming')
-      && last.querySelector('.actions') !== null
+      && last.querySelector('.actions .copy') !== null
       && document.querySelector('.debug-panel[aria-busy="true"]') === null;
   }, null, { timeout: 30000 });
 }

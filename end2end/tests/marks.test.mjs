@@ -28,9 +28,16 @@ describe('pin and exclude', () => {
     await first.locator('button.pin').click();
     await first.locator('.pinned-tag').waitFor();
     assert.equal(await first.locator('button.pin').innerText(), 'Unpin');
+    // From the keyboard: the button keeps the focus when its row is drawn again.
     const third = userMessage(page, 'three');
-    await third.locator('button.exclude').click();
+    await third.locator('button.exclude').focus();
+    await page.keyboard.press('Enter');
     await page.waitForSelector('.transcript > article.message.user.excluded');
+    await third.locator('button.exclude[aria-pressed="true"]').waitFor();
+    assert.deepEqual(
+      await page.evaluate(() => [document.activeElement.dataset.act, document.activeElement.innerText]),
+      ['exclude', 'Send again'],
+    );
     assert.match(await third.locator('.excluded-tag').innerText(), /not sent: excluded/);
 
     await send(page, 'four');

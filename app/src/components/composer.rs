@@ -2,6 +2,7 @@
 //! Files (text, code, Markdown, images) can be attached with the button or by dropping
 //! them on the composer, each with how long the conversation keeps it.
 
+use super::tool_card::escape;
 use crate::actions::Action;
 use crate::attach::{save_of, size_label, value_of, Attachment, CHOICES};
 use crate::state::ChatState;
@@ -81,9 +82,29 @@ pub fn Composer(state: ChatState, agent_name: String) -> impl IntoView {
     }
 }
 
-/// The files waiting to go with the next message, each with its retention picker.
+/// The files waiting to go with the next message, each with its retention picker. The list
+/// is HTML made by [`attachments_html`] (every name escaped), with one handler for the
+/// pickers and one for the Remove buttons: a reactive list costs the page's WASM more.
 #[component]
 fn Attachments(state: ChatState) -> impl IntoView {
+    let list = state.composer.attachments;
+    // A picker's choice is kept without drawing the list again (the picker shows it).
+    let picked = move |ev: Event| {
+        let Some((id, value)) = target_of(&ev, "select[data-id]") else {
+            return;
+        };
+        let save = save_of(&value);
+        list.update_untracked(|list| {
+            if let Some(a) = list.iter_mut().find(|a| a.id == id) {
+                a.save = save;
+            }
+        });
+    };
+    let removed = move |ev: leptos::ev::MouseEvent| {
+        if let Some((id, _)) = target_of(&ev, "button[data-id]") {
+            list.update(|list| list.retain(|a| a.id != id));
+        }
+    };
     view! {
         {move || {
             state
@@ -92,60 +113,50 @@ fn Attachments(state: ChatState) -> impl IntoView {
                 .get()
                 .map(|e| view! { <p class="attach-error" role="alert">{e}</p> })
         }}
-        <Show when=move || !state.composer.attachments.with(Vec::is_empty)>
-            <ul class="attachments">
-                <For each=move || state.composer.attachments.get() key=|a| a.id let:attachment>
-                    <AttachmentItem state attachment/>
-                </For>
-            </ul>
-        </Show>
+        <ul
+            class="attachments"
+            hidden=move || list.with(Vec::is_empty)
+            inner_html=move || list.with(|list| attachments_html(list))
+            on:change=picked
+            on:click=removed
+        ></ul>
     }
 }
 
-#[component]
-fn AttachmentItem(state: ChatState, attachment: Attachment) -> impl IntoView {
-    let id = attachment.id;
-    let current = value_of(attachment.save);
-    let name = attachment.name.clone();
-    let kind = if attachment.is_image() {
-        "image"
-    } else {
-        "text"
-    };
-    let set_save = move |ev: Event| {
-        let save = save_of(&event_target_value(&ev));
-        state.composer.attachments.update(|list| {
-            if let Some(a) = list.iter_mut().find(|a| a.id == id) {
-                a.save = save;
-            }
-        });
-    };
-    view! {
-        <li class="attachment" data-name=name.clone()>
-            <span class="attachment-name">{name.clone()}</span>
-            <span class="attachment-size">{format!("{kind}, {}", size_label(attachment.size))}</span>
-            <select class="keep" aria-label=format!("How long to keep {name}") on:change=set_save>
-                {CHOICES
-                    .iter()
-                    .map(|(value, label)| {
-                        view! {
-                            <option value=*value selected=*value == current>
-                                {*label}
-                            </option>
-                        }
-                    })
-                    .collect_view()}
-            </select>
-            <button
-                type="button"
-                class="remove-attachment"
-                aria-label=format!("Remove {name}")
-                on:click=move |_| state.composer.attachments.update(|list| list.retain(|a| a.id != id))
-            >
-                "×"
-            </button>
-        </li>
+/// The attachment an event's element (matching `selector`) belongs to, and the element's
+/// value.
+fn target_of(event: &Event, selector: &str) -> Option<(u64, String)> {
+    let id = super::target_attribute(event, selector, "data-id")?;
+    Some((id.parse().ok()?, event_target_value(event)))
+}
+
+/// Each file: its name, kind and size, how long to keep it, and Remove.
+pub fn attachments_html(list: &[Attachment]) -> String {
+    let mut html = String::new();
+    for attachment in list {
+        let (id, name) = (attachment.id, escape(&attachment.name));
+        let kind = if attachment.is_image() {
+            "image"
+        } else {
+            "text"
+        };
+        let current = value_of(attachment.save);
+        let options: String = CHOICES
+            .iter()
+            .map(|(value, label)| {
+                let selected = if *value == current { " selected" } else { "" };
+                format!("<option value=\"{value}\"{selected}>{label}</option>")
+            })
+            .collect();
+        html.push_str(&format!(
+            "<li class=\"attachment\" data-name=\"{name}\"><span class=\"attachment-name\">{name}</span>\
+             <span class=\"attachment-size\">{kind}, {}</span>\
+             <select class=\"keep\" data-id=\"{id}\" aria-label=\"How long to keep {name}\">{options}</select>\
+             <button type=\"button\" class=\"remove-attachment\" data-id=\"{id}\" aria-label=\"Remove {name}\">×</button></li>",
+            size_label(attachment.size)
+        ));
     }
+    html
 }
 
 /// Reads the files chosen with the Attach button.
@@ -183,4 +194,37 @@ fn read_dropped(state: ChatState, ev: DragEvent) {
 #[cfg(feature = "hydrate")]
 fn files_of(list: &web_sys::FileList) -> Vec<web_sys::File> {
     (0..list.length()).filter_map(|i| list.get(i)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parlor_domain::context::{Block, Save};
+
+    #[test]
+    fn each_file_shows_its_name_as_text_and_its_retention_picked() {
+        let file = Attachment {
+            id: 7,
+            name: "\"><script>alert(1)</script>.md".into(),
+            block: Block::Text {
+                text: "notes".into(),
+            },
+            size: 2048,
+            save: Save::Always,
+        };
+        let html = attachments_html(&[file]);
+        assert!(
+            !html.contains("<script"),
+            "a file's name is never markup: {html}"
+        );
+        assert!(html.contains("data-name=\"&quot;&gt;&lt;script&gt;"));
+        assert!(html.contains("<span class=\"attachment-size\">text, 2 KB</span>"));
+        assert!(html.contains("<option value=\"always\" selected>always</option>"));
+        assert_eq!(html.matches(" selected").count(), 1);
+        assert_eq!(
+            html.matches("data-id=\"7\"").count(),
+            2,
+            "the picker and Remove"
+        );
+    }
 }

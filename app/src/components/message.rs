@@ -1,6 +1,7 @@
 //! One message of the transcript, in parts: its tags, its body, its facts (tokens, how it
 //! ended), its actions with their marks, the editor of a question, and its context chips.
 
+use super::tool_card::escape;
 use crate::actions::Action;
 use crate::state::{ChatState, UiMessage};
 use leptos::prelude::*;
@@ -38,14 +39,20 @@ pub fn MessageItem(
     let editing = RwSignal::new(None::<String>);
     view! {
         <article
-            class=format!("message {}", role.as_str())
-            class:pinned=move || message.send.get() == Some(SendMark::Always)
-            class:excluded=move || message.send.get() == Some(SendMark::Never)
-            class:not-sent=not_sent
-            class:editing=move || editing.with(Option::is_some)
-            class:streaming=move || message.streaming.get()
-            class:command-notice=move || role == Role::Assistant && message.notice.get()
-            class:calls-only=move || message.calls.get() && message.text.with(String::is_empty)
+            class=move || {
+                let send = message.send.get();
+                classes(&[
+                    ("message", true),
+                    (role.as_str(), true),
+                    ("pinned", send == Some(SendMark::Always)),
+                    ("excluded", send == Some(SendMark::Never)),
+                    ("not-sent", not_sent()),
+                    ("editing", editing.with(Option::is_some)),
+                    ("streaming", message.streaming.get()),
+                    ("command-notice", role == Role::Assistant && message.notice.get()),
+                    ("calls-only", message.calls.get() && message.text.with(String::is_empty)),
+                ])
+            }
             data-role=role.as_str()
         >
             <MessageTags message not_sent mark_failed/>
@@ -53,45 +60,63 @@ pub fn MessageItem(
             // and the style hides its empty bubble and actions.
             <super::tool_card::ToolCardView state message/>
             <MessageBody message/>
-            <Show when=move || editing.with(Option::is_some)>
+            {move || editing.with(Option::is_some).then(|| view! {
                 <EditForm state message editing failed=mark_failed/>
-            </Show>
+            })}
             {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
             <MessageFacts state message/>
-            <MessageActions state message last_assistant editing mark_failed/>
+            <super::message_actions::MessageActions state message last_assistant editing mark_failed/>
         </article>
-        <Show when=summary_ends_here>
+        {move || summary_ends_here().then(|| view! {
             <div class="summarized-marker" role="note">"Messages above are summarized"</div>
-        </Show>
+        })}
     }
 }
 
 /// What the model sees of a message: not sent on the last call, pinned, excluded; and why
-/// a mark could not be changed.
+/// a mark could not be changed. Tags are HTML made here (see [`tag`]): a view per tag would
+/// cost the page's WASM more.
 #[component]
 fn MessageTags(
     message: UiMessage,
     not_sent: impl Fn() -> bool + Copy + Send + Sync + 'static,
     mark_failed: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    view! {
-        <Show when=not_sent>
-            <span class="tag not-sent-tag" title="Not sent to the model on the last turn">
-                "not sent"
-            </span>
-        </Show>
-        <Show when=move || message.send.get() == Some(SendMark::Always)>
-            <span class="tag pinned-tag" title="Always sent to the model">"pinned"</span>
-        </Show>
-        <Show when=move || message.send.get() == Some(SendMark::Never)>
-            <span class="tag excluded-tag" title="You chose not to send this message to the model">
-                "not sent: excluded"
-            </span>
-        </Show>
-        {move || mark_failed.get().map(|reason| view! {
-            <span class="tag mark-error" role="alert">{reason}</span>
-        })}
-    }
+    let html = move || {
+        let mut html = String::new();
+        if not_sent() {
+            let title = "Not sent to the model on the last turn";
+            html.push_str(&tag("not-sent-tag", title, "not sent"));
+        }
+        match message.send.get() {
+            Some(SendMark::Always) => {
+                html.push_str(&tag("pinned-tag", "Always sent to the model", "pinned"));
+            }
+            Some(SendMark::Never) => {
+                let title = "You chose not to send this message to the model";
+                html.push_str(&tag("excluded-tag", title, "not sent: excluded"));
+            }
+            None => {}
+        }
+        if let Some(reason) = mark_failed.get() {
+            html.push_str(&format!(
+                "<span class=\"tag mark-error\" role=\"alert\">{}</span>",
+                escape(&reason)
+            ));
+        }
+        html
+    };
+    view! { <div class="tags" inner_html=html></div> }
+}
+
+/// A tag: its class, its title (fixed text) and its words, escaped.
+fn tag(class: &str, title: &str, text: &str) -> String {
+    let title = if title.is_empty() {
+        String::new()
+    } else {
+        format!(" title=\"{title}\"")
+    };
+    format!("<span class=\"tag {class}\"{title}>{}</span>", escape(text))
 }
 
 /// The message's text. One shape for every message (a view swapped by kind would cost the
@@ -124,95 +149,25 @@ fn MessageBody(message: UiMessage) -> impl IntoView {
 /// Its tokens (with the debug panel open) and how a reply ended when it did not finish.
 #[component]
 fn MessageFacts(state: ChatState, message: UiMessage) -> impl IntoView {
-    view! {
-        {move || {
-            // With the debug panel open: what the message costs in tokens.
-            let shown = state.debug.with(Option::is_some);
-            message.tokens.get().filter(|_| shown).map(|n| view! {
-                <span class="tag tokens-tag" title="Tokens of this message for the conversation's model">
-                    {format!("{} tokens", parlor_domain::meter::group_digits(n))}
-                </span>
-            })
-        }}
-        {move || match message.status.get() {
-            Some(ReplyStatus::Stopped) => Some(view! { <span class="tag stopped-tag">"stopped"</span> }),
-            Some(ReplyStatus::Incomplete) => Some(view! { <span class="tag incomplete-tag">"incomplete"</span> }),
-            None => None,
-        }}
-    }
-}
-
-/// A reply's Copy, Regenerate and marks; a question's marks and Edit.
-#[component]
-fn MessageActions(
-    state: ChatState,
-    message: UiMessage,
-    last_assistant: Memo<Option<u64>>,
-    editing: RwSignal<Option<String>>,
-    mark_failed: RwSignal<Option<String>>,
-) -> impl IntoView {
-    let role = message.role;
-    let copied = RwSignal::new(false);
-    let stored = move || {
-        message.id.with(Option::is_some) && !message.streaming.get() && !message.notice.get()
+    let html = move || {
+        let mut html = String::new();
+        // With the debug panel open: what the message costs in tokens.
+        let shown = state.debug.with(Option::is_some);
+        if let Some(n) = message.tokens.get().filter(|_| shown) {
+            let title = "Tokens of this message for the conversation's model";
+            let text = format!("{} tokens", parlor_domain::meter::group_digits(n));
+            html.push_str(&tag("tokens-tag", title, &text));
+        }
+        match message.status.get() {
+            Some(ReplyStatus::Stopped) => html.push_str(&tag("stopped-tag", "", "stopped")),
+            Some(ReplyStatus::Incomplete) => {
+                html.push_str(&tag("incomplete-tag", "", "incomplete"));
+            }
+            None => {}
+        }
+        html
     };
-    let marks = move || view! { <Marks state message failed=mark_failed/> };
-    view! {
-        <Show when=move || {
-            role == Role::Assistant && !message.streaming.get() && !message.notice.get()
-        }>
-            <div class="actions">
-                <button
-                    class="copy"
-                    on:click=move |_| {
-                        crate::stream::copy_to_clipboard(&message.text.get_untracked());
-                        copied.set(true);
-                        set_timeout(move || copied.set(false), std::time::Duration::from_millis(1500));
-                    }
-                >
-                    {move || if copied.get() { "Copied" } else { "Copy" }}
-                </button>
-                <Show when=move || {
-                    last_assistant.get() == Some(message.key) && !state.streaming.active.get()
-                }>
-                    <button class="regenerate" on:click=move |_| state.act(Action::Regenerate)>
-                        "Regenerate"
-                    </button>
-                </Show>
-                <Show when=stored>{marks}</Show>
-            </div>
-        </Show>
-        <Show when=move || role == Role::User && stored() && editing.with(Option::is_none)>
-            <div class="actions">
-                {marks}
-                <button
-                    class="edit"
-                    disabled=move || state.streaming.active.get()
-                    title="Edit this message and send it again"
-                    on:click=move |_| editing.set(Some(message.text.get_untracked()))
-                >
-                    "Edit"
-                </button>
-            </div>
-        </Show>
-    }
-}
-
-/// Pin, exclude and fork.
-#[component]
-fn Marks(state: ChatState, message: UiMessage, failed: RwSignal<Option<String>>) -> impl IntoView {
-    view! {
-        <MarkButton state message mark=SendMark::Always failed/>
-        <MarkButton state message mark=SendMark::Never failed/>
-        <button
-            class="fork"
-            disabled=move || state.streaming.active.get()
-            title="A new conversation with the messages up to this one"
-            on:click=move |_| state.act(Action::Fork { message, failed })
-        >
-            "Fork"
-        </button>
-    }
+    view! { <div class="tags" inner_html=html></div> }
 }
 
 /// Edits a user message: Send replaces it (see [`ChatState::edit`]), Cancel keeps it.
@@ -249,42 +204,6 @@ fn EditForm(
                 </button>
             </div>
         </form>
-    }
-}
-
-/// Sets or clears one mark of a message: "Always send" / "Unpin", "Don't send" / "Send again".
-#[component]
-fn MarkButton(
-    state: ChatState,
-    message: UiMessage,
-    mark: SendMark,
-    failed: RwSignal<Option<String>>,
-) -> impl IntoView {
-    let (class, set_label, unset_label, title) = match mark {
-        SendMark::Always => (
-            "pin",
-            "Always send",
-            "Unpin",
-            "Always send this message, even when the history policy would leave it out",
-        ),
-        SendMark::Never => (
-            "exclude",
-            "Don't send",
-            "Send again",
-            "Never send this message to the model (it stays in the conversation)",
-        ),
-    };
-    let set = move || message.send.get() == Some(mark);
-    view! {
-        <button
-            class=class
-            aria-pressed=move || set().to_string()
-            disabled=move || state.streaming.active.get()
-            title=title
-            on:click=move |_| state.act(Action::Mark { message, send: (!set()).then_some(mark), failed })
-        >
-            {move || if set() { unset_label } else { set_label }}
-        </button>
     }
 }
 
@@ -328,4 +247,18 @@ fn Chips(
                 .collect_view()}
         </ul>
     }
+}
+
+/// A class attribute: the names whose flag is set, space-separated.
+pub(crate) fn classes(names: &[(&str, bool)]) -> String {
+    let mut out = String::new();
+    for (name, on) in names {
+        if *on {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(name);
+        }
+    }
+    out
 }

@@ -2,6 +2,7 @@
 //! server searches titles and messages, and renders the results: see
 //! `components::search_results`).
 
+use super::tool_card::escape;
 use crate::actions::Action;
 use crate::api::ConversationItem;
 use crate::state::{encode, ChatState};
@@ -90,61 +91,65 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
     }
 }
 
+/// The list is one piece of HTML made by [`conversations_html`], every title escaped, with
+/// a single click handler for its Rename and Delete buttons: a reactive list (a keyed `For`
+/// and a view per item) costs the page's WASM several KB more.
 #[component]
 fn Conversations(state: ChatState, failed: RwSignal<Option<String>>) -> impl IntoView {
+    let html = move || {
+        state.session_id.with(|active| {
+            state
+                .conversations
+                .with(|items| conversations_html(items, active.as_deref()))
+        })
+    };
     view! {
-        <ul class="conversations">
-            <For
-                each=move || state.conversations.get()
-                key=|c| (c.session_id.clone(), c.title.clone())
-                let:conversation
-            >
-                {
-                    let id = conversation.session_id.clone();
-                    let href = chat_href(&conversation.agent_id, &conversation.session_id);
-                    let (renamed, deleted) = (conversation.clone(), conversation.clone());
-                    view! {
-                        <li>
-                            <a
-                                href=href
-                                rel="external"
-                                class:active=move || {
-                                    state.session_id.with(|s| s.as_deref() == Some(id.as_str()))
-                                }
-                            >
-                                {conversation.title.clone()}
-                            </a>
-                            <button
-                                class="rename"
-                                title="Rename"
-                                aria-label=format!("Rename “{}”", conversation.title)
-                                on:click=move |_| {
-                                    if let Some(title) = ask_title(&renamed.title) {
-                                        failed.set(None);
-                                        state.act(Action::Rename { item: renamed.clone(), title, failed });
-                                    }
-                                }
-                            >
-                                "✎"
-                            </button>
-                            <button
-                                class="delete"
-                                title="Delete"
-                                aria-label=format!("Delete “{}”", conversation.title)
-                                on:click=move |_| {
-                                    if confirm_delete(&deleted) {
-                                        failed.set(None);
-                                        state.act(Action::Delete { item: deleted.clone(), failed });
-                                    }
-                                }
-                            >
-                                "×"
-                            </button>
-                        </li>
-                    }
-                }
-            </For>
-        </ul>
+        <ul class="conversations" inner_html=html on:click=move |ev| clicked(state, failed, ev)></ul>
+    }
+}
+
+/// The sidebar's items: a link to each conversation (the open one marked active), with its
+/// Rename and Delete buttons (they carry the conversation's position in the list).
+pub fn conversations_html(items: &[ConversationItem], active: Option<&str>) -> String {
+    let mut html = String::new();
+    for (at, item) in items.iter().enumerate() {
+        let title = escape(&item.title);
+        let class = if active == Some(item.session_id.as_str()) {
+            " class=\"active\""
+        } else {
+            ""
+        };
+        html.push_str(&format!(
+            "<li><a href=\"{}\" rel=\"external\"{class}>{title}</a>\
+             <button class=\"rename\" title=\"Rename\" aria-label=\"Rename “{title}”\" data-rename=\"{at}\">✎</button>\
+             <button class=\"delete\" title=\"Delete\" aria-label=\"Delete “{title}”\" data-delete=\"{at}\">×</button></li>",
+            escape(&chat_href(&item.agent_id, &item.session_id)),
+        ));
+    }
+    html
+}
+
+/// A click on an item's Rename or Delete.
+fn clicked(state: ChatState, failed: RwSignal<Option<String>>, event: leptos::ev::MouseEvent) {
+    let item = |attribute: &str| {
+        let at = super::target_attribute(&event, &format!("button[{attribute}]"), attribute)?;
+        let at = at.parse::<usize>().ok()?;
+        state.conversations.with_untracked(|c| c.get(at).cloned())
+    };
+    let action = if let Some(item) = item("data-rename") {
+        ask_title(&item.title).map(|title| Action::Rename {
+            item,
+            title,
+            failed,
+        })
+    } else if let Some(item) = item("data-delete") {
+        confirm_delete(&item).then_some(Action::Delete { item, failed })
+    } else {
+        None
+    };
+    if let Some(action) = action {
+        failed.set(None);
+        state.act(action);
     }
 }
 
@@ -180,5 +185,41 @@ fn confirm_delete(item: &ConversationItem) -> bool {
     {
         let _ = item;
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(session_id: &str, title: &str) -> ConversationItem {
+        ConversationItem {
+            session_id: session_id.into(),
+            agent_id: "general".into(),
+            title: title.into(),
+            updated_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_list_links_each_conversation_marks_the_open_one_and_stays_text() {
+        let items = [
+            item("s1", "<img src=x onerror=alert(1)>"),
+            item("s 2&", "Plans"),
+        ];
+        let html = conversations_html(&items, Some("s 2&"));
+        assert!(!html.contains("<img"), "a title is never markup: {html}");
+        assert!(html.contains(">&lt;img src=x onerror=alert(1)&gt;</a>"));
+        assert!(html.contains("aria-label=\"Rename “Plans”\""));
+        assert_eq!(html.matches("class=\"active\"").count(), 1);
+        assert!(
+            html.contains("href=\"/chat?agent=general&amp;session=s%202%26\" rel=\"external\" class=\"active\">Plans</a>"),
+            "{html}"
+        );
+        // The buttons name their item by its place in the list.
+        assert!(html.contains(
+            "class=\"delete\" title=\"Delete\" aria-label=\"Delete “Plans”\" data-delete=\"1\""
+        ));
+        assert_eq!(conversations_html(&[], None), "");
     }
 }

@@ -31,23 +31,12 @@ pub fn ToolCardView(state: ChatState, message: UiMessage) -> impl IntoView {
 
 /// A click on Approve or Deny (the buttons carry `data-approve`).
 fn clicked(state: ChatState, message: UiMessage, event: leptos::ev::MouseEvent) {
-    #[cfg(feature = "hydrate")]
-    {
-        use wasm_bindgen::JsCast;
-        let button = event
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-            .and_then(|e| e.closest("button[data-approve]").ok().flatten());
-        if let Some(approve) = button.and_then(|b| b.get_attribute("data-approve")) {
-            let approve = approve == "true";
-            state.act(Action::AnswerCall {
-                card: message,
-                approve,
-            });
-        }
+    if let Some(approve) = super::target_attribute(&event, "button[data-approve]", "data-approve") {
+        state.act(Action::AnswerCall {
+            card: message,
+            approve: approve == "true",
+        });
     }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (state, message, event, Action::NewChat);
 }
 
 /// The card's HTML; `waiting`: it waits for approval (`true`: may be approved for the
