@@ -23,6 +23,7 @@ use futures::StreamExt;
 use parlor_domain::context::Block;
 use parlor_domain::{ChatEvent, ChatRequest, ConversationId};
 use std::convert::Infallible;
+use std::future::Future;
 
 #[utoipa::path(
     post,
@@ -45,7 +46,10 @@ use std::convert::Infallible;
         (status = 503, description = "The session limit is reached", body = parlor_domain::ApiError),
     )
 )]
-pub async fn post_chat(
+///
+/// The request is read at the call; the future returned holds only the turn's input while
+/// the turn is made durable (under load, a thousand requests can be waiting at once).
+pub fn post_chat(
     State(app): State<AppState>,
     Path(agent_id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
@@ -53,40 +57,60 @@ pub async fn post_chat(
     requester: Requester,
     headers: HeaderMap,
     JsonBody(body, size): JsonBody<ChatRequest>,
-) -> Result<Response, Response> {
-    let services = app.services.clone();
+) -> impl Future<Output = Result<Response, Response>> + Send {
+    let input = turn_input(
+        &app, &agent_id, &query, &jar, requester, &headers, body, size,
+    );
+    let services = app.services;
+    async move {
+        let input = input.map_err(IntoResponse::into_response)?;
+        let turn = turn::start(&services, input)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(stream(turn, services.config.cookie_secure))
+    }
+}
+
+/// What the request asks of the turn, or why it is refused.
+#[allow(clippy::too_many_arguments)]
+fn turn_input(
+    app: &AppState,
+    agent_id: &str,
+    query: &[(String, String)],
+    jar: &CookieJar,
+    requester: Requester,
+    headers: &HeaderMap,
+    body: ChatRequest,
+    size: usize,
+) -> Result<TurnInput, ApiError> {
+    let services = &app.services;
     if size > super::MAX_BODY_BYTES && !carries_images(&body) {
-        return Err(ApiError::too_large().into_response());
+        return Err(ApiError::too_large());
     }
     let agent = services
         .agents
-        .get(&agent_id)
-        .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))
-        .map_err(IntoResponse::into_response)?;
+        .get(agent_id)
+        .ok_or_else(|| ApiError::not_found(format!("unknown agent {agent_id:?}")))?;
     let request = body
         .validate(services.config.max_message_chars)
-        .map_err(|e| ApiError::from(e).into_response())?;
-    let input = TurnInput {
+        .map_err(ApiError::from)?;
+    Ok(TurnInput {
         agent,
         session_id: request.session_id,
-        cookie_session: browser::chat_from_jar(&jar),
+        cookie_session: browser::chat_from_jar(jar),
         new_conversation: request.new_conversation,
         browser: requester.session,
         user: requester.user,
         message: request.message,
         context: request.context,
-        url_policy: first_value(&query, "historyPolicy").map(str::to_owned),
-        url_length: first_value(&query, "historyLength").map(str::to_owned),
+        url_policy: first_value(query, "historyPolicy").map(str::to_owned),
+        url_length: first_value(query, "historyLength").map(str::to_owned),
         admin_token: headers
             .get("x-parlor-admin-token")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
         edit: request.edit,
-    };
-    let turn = turn::start(&services, input)
-        .await
-        .map_err(IntoResponse::into_response)?;
-    Ok(stream(turn, services.config.cookie_secure))
+    })
 }
 
 /// The turn as a server-sent event stream (`meta` first), naming its conversation in the
@@ -95,7 +119,7 @@ fn stream(turn: Turn, secure_cookie: bool) -> Response {
     let chat_cookie = ConversationId::parse(&turn.meta.session_id)
         .ok()
         .and_then(|id| browser::chat_cookie(&id, secure_cookie));
-    let meta = futures::stream::once(async move { ChatEvent::Meta(Box::new(turn.meta)) });
+    let meta = futures::stream::once(async move { ChatEvent::Meta(turn.meta) });
     let rest = futures::stream::unfold(turn.events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))
     });

@@ -55,7 +55,10 @@ pub(crate) async fn answer(
         meter: None,
         message_tokens: None,
     })));
-    Ok(Turn { meta, events: rx })
+    Ok(Turn {
+        meta: Box::new(meta),
+        events: rx,
+    })
 }
 
 /// `!model`: the current model and the ones to switch to.

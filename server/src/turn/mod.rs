@@ -82,7 +82,8 @@ pub enum TurnError {
 
 /// A started turn: the facts about the model call, then the rest of its events.
 pub struct Turn {
-    pub meta: MetaEvent,
+    /// Boxed: a turn waiting for its write holds little (see `TurnContext::reply`).
+    pub meta: Box<MetaEvent>,
     pub events: mpsc::Receiver<ChatEvent>,
 }
 
@@ -100,6 +101,9 @@ pub(crate) struct TurnContext<'a> {
 /// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
 /// one this browser may continue with this agent, and `new_conversation` is not set), else a
 /// new one with an unguessable id. A message that is a `!` command is answered by Parlor.
+///
+/// A command's future (large, and rare) and the decision (large, and kept in place while
+/// the write is synced) are boxed: a thousand turns can be waiting for their writes at once.
 pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
     let history = services.histories.for_agent(&input.agent).clone();
     let (session_id, existing) = resolve_conversation(&history, &input).await?;
@@ -130,7 +134,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
                 // its owner.
                 history.store.put_info(&info).await?;
             }
-            return commands::answer(&turn, command, info, busy).await;
+            return Box::pin(commands::answer(&turn, command, info, busy)).await;
         }
         None => input.message.as_deref(),
     };
@@ -151,7 +155,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         },
         None => Ask::Regenerate,
     };
-    let mut decision = turn.decide(&ask, &info, is_new).await?;
+    let mut decision = Box::new(turn.decide(&ask, &info, is_new).await?);
     turn.cut_and_prune(&decision).await?;
     if !failed.is_empty() {
         decision.sent.context.get_or_insert_default().failed = failed;
@@ -342,19 +346,22 @@ impl TurnContext<'_> {
     /// and the turn is acknowledged (its `meta`, then the reply's events) only once the
     /// write is durable. If the write fails, nothing is acknowledged: the model call is
     /// dropped and nothing of the reply is stored.
-    async fn reply(
+    ///
+    /// The planning runs at the call; the future returned holds only what the wait for the
+    /// write needs (under load, a thousand turns can be waiting for their writes at once).
+    fn reply(
         &self,
-        decision: Decision,
+        decision: Box<Decision>,
         summary: Option<turn::call::StoredSummary>,
         busy: BusyGuard,
-    ) -> Result<Turn, TurnError> {
+    ) -> impl std::future::Future<Output = Result<Turn, TurnError>> + Send + '_ {
         let Decision {
             store: message,
             details_first,
             mut info,
             sent,
             ..
-        } = decision;
+        } = *decision;
         let facts = self.call_facts(&info);
         let planned = turn::call::call(&mut info, sent, true, &facts.input(self, summary.as_ref()));
         self.log_decision(&planned.plan);
@@ -377,12 +384,12 @@ impl TurnContext<'_> {
         };
         let ended = self.spawn_reply(reply, request);
         let durable = message.map(|m| (details_first, m));
-        self.make_durable_or_end(&details, durable, durable_tx, ended)
-            .await?;
-        Ok(Turn {
-            meta: planned.meta,
-            events: rx,
-        })
+        let meta = Box::new(planned.meta);
+        async move {
+            self.make_durable_or_end(&details, durable, durable_tx, ended)
+                .await?;
+            Ok(Turn { meta, events: rx })
+        }
     }
 
     /// Where the reply's tokens are counted, when an account with a quota is chatting.

@@ -14,6 +14,8 @@ use parlor_domain::markdown::StreamingMarkdown;
 use parlor_domain::message::ToolCall;
 use parlor_domain::meter::Prices;
 use parlor_domain::{ChatEvent, DoneEvent, Message, MessageMeta, Rendered, ReplyStatus, Role};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -132,7 +134,12 @@ impl Reply {
             }
             Some(self.history.store.put_info(&self.info).await)
         };
-        let Some((saved_info, outcome)) = unless_refused(details, reply).await else {
+        // Pinned here: the two futures live in this task once, not again in `unless_refused`.
+        let ended = {
+            let (details, reply) = (std::pin::pin!(details), std::pin::pin!(reply));
+            unless_refused(details, reply).await
+        };
+        let Some((saved_info, outcome)) = ended else {
             return;
         };
         let written = Written {
@@ -331,10 +338,9 @@ impl Reply {
 /// message could not be stored): the model call is dropped at once, freeing the
 /// conversation for the next message, and nothing of it is kept.
 async fn unless_refused<T, O>(
-    details: impl std::future::Future<Output = Option<T>>,
-    reply: impl std::future::Future<Output = O>,
+    mut details: Pin<&mut impl Future<Output = Option<T>>>,
+    mut reply: Pin<&mut impl Future<Output = O>>,
 ) -> Option<(T, O)> {
-    tokio::pin!(details, reply);
     tokio::select! {
         saved = &mut details => match saved {
             Some(saved) => Some((saved, reply.await)),
