@@ -431,11 +431,13 @@ impl TurnContext<'_> {
         let span = tracing::Span::current();
         let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
         self.services.replies.spawn(move |stop| {
-            async move {
-                let _ended = ended_tx;
-                reply.write(request, stop).await
-            }
-            .instrument(span)
+            // A combinator, not an `async` block: the task holds the reply's future once.
+            // `ended_tx` is dropped when the reply ends, or with the task.
+            use futures::FutureExt;
+            reply
+                .write(request, stop)
+                .map(move |()| drop(ended_tx))
+                .instrument(span)
         });
         ended
     }

@@ -96,59 +96,65 @@ impl Reply {
     /// event.
     /// When `stop` is cancelled (Parlor is shutting down and the grace period is over),
     /// the reply ends where it is and what arrived is stored, marked incomplete.
-    pub async fn write(
+    ///
+    /// Not an `async fn`: its future (the task's, for the whole stream) holds the reply and
+    /// the request once, where an `async fn` keeps its arguments twice.
+    #[allow(clippy::manual_async_fn)]
+    pub fn write(
         mut self,
         request: Result<(LlmClient, ModelRequest), ReplyError>,
         stop: CancellationToken,
-    ) {
-        let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
-        let started = std::time::Instant::now();
-        let mut text = String::new();
-        let mut exchanges = Vec::new();
-        let mut progress = Progress::default();
-        let reply = async {
-            match request {
-                Ok((client, request)) => {
-                    let turn = Conversing {
-                        llm: &client,
-                        run: self.tools.as_ref(),
-                        tx: &self.tx,
-                        started,
-                    };
-                    tokio::select! {
-                        outcome = turn.converse(request, &mut text, &mut exchanges, &mut progress) => outcome,
-                        _ = stop.cancelled() => Outcome::Failed(ReplyError::ShuttingDown),
+    ) -> impl Future<Output = ()> + Send {
+        async move {
+            let model = request.as_ref().ok().map(|(_, r)| r.model.clone());
+            let started = std::time::Instant::now();
+            let mut text = String::new();
+            let mut exchanges = Vec::new();
+            let mut progress = Progress::default();
+            let reply = async {
+                match request {
+                    Ok((client, request)) => {
+                        let turn = Conversing {
+                            llm: &client,
+                            run: self.tools.as_ref(),
+                            tx: &self.tx,
+                            started,
+                        };
+                        tokio::select! {
+                            outcome = turn.converse(request, &mut text, &mut exchanges, &mut progress) => outcome,
+                            _ = stop.cancelled() => Outcome::Failed(ReplyError::ShuttingDown),
+                        }
                     }
+                    Err(e) => Outcome::Failed(e),
                 }
-                Err(e) => Outcome::Failed(e),
-            }
-        };
-        // The model call starts at once; the user's message is made durable meanwhile (see
-        // `TurnContext::reply`). Once it is, the conversation's title and time are written
-        // while the model answers, so that write adds nothing to the first token.
-        let durable = std::mem::replace(&mut self.durable, tokio::sync::oneshot::channel().1);
-        let details = async {
-            let details_stored = durable.await.ok()?;
-            if details_stored {
-                return Some(Ok(()));
-            }
-            Some(self.history.store.put_info(&self.info).await)
-        };
-        // Pinned here: the two futures live in this task once, not again in `unless_refused`.
-        let ended = {
-            let (details, reply) = (std::pin::pin!(details), std::pin::pin!(reply));
-            unless_refused(details, reply).await
-        };
-        let Some((saved_info, outcome)) = ended else {
-            return;
-        };
-        let written = Written {
-            exchanges,
-            text,
-            model,
-            progress,
-        };
-        self.complete(saved_info, outcome, written, started).await;
+            };
+            // The model call starts at once; the user's message is made durable meanwhile (see
+            // `TurnContext::reply`). Once it is, the conversation's title and time are written
+            // while the model answers, so that write adds nothing to the first token.
+            let durable = std::mem::replace(&mut self.durable, tokio::sync::oneshot::channel().1);
+            let details = async {
+                let details_stored = durable.await.ok()?;
+                if details_stored {
+                    return Some(Ok(()));
+                }
+                Some(self.history.store.put_info(&self.info).await)
+            };
+            // Pinned here: the two futures live in this task once, not again in `unless_refused`.
+            let ended = {
+                let (details, reply) = (std::pin::pin!(details), std::pin::pin!(reply));
+                unless_refused(details, reply).await
+            };
+            let Some((saved_info, outcome)) = ended else {
+                return;
+            };
+            let written = Written {
+                exchanges,
+                text,
+                model,
+                progress,
+            };
+            self.complete(saved_info, outcome, written, started).await;
+        }
     }
 
     /// The reply has ended (`outcome`, with `text` from `model`): stores it, frees the
