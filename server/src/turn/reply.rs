@@ -92,8 +92,7 @@ pub(super) struct QuotaUse {
 }
 
 impl Reply {
-    /// Streams the reply (or reports why there is none), then stores it and sends the last
-    /// event.
+    /// Streams the reply (or reports why there is none), then stores it and sends the last event.
     /// When `stop` is cancelled (Parlor is shutting down and the grace period is over),
     /// the reply ends where it is and what arrived is stored, marked incomplete.
     ///
