@@ -262,3 +262,36 @@ pub(crate) fn classes(names: &[(&str, bool)]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_has_the_classes_whose_flags_are_set() {
+        let flags = [
+            ("message", true),
+            ("user", true),
+            ("pinned", false),
+            ("editing", true),
+        ];
+        assert_eq!(classes(&flags), "message user editing");
+        assert_eq!(classes(&[("pinned", false)]), "");
+    }
+
+    #[test]
+    fn a_tag_is_text_whatever_it_says() {
+        let html = tag(
+            "mark-error",
+            "",
+            "no message with id <img src=x onerror=alert(1)>",
+        );
+        assert_eq!(
+            html,
+            "<span class=\"tag mark-error\">no message with id &lt;img src=x onerror=alert(1)&gt;</span>"
+        );
+        assert!(
+            tag("pinned-tag", "Always sent", "pinned").contains(" title=\"Always sent\">pinned<")
+        );
+    }
+}
