@@ -13,9 +13,9 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Syncs one folder for many writers at once (a group commit): a writer that renamed an
-/// entry into the folder calls [`GroupSync::sync`], which returns once a sync of the folder
-/// that *started after the call* has succeeded. Writers arriving while a sync runs wait for
+/// Syncs one folder (or file) for many writers at once (a group commit): a writer that
+/// renamed an entry into the folder (or wrote to the file) calls [`GroupSync::sync`], which
+/// returns once a sync that *started after the call* has succeeded. Writers arriving while a sync runs wait for
 /// the next one, which then covers all of them: under load, one sync instead of one each
 /// (the file history's new dialogs all land in its root folder).
 pub struct GroupSync {
@@ -40,7 +40,7 @@ impl GroupSync {
         GroupSync::with(dir, sync_dir)
     }
 
-    fn with(dir: PathBuf, sync: fn(&Path) -> std::io::Result<()>) -> GroupSync {
+    pub fn with(dir: PathBuf, sync: fn(&Path) -> std::io::Result<()>) -> GroupSync {
         GroupSync {
             dir,
             sync,

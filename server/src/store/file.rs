@@ -26,13 +26,14 @@
 mod backups;
 mod dialog;
 mod index;
+mod journal;
 mod known;
 mod lines;
 mod locking;
 mod redo;
 mod shape;
 
-use dialog::{to_json, Dialog};
+use dialog::{dialog_maker, to_json, Dialog};
 use index::Index;
 
 use super::{
@@ -69,7 +70,7 @@ pub struct FileStore {
     root: PathBuf,
     max_turns: MaxTurns,
     backup_retention: usize,
-    locks: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
+    locks: Arc<Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>>,
     /// Every conversation, with what a browser's list shows of those a browser owns (see
     /// [`Index`]; the whole details are read from disk when asked for), read once at
     /// startup and kept in step with every write, so listing a browser's conversations
@@ -78,7 +79,7 @@ pub struct FileStore {
     /// Bounds the file operations in flight by the blocking threads they hold (one each,
     /// three for a new dialog): thousands of streams would otherwise start hundreds of
     /// threads (memory).
-    io: tokio::sync::Semaphore,
+    io: Arc<tokio::sync::Semaphore>,
     /// Syncs the root after new dialogs are renamed into it, one sync for those arriving
     /// together.
     root_sync: Arc<GroupSync>,
@@ -86,6 +87,8 @@ pub struct FileStore {
     caught_up: Mutex<Option<std::time::Instant>>,
     /// What is known of each dialog's messages file (see [`shape`]).
     shapes: Arc<shape::Shapes>,
+    /// New dialogs recorded before their folders are made (see [`journal`]).
+    journal: Arc<journal::Journal>,
 }
 
 impl FileStore {
@@ -98,42 +101,35 @@ impl FileStore {
     ) -> Result<FileStore, StoreError> {
         let root = base.join(".chat-history");
         std::fs::create_dir_all(&root)?;
+        let root_sync = Arc::new(GroupSync::new(root.clone()));
+        let shapes = Arc::<shape::Shapes>::default();
+        let journal = journal::Journal::new(&root);
+        // New dialogs a crash left in the journal are made before the index is read.
+        let dialog_of = dialog_maker(&root, max_turns, backup_retention, &shapes);
+        journal.recover(&root_sync, &dialog_of)?;
         let infos = index::read(&root)?;
         Ok(FileStore {
             max_turns,
             backup_retention: backup_retention.max(1),
-            locks: Mutex::default(),
+            locks: Arc::default(),
             infos: Mutex::new(infos),
-            io: tokio::sync::Semaphore::new(IO_PERMITS),
-            root_sync: Arc::new(GroupSync::new(root.clone())),
+            io: Arc::new(tokio::sync::Semaphore::new(IO_PERMITS)),
+            root_sync,
             caught_up: Mutex::new(Some(std::time::Instant::now())),
-            shapes: Arc::default(),
+            shapes,
+            journal: Arc::new(journal),
             root,
         })
     }
 
     fn dialog(&self, id: &ConversationId) -> Dialog {
-        Dialog {
-            dir: dialog_dir(&self.root, id),
-            max_turns: self.max_turns,
-            backup_retention: self.backup_retention,
-            known: Some((id.clone(), self.shapes.clone())),
-        }
+        dialog_maker(
+            &self.root,
+            self.max_turns,
+            self.backup_retention,
+            &self.shapes,
+        )(id)
     }
-}
-
-/// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
-/// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
-/// characters cannot occur. The check below keeps that true whatever `ConversationId` allows.
-fn dialog_dir(root: &Path, id: &ConversationId) -> PathBuf {
-    let name = id.as_str();
-    assert!(
-        !name.starts_with('.')
-            && !name.contains(['/', '\\'])
-            && !name.chars().any(char::is_control),
-        "ConversationId guarantees a safe folder name"
-    );
-    root.join(name)
 }
 
 #[async_trait]
@@ -448,20 +444,7 @@ impl ConversationStore for FileStore {
         info: &ConversationInfo,
         messages: &[Message],
     ) -> Result<(), StoreError> {
-        let info_bytes = to_json(info)?;
-        let messages = messages.to_vec();
-        let root = self.root_sync.clone();
-        self.locked_on(&info.session_id, NEW_DIALOG_THREADS, move |d| {
-            if d.create(&root, &info_bytes, &messages)? {
-                return Ok(());
-            }
-            // The folder exists (e.g. messages written by another tool): as two writes.
-            write_atomically(&d.dir, INFO, &info_bytes)?;
-            d.append_with(|_| messages).map(drop)
-        })
-        .await?;
-        self.remember(Some(info), &info.session_id);
-        Ok(())
+        self.create_recorded(info, messages).await
     }
 
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
@@ -538,6 +521,12 @@ mod tests {
 
     fn open(dir: &Path) -> FileStore {
         FileStore::open(dir, None, 3).unwrap()
+    }
+
+    /// Waits until a new dialog's folder is made (`create` returns once it is recorded in
+    /// the journal), for tests that read the files themselves.
+    async fn settled(store: &FileStore, id: &ConversationId) {
+        store.locked(id, |_| Ok(())).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -702,6 +691,7 @@ mod tests {
             .create(&info, &[Message::user("hello", 1)])
             .await
             .unwrap();
+        settled(&store, &id("fresh")).await;
         let root = dir.path().join(".chat-history");
         let names = |root: &Path| {
             let mut names: Vec<String> = std::fs::read_dir(root)
@@ -711,7 +701,11 @@ mod tests {
             names.sort();
             names
         };
-        assert_eq!(names(&root), [".locks", "fresh"], "nothing staged is left");
+        assert_eq!(
+            names(&root),
+            [".journal", ".locks", "fresh"],
+            "nothing staged is left"
+        );
         let mut files = names(&root.join("fresh"));
         files.retain(|f| f != BACKUPS);
         assert_eq!(files, [INFO, MESSAGES]);
@@ -723,7 +717,12 @@ mod tests {
         std::fs::write(staged.join(MESSAGES), "[\n]\n").unwrap();
         drop(store);
         let store = open(dir.path());
-        assert_eq!(names(&root), [".locks", "fresh"]);
+        assert_eq!(names(&root), [".journal", ".locks", "fresh"]);
+        assert!(
+            names(&root.join(".journal")).is_empty(),
+            "{:?}",
+            names(&root)
+        );
         assert_eq!(store.list().await.unwrap(), [id("fresh")]);
         assert_eq!(store.load(&id("fresh")).await.unwrap()[0].text, "hello");
         assert_eq!(store.list_owned("b").await.unwrap().len(), 1);
@@ -1013,6 +1012,7 @@ mod tests {
         here.create(&ConversationInfo::bare(&long, None), &first)
             .await
             .unwrap();
+        settled(&here, &long).await;
         let path = dir.path().join(".chat-history/long/messages.json");
         assert!(std::fs::metadata(&path).unwrap().len() > 256 * 1024);
         let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());

@@ -172,7 +172,10 @@ async fn upstream_http_errors_become_readable_error_events_and_keep_the_message(
         );
         assert!(!reply.body.contains("sk-secret-key"));
         assert!(matches!(reply.events.last(), Some(ChatEvent::Error { .. })));
-        let stored = server.stored(&reply.session_id());
+        // (The new conversation's folder is made just after its journal record.)
+        let stored = server
+            .stored_eventually(&reply.session_id(), |m| !m.is_empty())
+            .await;
         assert_eq!(stored.len(), 1, "the user's message stays, no empty reply");
         assert_eq!(stored[0].text, message);
     }
@@ -194,7 +197,10 @@ async fn an_unreachable_upstream_is_reported_and_the_server_stays_up() {
         "{error}"
     );
     assert!(error.contains("connection refused"), "{error}");
-    assert_eq!(server.stored(&reply.session_id()).len(), 1);
+    let stored = server
+        .stored_eventually(&reply.session_id(), |m| !m.is_empty())
+        .await;
+    assert_eq!(stored.len(), 1);
     let (status, _) = server.get("/healthz", None).await;
     assert_eq!(status, 200);
 }

@@ -405,3 +405,32 @@ pub(super) fn last_ts(
         None => None,
     })
 }
+/// Finds a dialog's folder, without borrowing the store (for blocking threads).
+pub(super) fn dialog_maker(
+    root: &Path,
+    max_turns: MaxTurns,
+    backup_retention: usize,
+    shapes: &Arc<Shapes>,
+) -> impl Fn(&ConversationId) -> Dialog + Send + 'static {
+    let (root, shapes) = (root.to_path_buf(), shapes.clone());
+    move |id| Dialog {
+        dir: dialog_dir(&root, id),
+        max_turns,
+        backup_retention: backup_retention.max(1),
+        known: Some((id.clone(), shapes.clone())),
+    }
+}
+
+/// A dialog's folder. Session ids are 1–128 characters of `[A-Za-z0-9._-]` without a leading
+/// dot, so the id is always one path component inside the store: `..`, `/`, `\` and control
+/// characters cannot occur. The check below keeps that true whatever `ConversationId` allows.
+pub(super) fn dialog_dir(root: &Path, id: &ConversationId) -> PathBuf {
+    let name = id.as_str();
+    assert!(
+        !name.starts_with('.')
+            && !name.contains(['/', '\\'])
+            && !name.chars().any(char::is_control),
+        "ConversationId guarantees a safe folder name"
+    );
+    root.join(name)
+}

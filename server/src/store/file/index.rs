@@ -166,6 +166,8 @@ impl FileStore {
             .ids()
             .cloned()
             .collect();
+        // New dialogs of a process that died before making their folders, first.
+        self.replay_journals().await;
         let permit = self.io.acquire().await;
         let found = tokio::task::spawn_blocking(move || {
             let mut found = Vec::new();
@@ -215,6 +217,10 @@ impl FileStore {
         &self,
         id: &ConversationId,
     ) -> Result<Option<ConversationInfo>, StoreError> {
+        if self.journal.is_pending(id) {
+            // Recorded, its folder being made under its locks: read once that is done.
+            self.locked(id, |_| Ok(())).await?;
+        }
         let path = self.dialog(id).dir.join(INFO);
         let session = id.clone();
         let permit = self.io.acquire().await;

@@ -5,7 +5,7 @@ use super::{Dialog, FileStore, LOCKS};
 use crate::store::StoreError;
 use parlor_domain::ConversationId;
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 impl FileStore {
@@ -28,38 +28,64 @@ impl FileStore {
         threads: u32,
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let lock = {
-            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-            locks.entry(id.clone()).or_default().clone()
-        };
-        let guard = lock.lock().await;
-        let permit = self.io.acquire_many(threads).await;
-        let dialog = self.dialog(id);
-        let lock_file = self.root.join(LOCKS).join(format!("{}.lock", id.as_str()));
-        let result = tokio::task::spawn_blocking(move || {
-            // Other processes writing this folder (`parlor mcp`, another web server) take
-            // the same advisory lock, so writes to one dialog are serialized across them.
-            let _held = lock_dialog(&lock_file)?;
-            // A rewrite of the messages' end that a crash interrupted is finished before
-            // anything else reads or writes them (see `redo`).
-            dialog.finish_rewrite()?;
-            op(&dialog)
-        })
-        .await
-        .map_err(|e| StoreError::Io(std::io::Error::other(e)));
-        drop(permit);
-        drop(guard);
-        // Forget the lock when nobody else holds or waits for it (only the map and this call
-        // do), so the map does not grow with every conversation the process has seen.
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        if locks
-            .get(id)
-            .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
-        {
-            locks.remove(id);
-        }
-        result?
+        self.locked_task(id, threads, op).await
     }
+
+    /// [`Self::locked_on`] as a future that borrows nothing from the store, so it can be
+    /// spawned and run to its end whoever waits for it (a new dialog's folder is made after
+    /// its turn has gone on).
+    pub(super) fn locked_task<T: Send + 'static>(
+        &self,
+        id: &ConversationId,
+        threads: u32,
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        let (locks, io) = (self.locks.clone(), self.io.clone());
+        let (journal, root) = (self.journal.clone(), self.root_sync.clone());
+        let dialog = self.dialog(id);
+        let lock_file = lock_path(&self.root, id);
+        let id = id.clone();
+        async move {
+            let lock = {
+                let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
+                locks.entry(id.clone()).or_default().clone()
+            };
+            let guard = lock.lock().await;
+            let permit = io.acquire_many(threads).await;
+            let blocking_id = id.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                // Other processes writing this folder (`parlor mcp`, another web server)
+                // take the same advisory lock, so writes to one dialog are serialized
+                // across them.
+                let _held = lock_dialog(&lock_file)?;
+                // A rewrite of the messages' end that a crash interrupted is finished, and
+                // a recorded new dialog's folder made, before anything else reads or
+                // writes them (see `redo` and `journal`).
+                dialog.finish_rewrite()?;
+                journal.retry(&dialog, &blocking_id, &root)?;
+                op(&dialog)
+            })
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+            drop(permit);
+            drop(guard);
+            // Forget the lock when nobody else holds or waits for it (only the map and
+            // this call do), so the map does not grow with every conversation seen.
+            let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
+            if locks
+                .get(&id)
+                .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
+            {
+                locks.remove(&id);
+            }
+            result?
+        }
+    }
+}
+
+/// Where the advisory lock of dialog `id` is.
+pub(super) fn lock_path(root: &Path, id: &ConversationId) -> PathBuf {
+    root.join(LOCKS).join(format!("{}.lock", id.as_str()))
 }
 
 /// Whether no process holds the lock of dialog `name` now (checked by taking it, and
