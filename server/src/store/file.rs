@@ -24,6 +24,7 @@
 //! writer changes the stamp and the next operation walks the file again.
 
 mod backups;
+mod creating;
 mod dialog;
 mod index;
 mod journal;
@@ -106,7 +107,7 @@ impl FileStore {
         let journal = journal::Journal::new(&root);
         // New dialogs a crash left in the journal are made before the index is read.
         let dialog_of = dialog_maker(&root, max_turns, backup_retention, &shapes);
-        journal.recover(&root_sync, &dialog_of)?;
+        journal.recover(&root_sync, &dialog_of, &creating::lock_of(&root))?;
         let infos = index::read(&root)?;
         Ok(FileStore {
             max_turns,

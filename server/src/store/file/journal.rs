@@ -16,12 +16,9 @@
 //! little-endian; a torn record at a log's end (a crash mid-write) fails its checksum and
 //! ends the replay of that log: it was never acknowledged.
 
-use super::dialog::{dialog_maker, to_json, Dialog};
-use super::locking::{lock_dialog, lock_path};
-use super::{FileStore, INFO, NEW_DIALOG_THREADS};
-use crate::store::atomic::write_atomically;
-use crate::store::atomic::{sync_dir, GroupSync};
-use crate::store::ConversationInfo;
+use super::dialog::Dialog;
+use super::INFO;
+use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
 use crate::store::StoreError;
 use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
@@ -85,21 +82,21 @@ impl Journal {
     }
 
     /// Makes a new dialog durably: records it and syncs the log, then calls `acknowledged`,
-    /// then makes its folder (see the module's notes). The caller holds the dialog's locks.
+    /// then `make` (which takes the dialog's lock file and makes its folder: see the
+    /// module's notes). The caller holds the dialog's lock in this process.
     pub(super) fn create(
         &self,
-        dialog: &Dialog,
         id: &ConversationId,
-        root: &GroupSync,
         (info, messages): (&[u8], &[Message]),
         acknowledged: impl FnOnce(),
+        make: impl FnOnce() -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let log = self.append(&record(id, info, &super::lines::encode(messages)?))?;
         self.pending_mut()
             .insert(id.clone(), Pending { log, failed: None });
         acknowledged();
-        match dialog.create(root, info, messages) {
-            Ok(_) => {
+        match make() {
+            Ok(()) => {
                 self.pending_mut().remove(id);
                 self.done(log);
                 Ok(())
@@ -139,8 +136,8 @@ impl Journal {
         }) else {
             return Ok(());
         };
-        match dialog.create(root, &info, &messages) {
-            Ok(_) => {
+        match make_dialog(dialog, root, &info, &messages) {
+            Ok(()) => {
                 let mut pending = self.pending_mut();
                 pending.remove(id);
                 let any = pending.values().any(|p| p.failed.is_some());
@@ -246,6 +243,7 @@ impl Journal {
         &self,
         root: &GroupSync,
         dialog_of: &dyn Fn(&ConversationId) -> Dialog,
+        lock_of: &dyn Fn(&ConversationId) -> std::io::Result<File>,
     ) -> Result<Vec<ConversationId>, StoreError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -273,7 +271,7 @@ impl Journal {
             }
             for (id, info, messages) in records(&std::fs::read(&path)?) {
                 let dialog = dialog_of(&id);
-                let _held = lock_dialog(&lock_path(root.dir(), &id))?;
+                let _held = lock_of(&id)?;
                 if !dialog.dir.exists() && dialog.create(root, &info, &messages)? {
                     tracing::warn!("made new dialog {id} from the journal after a crash");
                     made.push(id);
@@ -290,78 +288,6 @@ impl Journal {
     }
 }
 
-impl FileStore {
-    /// `ConversationStore::create` on files: acknowledged once recorded (see the module's
-    /// notes).
-    pub(super) async fn create_recorded(
-        &self,
-        info: &ConversationInfo,
-        messages: &[Message],
-    ) -> Result<(), StoreError> {
-        let info_bytes = to_json(info)?;
-        let messages = messages.to_vec();
-        let (root, journal) = (self.root_sync.clone(), self.journal.clone());
-        let id = info.session_id.clone();
-        let (acknowledge, acknowledged) = tokio::sync::oneshot::channel();
-        // Acknowledged once the journal holds it; the folder is made after, by the same
-        // task under the dialog's locks, so the next operation on it waits for that.
-        let task = self.locked_task(&id.clone(), NEW_DIALOG_THREADS, move |d| {
-            if d.dir.exists() {
-                // The folder exists (e.g. messages written by another tool): as two writes.
-                write_atomically(&d.dir, INFO, &info_bytes)?;
-                d.append_with(|_| messages).map(drop)?;
-                let _ = acknowledge.send(Ok(()));
-                return Ok(());
-            }
-            let mut acknowledge = Some(acknowledge);
-            let written = journal.create(d, &id, &root, (&info_bytes, &messages), || {
-                if let Some(acknowledge) = acknowledge.take() {
-                    let _ = acknowledge.send(Ok(()));
-                }
-            });
-            match acknowledge {
-                // Not recorded: nothing was acknowledged, the caller hears why.
-                Some(acknowledge) => {
-                    let _ = acknowledge.send(written);
-                    Ok(())
-                }
-                None => written,
-            }
-        });
-        let task = tokio::spawn(task);
-        match acknowledged.await {
-            Ok(result) => result?,
-            // The task ended without a word: its error says why.
-            Err(_) => task
-                .await
-                .map_err(|e| StoreError::Io(std::io::Error::other(e)))??,
-        }
-        self.remember(Some(info), &info.session_id);
-        Ok(())
-    }
-
-    /// Replays the logs of processes that died (see [`Journal::recover`]), the dialogs made
-    /// then found by the caller's scan of the folder.
-    pub(super) async fn replay_journals(&self) {
-        let permit = self.io.acquire().await;
-        let (journal, root_sync) = (self.journal.clone(), self.root_sync.clone());
-        let dialog_of = dialog_maker(
-            &self.root,
-            self.max_turns,
-            self.backup_retention,
-            &self.shapes,
-        );
-        let replayed =
-            tokio::task::spawn_blocking(move || journal.recover(&root_sync, &dialog_of)).await;
-        drop(permit);
-        match replayed {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("could not replay the journal of new dialogs: {e}"),
-            Err(e) => tracing::warn!("could not replay the journal of new dialogs: {e}"),
-        }
-    }
-}
-
 impl Drop for Journal {
     fn drop(&mut self) {
         let logs = self.logs.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -369,6 +295,23 @@ impl Drop for Journal {
             remove_log(&log.path);
         }
     }
+}
+
+/// Makes a new dialog's folder with its details and first messages (see
+/// [`Dialog::create`]); when the folder exists (messages written by another tool, or by
+/// another process since this one recorded the dialog), writes the details and appends the
+/// messages to it instead. The caller holds the dialog's locks.
+pub(super) fn make_dialog(
+    dialog: &Dialog,
+    root: &GroupSync,
+    info: &[u8],
+    messages: &[Message],
+) -> Result<(), StoreError> {
+    if dialog.create(root, info, messages)? {
+        return Ok(());
+    }
+    write_atomically(&dialog.dir, INFO, info)?;
+    dialog.append_with(|_| messages.to_vec()).map(drop)
 }
 
 fn sync_file(path: &Path) -> std::io::Result<()> {
@@ -551,9 +494,12 @@ mod tests {
         let group = GroupSync::new(root.clone());
         let mut acknowledged = false;
         let messages = [Message::user("hello", 1)];
-        let made = journal.create(&dialog, &id("late"), &group, (b"{}", &messages), || {
-            acknowledged = true
-        });
+        let made = journal.create(
+            &id("late"),
+            (b"{}", &messages),
+            || acknowledged = true,
+            || make_dialog(&dialog, &group, b"{}", &messages),
+        );
         assert!(made.is_err());
         assert!(
             acknowledged,
@@ -575,5 +521,35 @@ mod tests {
         assert_eq!(std::fs::read_dir(&logs).unwrap().count(), 1);
         drop(journal);
         assert_eq!(std::fs::read_dir(&logs).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_folder_another_process_made_first_gets_the_details_and_the_messages_after_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialog = Dialog {
+            dir: dir.path().join("chosen"),
+            max_turns: None,
+            backup_retention: 1,
+            known: None,
+        };
+        // `parlor mcp` wrote the dialog between the record and the folder.
+        std::fs::create_dir_all(&dialog.dir).unwrap();
+        let theirs = serde_json::to_vec(&[Message::user("from mcp", 1)]).unwrap();
+        std::fs::write(dialog.dir.join(super::super::MESSAGES), theirs).unwrap();
+        let group = GroupSync::new(dir.path().to_owned());
+        make_dialog(&dialog, &group, b"{}", &[Message::user("from the web", 2)]).unwrap();
+        assert_eq!(
+            std::fs::read(dialog.dir.join(super::super::INFO)).unwrap(),
+            b"{}"
+        );
+        let Ok(super::super::dialog::Stored::Lines { bytes, lines, .. }) = dialog.stored() else {
+            panic!("not rewritten in Parlor's layout");
+        };
+        let texts: Vec<String> = super::super::lines::parse(&bytes, &lines)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["from mcp", "from the web"]);
     }
 }

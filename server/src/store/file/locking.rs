@@ -1,7 +1,9 @@
 //! A dialog's operations one at a time: in this process (a lock per dialog) and across
 //! processes (an advisory lock file), on a blocking thread.
 
+use super::journal::Journal;
 use super::{Dialog, FileStore, LOCKS};
+use crate::store::atomic::GroupSync;
 use crate::store::StoreError;
 use parlor_domain::ConversationId;
 use std::io::ErrorKind;
@@ -31,19 +33,38 @@ impl FileStore {
         self.locked_task(id, threads, op).await
     }
 
-    /// [`Self::locked_on`] as a future that borrows nothing from the store, so it can be
-    /// spawned and run to its end whoever waits for it (a new dialog's folder is made after
-    /// its turn has gone on).
-    pub(super) fn locked_task<T: Send + 'static>(
+    /// [`Self::locked_on`] as a future that borrows nothing from the store.
+    fn locked_task<T: Send + 'static>(
         &self,
         id: &ConversationId,
         threads: u32,
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        self.in_turn(id, threads, move |held| {
+            let _locked = held.lock()?;
+            op(&held.dialog)
+        })
+    }
+
+    /// Runs `op` serialized in this process with every other operation on the dialog, on a
+    /// blocking thread; `op` takes the lock shared with other processes itself
+    /// ([`Held::lock`]), so a new dialog can be recorded before it does. The future borrows
+    /// nothing from the store, so it can be spawned and run to its end whoever waits for it
+    /// (a new dialog's folder is made after its turn has gone on).
+    pub(super) fn in_turn<T: Send + 'static>(
+        &self,
+        id: &ConversationId,
+        threads: u32,
+        op: impl FnOnce(&Held) -> Result<T, StoreError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         let (locks, io) = (self.locks.clone(), self.io.clone());
-        let (journal, root) = (self.journal.clone(), self.root_sync.clone());
-        let dialog = self.dialog(id);
-        let lock_file = lock_path(&self.root, id);
+        let held = Held {
+            dialog: self.dialog(id),
+            lock_file: lock_path(&self.root, id),
+            id: id.clone(),
+            journal: self.journal.clone(),
+            root: self.root_sync.clone(),
+        };
         let id = id.clone();
         async move {
             let lock = {
@@ -52,21 +73,9 @@ impl FileStore {
             };
             let guard = lock.lock().await;
             let permit = io.acquire_many(threads).await;
-            let blocking_id = id.clone();
-            let result = tokio::task::spawn_blocking(move || {
-                // Other processes writing this folder (`parlor mcp`, another web server)
-                // take the same advisory lock, so writes to one dialog are serialized
-                // across them.
-                let _held = lock_dialog(&lock_file)?;
-                // A rewrite of the messages' end that a crash interrupted is finished, and
-                // a recorded new dialog's folder made, before anything else reads or
-                // writes them (see `redo` and `journal`).
-                dialog.finish_rewrite()?;
-                journal.retry(&dialog, &blocking_id, &root)?;
-                op(&dialog)
-            })
-            .await
-            .map_err(|e| StoreError::Io(std::io::Error::other(e)));
+            let result = tokio::task::spawn_blocking(move || op(&held))
+                .await
+                .map_err(|e| StoreError::Io(std::io::Error::other(e)));
             drop(permit);
             drop(guard);
             // Forget the lock when nobody else holds or waits for it (only the map and
@@ -80,6 +89,29 @@ impl FileStore {
             }
             result?
         }
+    }
+}
+
+/// A dialog's operation, holding its lock in this process.
+pub(super) struct Held {
+    pub(super) dialog: Dialog,
+    lock_file: PathBuf,
+    pub(super) id: ConversationId,
+    pub(super) journal: Arc<Journal>,
+    pub(super) root: Arc<GroupSync>,
+}
+
+impl Held {
+    /// Takes the dialog's lock shared with other processes (`parlor mcp`, another web
+    /// server: writes to one dialog are serialized across them), released when the returned
+    /// file is dropped; then finishes a rewrite of the messages' end that a crash
+    /// interrupted, and makes a recorded new dialog's folder, before anything else reads or
+    /// writes them (see `redo` and `journal`).
+    pub(super) fn lock(&self) -> Result<std::fs::File, StoreError> {
+        let locked = lock_dialog(&self.lock_file)?;
+        self.dialog.finish_rewrite()?;
+        self.journal.retry(&self.dialog, &self.id, &self.root)?;
+        Ok(locked)
     }
 }
 
