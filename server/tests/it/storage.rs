@@ -544,9 +544,10 @@ async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_r
 #[tokio::test]
 async fn a_turn_whose_message_cannot_be_stored_is_refused_and_its_reply_never_kept() {
     let (fake, server) = TestServer::with_upstream(&[]).await;
-    // The dialog's lock file cannot be opened: every write to it fails, reads work.
-    let locks = server.data.path().join(".chat-history").join(".locks");
-    std::fs::create_dir_all(locks.join("blocked.lock")).unwrap();
+    // The journal of new conversations cannot be made (a file holds its name): a new
+    // conversation's first write fails, reads work.
+    let journal = server.data.path().join(".chat-history").join(".journal");
+    std::fs::write(&journal, "").unwrap();
     let reply = server
         .chat(
             "general",
@@ -568,7 +569,7 @@ async fn a_turn_whose_message_cannot_be_stored_is_refused_and_its_reply_never_ke
     );
     // Writes work again at once; long after the model would have answered (three words,
     // 80 ms apart), nothing of the turn is stored: the reply was dropped with it.
-    std::fs::remove_dir(locks.join("blocked.lock")).unwrap();
+    std::fs::remove_file(&journal).unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     assert!(server.stored("blocked").is_empty());
     assert!(!server
@@ -580,4 +581,40 @@ async fn a_turn_whose_message_cannot_be_stored_is_refused_and_its_reply_never_ke
     let next = server.chat("general", json!({"message": "fine"})).await;
     assert!(next.done().is_some(), "{}", next.body);
     assert!(fake.requests().len() <= 2, "one call per turn at most");
+}
+
+/// A new conversation is acknowledged once its journal record is synced; when its folder
+/// cannot be made right after (here its lock file cannot be opened), the first message is
+/// not lost: the next operation on the conversation makes the folder before anything else.
+#[tokio::test]
+async fn a_new_conversation_whose_folder_cannot_be_made_yet_keeps_its_first_message() {
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
+    let locks = server.data.path().join(".chat-history").join(".locks");
+    std::fs::create_dir_all(locks.join("later.lock")).unwrap();
+    let first = server
+        .chat(
+            "general",
+            json!({"session_id": "later", "message": "[words:2] keep me"}),
+        )
+        .await;
+    assert!(
+        first
+            .events
+            .iter()
+            .any(|e| matches!(e, parlor_domain::ChatEvent::Meta(_))),
+        "acknowledged: {}",
+        first.body
+    );
+    assert!(server.stored("later").is_empty(), "no folder yet");
+    std::fs::remove_dir(locks.join("later.lock")).unwrap();
+    let next = server
+        .chat(
+            "general",
+            json!({"session_id": "later", "message": "and me"}),
+        )
+        .await;
+    assert!(next.done().is_some(), "{}", next.body);
+    let texts: Vec<String> = server.stored("later").into_iter().map(|m| m.text).collect();
+    assert_eq!(texts.first().map(String::as_str), Some("[words:2] keep me"));
+    assert!(texts.iter().any(|t| t == "and me"), "{texts:?}");
 }
