@@ -147,6 +147,8 @@ async fn serve() -> anyhow::Result<()> {
     let grace = config.shutdown_grace;
     let metrics_addr = config.metrics_addr;
     let services = parlor_server::services(config, agents, setup);
+    let warm = services.clone();
+    tokio::task::spawn_blocking(move || warm.models.warm_tokenizers(&warm.agents.list()));
     if let Some(addr) = metrics_addr {
         serve_metrics(addr, services.clone()).await?;
     }

@@ -212,6 +212,17 @@ impl Models {
         names
     }
 
+    /// Builds the token counters of every model these agents can use (their own and the
+    /// declared ones): an OpenAI tokenizer's tables take about 250 ms to build, which the
+    /// first turn would otherwise wait for. Blocking; run once at startup, beside serving.
+    pub fn warm_tokenizers(&self, agents: &[Arc<Agent>]) {
+        let own = agents.iter().filter_map(|agent| self.agent_default(agent));
+        let declared = self.declared.iter().map(|m| m.name().to_owned());
+        for name in own.chain(declared) {
+            token_counter(&self.named(&name).upstream);
+        }
+    }
+
     /// The client that answers `model`: offline (no upstream configured) every model is
     /// answered by the mirror.
     pub fn client_for(&self, model: &ModelSpec) -> LlmClient {
