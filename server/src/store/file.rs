@@ -107,7 +107,10 @@ impl FileStore {
         let journal = journal::Journal::new(&root);
         // New dialogs a crash left in the journal are made before the index is read.
         let dialog_of = dialog_maker(&root, max_turns, backup_retention, &shapes);
-        journal.recover(&root_sync, &dialog_of, &creating::lock_of(&root))?;
+        if let Err(e) = journal.recover(&root_sync, &dialog_of, &creating::lock_of(&root)) {
+            // Served all the same; running servers replay it again every second.
+            tracing::error!("could not replay the journal of new dialogs: {e}");
+        }
         let infos = index::read(&root)?;
         Ok(FileStore {
             max_turns,

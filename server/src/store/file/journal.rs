@@ -269,13 +269,13 @@ impl Journal {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
-            for (id, info, messages) in records(&std::fs::read(&path)?) {
-                let dialog = dialog_of(&id);
-                let _held = lock_of(&id)?;
-                if !dialog.dir.exists() && dialog.create(root, &info, &messages)? {
-                    tracing::warn!("made new dialog {id} from the journal after a crash");
-                    made.push(id);
-                }
+            // The others are still made when one fails; the log stays for the next replay.
+            let failed = records(&std::fs::read(&path)?)
+                .iter()
+                .filter(|record| !replay(record, root, dialog_of, lock_of, &mut made))
+                .count();
+            if failed > 0 {
+                continue;
             }
             match std::fs::remove_file(&path) {
                 // Replayed by another process as well.
@@ -285,6 +285,33 @@ impl Journal {
             sync_dir(&self.dir)?;
         }
         Ok(made)
+    }
+}
+
+/// Makes a recorded dialog's folder when it does not exist (adding its id to `made`):
+/// whether that went well.
+fn replay(
+    (id, info, messages): &Record,
+    root: &GroupSync,
+    dialog_of: &dyn Fn(&ConversationId) -> Dialog,
+    lock_of: &dyn Fn(&ConversationId) -> std::io::Result<File>,
+    made: &mut Vec<ConversationId>,
+) -> bool {
+    let dialog = dialog_of(id);
+    let replayed = lock_of(id)
+        .map_err(StoreError::from)
+        .and_then(|_held| Ok(!dialog.dir.exists() && dialog.create(root, info, messages)?));
+    match replayed {
+        Ok(true) => {
+            tracing::warn!("made new dialog {id} from the journal after a crash");
+            made.push(id.clone());
+            true
+        }
+        Ok(false) => true,
+        Err(e) => {
+            tracing::error!("could not make new dialog {id} from the journal: {e}");
+            false
+        }
     }
 }
 
@@ -441,7 +468,11 @@ mod tests {
         let mut log = log_of(&[
             ("crashed", &info, &[Message::user("hello", 1)]),
             ("kept", b"{}", &[Message::user("old", 1)]),
+            ("stuck", b"{}", &[Message::user("wait", 1)]),
         ]);
+        // One whose lock cannot be taken yet (a folder holds its name).
+        let stuck_lock = root.join(".locks/stuck.lock");
+        std::fs::create_dir_all(&stuck_lock).unwrap();
         log.extend(&log_of(&[("torn", b"{}", &[Message::user("x", 1)])])[..20]);
         std::fs::write(journal.join("dead-0.log"), &log).unwrap();
         std::fs::create_dir_all(root.join("kept")).unwrap();
@@ -465,17 +496,24 @@ mod tests {
         assert_eq!(store.list_owned("b").await.unwrap().len(), 1);
         assert_eq!(texts(store.load(&id("kept")).await.unwrap()), ["newer"]);
         assert!(!root.join("torn").exists());
-        assert!(!journal.join("dead-0.log").exists());
+        // The others are made; the log stays for the one that could not be.
+        assert!(!root.join("stuck").exists());
+        assert!(journal.join("dead-0.log").exists());
         assert!(!root.join("later").exists());
         assert!(journal.join("alive-0.log").exists());
 
-        // That process dies: a running store replays its log on its next catch-up.
+        // That process dies and the lock is free: a running store replays both logs on its
+        // next catch-up.
         drop(held);
+        std::fs::remove_dir(&stuck_lock).unwrap();
         *store.caught_up.lock().unwrap() = None;
         store.catch_up().await;
         assert!(root.join("later").is_dir());
         assert!(store.exists(&id("later")).await.unwrap());
+        assert_eq!(texts(store.load(&id("stuck")).await.unwrap()), ["wait"]);
+        assert_eq!(texts(store.load(&id("crashed")).await.unwrap()), ["hello"]);
         assert!(!journal.join("alive-0.log").exists());
+        assert!(!journal.join("dead-0.log").exists());
     }
 
     #[test]
