@@ -56,5 +56,6 @@ wait_for "http://127.0.0.1:$mirror_port/healthz"
 wait_for "http://127.0.0.1:$proxy_port/healthz"
 wait_for "http://127.0.0.1:$summary_port/healthz"
 
+settle_disk
 PARLOR_BENCH_DIR="$data" python3 scripts/bench.py "http://127.0.0.1:$mirror_port" "http://127.0.0.1:$fake_port/v1" \
   "http://127.0.0.1:$proxy_port" "http://127.0.0.1:$summary_port"

@@ -6,4 +6,13 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$data"; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Lets the disk forget what earlier runs deleted before a run that measures new files. On a
+# file system without a journal (this machine's ext4), a new inode is never one deleted in
+# the last 60 s (360 s while its inode table block is unwritten), and finding a free one
+# reads past each such inode, for every new file: after a run removes the tens of
+# thousands of files it made, the next run's new conversations spent about a sixth of
+# Parlor's CPU there (docs/performance.md, "The disk's memory of deletions"). `sync` writes
+# those blocks, so the shorter window applies; then wait it out. PARLOR_BENCH_SETTLE_S=0
+# skips the wait.
+settle_disk() { sync; sleep "${PARLOR_BENCH_SETTLE_S:-65}"; }
 wait_for() { for _ in $(seq 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "$1 never answered" >&2; exit 1; }
