@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # again writes the site anew and so relinks the server, which embeds it.
 if [ -z "${PARLOR_SKIP_BUILD:-}" ]; then
   cargo leptos build --release --precompress --split
-  cargo build --release -p fake-llm --bin fake-llm
+  cargo build --release -p fake-llm --bin fake-llm --bin load-streams
 fi
 
 # shellcheck source=scripts/lib.sh

@@ -11,8 +11,8 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-60}
 CONCURRENCY=${CONCURRENCY:-200}
 [ -n "${PARLOR_SKIP_BUILD:-}" ] || {
   cargo leptos build --release --precompress --split
-  cargo build --release -p fake-llm --bin fake-llm
 }
+cargo build --release -p fake-llm --bin fake-llm --bin load-streams
 scripts/setup.sh test >/dev/null
 
 # shellcheck source=scripts/lib.sh
@@ -49,5 +49,5 @@ wait_for "http://127.0.0.1:$port/healthz"
 until curl -sf "http://127.0.0.1:$port/readyz" | grep -q '"echo":"ready'; do sleep 0.2; done
 
 SETTLE_SECONDS=${SETTLE_SECONDS:-120} LOAD_AGENT=toolbench LOAD_MESSAGE='[call-forever:echo__echo {"message":"hello"}] {id}' \
-  PARLOR_PIDS="$parlor_pid" python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
+  PARLOR_PIDS="$parlor_pid" target/release/load-streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
   "http://127.0.0.1:$port"

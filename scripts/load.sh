@@ -13,6 +13,9 @@ MIRROR_DELAY_MS=${MIRROR_DELAY_MS:-25}
 # once, in bench.sh, and sets PARLOR_SKIP_BUILD (cargo-leptos would write the site again
 # and so relink the server, which embeds it: three minutes for nothing).
 [ -n "${PARLOR_SKIP_BUILD:-}" ] || cargo leptos build --release --precompress --split
+# The client (testing/fake-llm/src/bin/load-streams.rs): Rust, so it takes little of the two
+# cores the server is measured on.
+cargo build --release -p fake-llm --bin load-streams
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
@@ -34,7 +37,7 @@ printf 'max_users = 0\n' > "$data/browsers.toml"
 settle_disk
 echo '{"one_process_files":'
 port=$(free_port); parlor "$port" "$data/one" PARLOR_CONFIG="$data/browsers.toml"
-PARLOR_PIDS=${pids[-1]} python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" "http://127.0.0.1:$port"
+PARLOR_PIDS=${pids[-1]} target/release/load-streams "$SECONDS_PER_RUN" "$CONCURRENCY" "http://127.0.0.1:$port"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 # Its tens of thousands of files go now, not at the end: the next run is a minute further.
 rm -rf "$data/one"
@@ -46,7 +49,7 @@ sleep 0.5
 printf 'max_users = 0\n\n[[histories]]\nid = "default"\nbackend = { type = "redis", url = "redis://127.0.0.1:%s" }\n' "$redis_port" > "$data/redis.toml"
 a=$(free_port); parlor "$a" "$data/a" PARLOR_CONFIG="$data/redis.toml"; pid_a=${pids[-1]}
 b=$(free_port); parlor "$b" "$data/b" PARLOR_CONFIG="$data/redis.toml"; pid_b=${pids[-1]}
-PARLOR_PIDS="$pid_a,$pid_b" python3 scripts/load.py streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
+PARLOR_PIDS="$pid_a,$pid_b" target/release/load-streams "$SECONDS_PER_RUN" "$CONCURRENCY" \
   "http://127.0.0.1:$a" "http://127.0.0.1:$b"
 kill "$pid_a" "$pid_b"
 

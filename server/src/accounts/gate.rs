@@ -80,8 +80,8 @@ fn needs_nobody(method: &Method, path: &str) -> bool {
         || is_site_file(method, path)
 }
 
-/// A read of one of the site's files: a GET of `/pkg/…` or of a name with an extension,
-/// outside the API (a conversation's id may hold a dot: `/api/…/sessions/a.b` is no file).
+/// A read of one of the site's files: a GET of `/pkg/…` or of a file at the site's top
+/// (see `is_static`), outside the API.
 fn is_site_file(method: &Method, path: &str) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
         && !path.starts_with("/api/")
@@ -392,6 +392,8 @@ mod tests {
             "/api/chat/general/sessions/a.b/export"
         ));
         assert!(!needs_nobody(&Method::GET, "/api/x.json"));
+        // Nor is a path that only looks like one: it renders the app's 404 page.
+        assert!(!needs_nobody(&Method::GET, "/x.php"));
         assert!(!needs_nobody(&Method::POST, "/favicon.svg"));
         assert!(!is_open("/favicon.svg"));
     }

@@ -123,8 +123,8 @@ async fn legacy_owner(services: &Services, jar: &CookieJar) -> Option<BrowserSes
 }
 
 /// Whether a request with a browser cookie counts as that browser being here: pages and
-/// the pages' server functions do; static files (a path whose last part has an extension,
-/// or the site's package folder) and clients that call themselves bots do not.
+/// the pages' server functions do; the site's files (`is_static`) and clients that call
+/// themselves bots do not.
 fn takes_slot(request: &Request) -> bool {
     !crate::ops::rate_limit::is_static(request.uri().path()) && !is_bot(request.headers())
 }

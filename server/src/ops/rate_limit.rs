@@ -116,15 +116,18 @@ pub enum Answer {
 pub enum Counts {
     /// Every request the router answers, its fallback too.
     All,
-    /// All but static files (a path in the site's package folder, or whose last part has an
-    /// extension): pages, page data and unknown paths.
+    /// All but static files (see [`is_static`]): pages, page data and unknown paths.
     NotStatic,
 }
 
-/// Whether a path names a static file of the site.
+/// The files at the top of the site: what `public/` holds (a test keeps the two equal).
+const SITE_ROOT_FILES: &[&str] = &["favicon.svg"];
+
+/// Whether a path names a static file of the site: one in its package folder, or one of
+/// [`SITE_ROOT_FILES`]. Any other path (`/x.php`, `/chat.json`) is answered by the app,
+/// with its 404 page at least, so it counts as a page.
 pub fn is_static(path: &str) -> bool {
-    let last = path.rsplit('/').next().unwrap_or_default();
-    path.starts_with("/pkg/") || last.contains('.')
+    path.starts_with("/pkg/") || SITE_ROOT_FILES.contains(&path.trim_start_matches('/'))
 }
 
 /// A keyed limiter and how it answers.
@@ -382,11 +385,35 @@ mod tests {
 
     #[test]
     fn static_files_are_told_from_pages() {
-        for path in ["/pkg/parlor.wasm", "/favicon.ico", "/pkg/abc/x"] {
+        for path in ["/pkg/parlor.wasm", "/favicon.svg", "/pkg/abc/x"] {
             assert!(is_static(path), "{path}");
         }
-        for path in ["/", "/chat/general", "/anything", "/api/ListConversations"] {
+        // A dot does not make a file: unknown paths render the 404 page, so they are
+        // limited like pages (they were not, and cost a render each).
+        for path in [
+            "/",
+            "/chat/general",
+            "/anything",
+            "/api/ListConversations",
+            "/x.php",
+            "/favicon.ico",
+            "/chat/favicon.svg",
+            "//favicon.svg.x",
+        ] {
             assert!(!is_static(path), "{path}");
         }
+    }
+
+    #[test]
+    fn the_site_root_files_are_what_public_holds() {
+        let public = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../public");
+        let mut held: Vec<String> = std::fs::read_dir(public)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        held.sort();
+        let mut listed = SITE_ROOT_FILES.to_vec();
+        listed.sort();
+        assert_eq!(held, listed);
     }
 }

@@ -559,9 +559,12 @@ async fn each_client_address_is_limited_per_minute_with_a_retry_after() {
         .to_str()
         .unwrap()
         .starts_with("text/html"));
+    // A path that only looks like a file renders the 404 page: limited like a page.
+    assert_eq!(server.get("/x.php", None).await.0, 429);
     for _ in 0..5 {
         assert_eq!(server.get("/healthz", None).await.0, 200);
-        assert_ne!(server.get("/favicon.ico", None).await.0, 429);
+        assert_ne!(server.get("/favicon.svg", None).await.0, 429);
+        assert_ne!(server.get("/pkg/parlor.js", None).await.0, 429);
     }
 }
 

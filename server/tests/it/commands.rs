@@ -378,7 +378,7 @@ async fn probes_bots_static_files_and_api_scripts_never_take_a_browsers_slot() {
         .await
         .unwrap();
     assert_eq!(crawler.status(), 200);
-    let (status, _) = server.get("/favicon.ico", Some(&browser(8))).await;
+    let (status, _) = server.get("/favicon.svg", Some(&browser(8))).await;
     assert_ne!(status, 503);
     assert_eq!(
         server.services.live.count().await.unwrap(),
