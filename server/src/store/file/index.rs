@@ -9,6 +9,7 @@ use crate::store::atomic::TMP_MARK;
 use crate::store::{ConversationInfo, Listed, StoreError};
 use parlor_domain::ConversationId;
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,11 +29,62 @@ struct Entry {
     updated_ms: i64,
 }
 
+/// A conversation's id as the index holds it: Parlor's own ids (32 lowercase hex digits)
+/// in 16 bytes within the table, any other id as its text. A string of its own would take
+/// another 48 bytes of heap for each of the tens of thousands of conversations.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Hex([u8; 16]),
+    Other(Box<str>),
+}
+
+impl Key {
+    fn of(id: &str) -> Key {
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let bytes = id.as_bytes();
+        let mut packed = [0u8; 16];
+        if bytes.len() == 32 {
+            let all = packed
+                .iter_mut()
+                .zip(bytes.chunks_exact(2))
+                .all(|(out, pair)| match (digit(pair[0]), digit(pair[1])) {
+                    (Some(high), Some(low)) => {
+                        *out = high << 4 | low;
+                        true
+                    }
+                    _ => false,
+                });
+            if all {
+                return Key::Hex(packed);
+            }
+        }
+        Key::Other(id.into())
+    }
+
+    /// The id this key was made from.
+    fn id(&self) -> ConversationId {
+        let text = match self {
+            Key::Hex(packed) => packed
+                .iter()
+                .fold(String::with_capacity(32), |mut text, b| {
+                    let _ = write!(text, "{b:02x}");
+                    text
+                }),
+            Key::Other(text) => text.to_string(),
+        };
+        ConversationId::parse(&text).expect("made from a conversation id")
+    }
+}
+
 /// Every conversation of a file history: the ones browsers own with what their lists show,
 /// and only that it exists for API clients' conversations, which are never listed.
 #[derive(Debug, Default)]
 pub(super) struct Index {
-    entries: HashMap<ConversationId, Option<Box<Entry>>>,
+    entries: HashMap<Key, Option<Box<Entry>>>,
     /// The owners and agents of the entries, each held once.
     names: HashSet<Arc<str>>,
 }
@@ -48,22 +100,23 @@ impl Index {
                 updated_ms: info.updated_ms,
             })
         });
-        if let Some(Some(old)) = self.entries.insert(info.session_id.clone(), entry) {
+        let key = Key::of(info.session_id.as_str());
+        if let Some(Some(old)) = self.entries.insert(key, entry) {
             self.release(*old);
         }
     }
 
     pub(super) fn remove(&mut self, id: &ConversationId) {
-        if let Some(Some(old)) = self.entries.remove(id) {
+        if let Some(Some(old)) = self.entries.remove(&Key::of(id.as_str())) {
             self.release(*old);
         }
     }
 
     pub(super) fn contains(&self, id: &ConversationId) -> bool {
-        self.entries.contains_key(id)
+        self.entries.contains_key(&Key::of(id.as_str()))
     }
 
-    pub(super) fn ids(&self) -> impl Iterator<Item = &ConversationId> {
+    fn keys(&self) -> impl Iterator<Item = &Key> {
         self.entries.keys()
     }
 
@@ -77,7 +130,7 @@ impl Index {
             .filter_map(|(id, entry)| {
                 let entry = entry.as_deref()?;
                 Arc::ptr_eq(&entry.owner, owner).then(|| Listed {
-                    session_id: id.clone(),
+                    session_id: id.id(),
                     agent_id: entry.agent_id.to_string(),
                     title: entry.title.to_string(),
                     updated_ms: entry.updated_ms,
@@ -159,11 +212,11 @@ impl FileStore {
             *last = Some(std::time::Instant::now());
         }
         let root = self.root.clone();
-        let known: std::collections::HashSet<ConversationId> = self
+        let known: HashSet<Key> = self
             .infos
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .ids()
+            .keys()
             .cloned()
             .collect();
         // New dialogs of a process that died before making their folders, first.
@@ -182,7 +235,7 @@ impl FileStore {
                 else {
                     continue;
                 };
-                if known.contains(&id) {
+                if known.contains(&Key::of(id.as_str())) {
                     continue;
                 }
                 let path = entry.path().join(INFO);
@@ -297,6 +350,46 @@ mod tests {
             ),
             ("b1", "general", 3)
         );
+    }
+
+    #[test]
+    fn parlors_own_ids_are_packed_and_every_id_comes_back_as_it_was() {
+        let ours = "173fd4d9814e4a058b1a5d5001d4e22e";
+        assert!(matches!(Key::of(ours), Key::Hex(_)));
+        for other in [
+            "173FD4D9814E4A058B1A5D5001D4E22E",
+            "173fd4d9814e4a058b1a5d5001d4e22",
+            "173fd4d9814e4a058b1a5d5001d4e22e0",
+            "173fd4d9814e4a058b1a5d5001d4e22g",
+            "my-session.1",
+        ] {
+            assert!(matches!(Key::of(other), Key::Other(_)), "{other}");
+        }
+        let mut index = Index::default();
+        for id in [ours, "173FD4D9814E4A058B1A5D5001D4E22E", "my-session.1"] {
+            index.insert(&info(id, Some("alice"), id, 1));
+        }
+        let mut listed: Vec<_> = index
+            .owned("alice")
+            .into_iter()
+            .map(|l| (l.session_id.as_str().to_owned(), l.title))
+            .collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                (
+                    "173FD4D9814E4A058B1A5D5001D4E22E".into(),
+                    "173FD4D9814E4A058B1A5D5001D4E22E".into()
+                ),
+                (ours.into(), ours.into()),
+                ("my-session.1".into(), "my-session.1".into()),
+            ]
+        );
+        assert!(index.contains(&ConversationId::parse(ours).unwrap()));
+        index.remove(&ConversationId::parse(ours).unwrap());
+        assert!(!index.contains(&ConversationId::parse(ours).unwrap()));
+        assert!(index.contains(&ConversationId::parse("my-session.1").unwrap()));
     }
 
     #[test]
