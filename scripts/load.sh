@@ -40,7 +40,7 @@ port=$(free_port); parlor "$port" "$data/one" PARLOR_CONFIG="$data/browsers.toml
 PARLOR_PIDS=${pids[-1]} target/release/load-streams "$SECONDS_PER_RUN" "$CONCURRENCY" "http://127.0.0.1:$port"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 # Its tens of thousands of files go now, not at the end: the next run is a minute further.
-rm -rf "$data/one"
+forget "$data/one"
 
 echo ',"two_processes_redis":'
 redis_port=$(free_port)
