@@ -8,7 +8,7 @@ help:
 	@echo "make test   install what is missing, run every test (unit, HTTP, browser)"
 	@echo "make dev    cargo leptos watch: rebuild and reload on every change"
 	@echo "make lint   rustfmt and clippy, as CI runs them"
-	@echo "make bench  the performance benchmarks: target/bench.json, a table (docs/performance.md)"
+	@echo "make bench  the performance benchmarks (RUNS=5 for medians): target/bench.json, a table (docs/performance.md)"
 
 run:
 	scripts/setup.sh
@@ -41,6 +41,7 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy -p parlor-frontend --target wasm32-unknown-unknown -- -D warnings
 
+RUNS ?= 1
 bench:
 	scripts/setup.sh test
-	scripts/bench-all.sh
+	scripts/bench-all.sh $(RUNS)

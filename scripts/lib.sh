@@ -4,7 +4,20 @@ data=$(mktemp -d)
 pids=()
 # When the harness last deleted a run's files (seconds since the epoch): see settle_disk.
 deleted_at_file="${TMPDIR:-/tmp}/parlor-bench-deleted-at"
-forget() { rm -rf "$@"; date +%s > "$deleted_at_file"; }
+# Under `make bench` (PARLOR_BENCH_KEEP names a folder), a run's files are moved there
+# instead, and deleted once every run is over: no run then waits for the deletions of the one
+# before (see settle_disk).
+forget() {
+  if [ -n "${PARLOR_BENCH_KEEP:-}" ]; then
+    local path
+    for path in "$@"; do
+      [ -e "$path" ] && mv "$path" "$(mktemp -d -p "$PARLOR_BENCH_KEEP")/"
+    done
+    return 0
+  fi
+  rm -rf "$@"
+  date +%s > "$deleted_at_file"
+}
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; forget "$data"; }
 trap cleanup EXIT
 

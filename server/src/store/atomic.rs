@@ -20,7 +20,7 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// (the file history's new dialogs all land in its root folder).
 pub struct GroupSync {
     dir: PathBuf,
-    sync: fn(&Path) -> std::io::Result<()>,
+    sync: Box<SyncFn>,
     state: Mutex<Rounds>,
     finished: Condvar,
 }
@@ -35,15 +35,23 @@ struct Rounds {
     running: bool,
 }
 
+/// How a [`GroupSync`] makes what it guards durable (given its path).
+type SyncFn = dyn Fn(&Path) -> std::io::Result<()> + Send + Sync;
+
 impl GroupSync {
     pub fn new(dir: PathBuf) -> GroupSync {
         GroupSync::with(dir, sync_dir)
     }
 
-    pub fn with(dir: PathBuf, sync: fn(&Path) -> std::io::Result<()>) -> GroupSync {
+    /// Syncs with `sync` instead of syncing the folder `dir` (e.g. a file, through a handle
+    /// kept open).
+    pub fn with(
+        dir: PathBuf,
+        sync: impl Fn(&Path) -> std::io::Result<()> + Send + Sync + 'static,
+    ) -> GroupSync {
         GroupSync {
             dir,
-            sync,
+            sync: Box::new(sync),
             state: Mutex::default(),
             finished: Condvar::new(),
         }

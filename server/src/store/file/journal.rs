@@ -201,11 +201,14 @@ impl Journal {
             // Locked before it is named as a log, so no other process takes it for the log
             // of a dead one; the name is durable before any record in it counts as written.
             file.try_lock().map_err(std::io::Error::other)?;
+            preallocate(&file)?;
             std::fs::rename(&made, &path)?;
             sync_dir(&self.dir)?;
+            // Synced through a handle of its own: no open and close around each sync.
+            let handle = file.try_clone()?;
             let log = Log {
                 number,
-                sync: Arc::new(GroupSync::with(path.clone(), sync_file)),
+                sync: Arc::new(GroupSync::with(path.clone(), move |_| handle.sync_data())),
                 path,
                 file,
                 len: 0,
@@ -341,8 +344,20 @@ pub(super) fn make_dialog(
     dialog.append_with(|_| messages.to_vec()).map(drop)
 }
 
-fn sync_file(path: &Path) -> std::io::Result<()> {
-    File::open(path)?.sync_data()
+/// Writes a new log's first [`ROTATE_AT`] bytes as zeros, durably: an append into them
+/// changes no size and no block map, so its sync writes the record's data alone (on this
+/// project's disks about 0.20 ms against 0.33 ms for an append that grows the file, and
+/// 0.30 ms against 0.73 ms at the p90: docs/performance.md). A record past them grows the
+/// file as before. The zeros read as the end of the records (see [`records`]).
+fn preallocate(file: &File) -> std::io::Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    let zeros = vec![0u8; CHUNK];
+    let mut at = 0;
+    while at < ROTATE_AT {
+        file.write_all_at(&zeros, at)?;
+        at += CHUNK as u64;
+    }
+    file.sync_data()
 }
 
 /// Removes a log whose every folder is made. Not synced: if the removal is lost in a crash,
@@ -370,12 +385,16 @@ fn record(id: &ConversationId, info: &[u8], messages: &[u8]) -> Vec<u8> {
 
 type Record = (ConversationId, Vec<u8>, Vec<Message>);
 
-/// The whole records of a log, up to the first torn or unreadable one.
+/// The whole records of a log, up to the first torn or unreadable one, or the zeros it was
+/// made with (a record's length is never 0).
 fn records(mut bytes: &[u8]) -> Vec<Record> {
     let mut all = Vec::new();
     while let Some(((len, crc), rest)) = split_u32(bytes)
         .and_then(|(len, rest)| split_u32(rest).map(|(crc, rest)| ((len, crc), rest)))
     {
+        if len == 0 {
+            break;
+        }
         let Some((body, rest)) = rest.split_at_checked(len as usize) else {
             break;
         };
@@ -438,6 +457,11 @@ mod tests {
         let last = flipped.len() - 10;
         flipped[last] ^= 1;
         assert_eq!(records(&flipped).len(), 1);
+        // The rest of a log made with zeros: the records, then the end.
+        let mut preallocated = log.clone();
+        preallocated.resize(log.len() + 4096, 0);
+        assert_eq!(records(&preallocated).len(), 2);
+        assert!(records(&[0; 64]).is_empty());
         assert!(records(&[]).is_empty());
         assert!(records(&[1, 2, 3]).is_empty());
     }
