@@ -10,9 +10,11 @@ Reports (see docs/performance.md for the targets):
   3. the time Parlor adds to time-to-first-token versus calling the upstream directly, for a
      new conversation and for a continued one,
   4. time to first token on a 1,000-message conversation with and without the `summary`
-     processor (agents `recall` and `forget` of SUMMARY_URL, see scripts/bench.sh).
+     processor (agents `recall` and `forget` of SUMMARY_URL, see scripts/bench.sh),
+  5. the time a new conversation adds on a Parlor whose history is in memory (NO_WRITE_URL):
+     the same path with no durable write, the floor of 3 on this machine.
 
-Usage: bench.py PARLOR_URL UPSTREAM_URL [PROXY_URL [SUMMARY_URL]]
+Usage: bench.py PARLOR_URL UPSTREAM_URL [PROXY_URL [SUMMARY_URL [NO_WRITE_URL]]]
 (UPSTREAM_URL is the fake's /v1 base)
 Only the standard library is used, so the numbers do not depend on a client package.
 """
@@ -276,6 +278,23 @@ for _ in range(RUNS // 2):
     direct_again.append(first_token_direct())
     continued.append(first_token_parlor(session=continued_session, cookie=continued_cookie)[0])
 
+# The same new conversations on a Parlor whose history is in memory (NO_WRITE_URL, the fifth
+# argument, in front of the same upstream): the turn's path with no durable write, the floor
+# of the figure above on this machine (its p90 too), measured in the same run.
+no_write = {}
+if len(sys.argv) > 5:
+    NO_WRITE = sys.argv[5]
+    r, _ = get(NO_WRITE, "/chat?agent=concise")
+    no_write_cookie = r.getheader("set-cookie").split(";")[0]
+    direct_nw, through_nw = [], []
+    for _ in range(RUNS // 2):
+        direct_nw.append(first_token_direct())
+        through_nw.append(first_token_parlor(base=NO_WRITE, session="", cookie=no_write_cookie)[0])
+    no_write = {
+        "ttft_added_no_write_ms_median": round(median(through_nw) - median(direct_nw), 3),
+        "ttft_added_no_write_ms_p90": round(statistics.quantiles(through_nw, n=10)[-1] - median(direct_nw), 3),
+    }
+
 # A turn with a 1 MB image attached, side by side with a plain turn: what reading,
 # checking, storing and forwarding the image adds before the first token.
 PNG_HEAD = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ")
@@ -355,5 +374,6 @@ result = {
     "ttft_1mb_image_turn_ms_median": round(median(with_image), 3),
     "ttft_1mb_image_added_ms_median": round(median(with_image) - median(plain), 3),
     **summary_ttft,
+    **no_write,
 }
 print(json.dumps(result, indent=2))

@@ -52,10 +52,17 @@ done
 summary_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$summary_port" PARLOR_DATA_DIR="$data/summary" PARLOR_AGENTS_DIR="$data/agents" \
   OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" RUST_LOG=warn target/release/parlor & pids+=($!)
+# One with its history in memory, in front of the same upstream: a turn with no durable write.
+printf 'max_users = 0\n\n[[histories]]\nid = "default"\nbackend = { type = "memory" }\n' > "$data/memory.toml"
+no_write_port=$(free_port)
+LEPTOS_SITE_ADDR="127.0.0.1:$no_write_port" PARLOR_DATA_DIR="$data/no-write" PARLOR_CONFIG="$data/memory.toml" \
+  OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" DEFAULT_HISTORY_POLICY=none RUST_LOG=warn \
+  target/release/parlor & pids+=($!)
+wait_for "http://127.0.0.1:$no_write_port/healthz"
 wait_for "http://127.0.0.1:$mirror_port/healthz"
 wait_for "http://127.0.0.1:$proxy_port/healthz"
 wait_for "http://127.0.0.1:$summary_port/healthz"
 
 settle_disk
 PARLOR_BENCH_DIR="$data" python3 scripts/bench.py "http://127.0.0.1:$mirror_port" "http://127.0.0.1:$fake_port/v1" \
-  "http://127.0.0.1:$proxy_port" "http://127.0.0.1:$summary_port"
+  "http://127.0.0.1:$proxy_port" "http://127.0.0.1:$summary_port" "http://127.0.0.1:$no_write_port"

@@ -80,6 +80,9 @@ def figures_of(run):
         floor = figures["journal_append_ms"] or figures["new_dialog_floor_ms"]
         if floor is not None and direct is not None:
             figures["ttft_added_new_floor_ms"] = round(max(floor - direct, 0.0), 3)
+        # And the turn's own path with no durable write (a Parlor whose history is in memory).
+        figures["ttft_added_new_no_write_ms"] = page.get("ttft_added_no_write_ms_median")
+        figures["ttft_added_new_no_write_p90_ms"] = page.get("ttft_added_no_write_ms_p90")
         kb = page.get("transfer_total_kb")
         figures["page_kb"] = kb
         first = page.get("fetched_on_first_action_bytes") or {}

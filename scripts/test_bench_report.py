@@ -18,6 +18,8 @@ def page(added, p90, kb, first_action):
         "new_dialog_floor_ms_median": 1.25,
         "journal_append_ms_median": 0.875,
         "ttft_added_back_to_back_ms_median": 2.5,
+        "ttft_added_no_write_ms_median": 0.25,
+        "ttft_added_no_write_ms_p90": p90 - 0.5,
     }, indent=2) + "\n"
 
 
@@ -68,6 +70,10 @@ class Report(unittest.TestCase):
             self.assertEqual(figures["ttft_added_back_to_back_ms"]["median"], 2.5)
             self.assertNotIn("met", figures["ttft_added_back_to_back_ms"])
             self.assertEqual(figures["new_dialog_floor_ms"]["median"], 1.25)
+            # The same path with no durable write: the floor measured, not a target.
+            self.assertEqual(figures["ttft_added_new_no_write_ms"]["median"], 0.25)
+            self.assertAlmostEqual(figures["ttft_added_new_no_write_p90_ms"]["median"], 0.7)
+            self.assertNotIn("met", figures["ttft_added_new_no_write_p90_ms"])
             # Met in four runs of five: a target that must hold in each run is not met.
             self.assertFalse(figures["streams_file_first_delta_p99_ms"]["met"])
             self.assertTrue(figures["streams_file_errors"]["met"])
