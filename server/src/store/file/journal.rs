@@ -200,9 +200,16 @@ impl Journal {
                 .open(&made)?;
             // Locked before it is named as a log, so no other process takes it for the log
             // of a dead one; the name is durable before any record in it counts as written.
-            file.try_lock().map_err(std::io::Error::other)?;
-            preallocate(&file)?;
-            std::fs::rename(&made, &path)?;
+            let named = file
+                .try_lock()
+                .map_err(std::io::Error::other)
+                .and_then(|()| preallocate(&file))
+                .and_then(|()| std::fs::rename(&made, &path));
+            if let Err(e) = named {
+                // Not left behind (a full disk, say): the next try makes the same name anew.
+                let _ = std::fs::remove_file(&made);
+                return Err(e);
+            }
             sync_dir(&self.dir)?;
             // Synced through a handle of its own: no open and close around each sync.
             let handle = file.try_clone()?;
