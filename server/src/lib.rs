@@ -332,7 +332,10 @@ fn pages_router(state: &AppState, addresses: &rate_limit::ClientAddress) -> Rout
         .layer(middleware::from_fn_with_state(
             services.clone(),
             browser::ensure_browser_session,
-        ));
+        ))
+        // After the session's layer: reading a file takes no session.
+        .route("/pkg/", axum::routing::get(site::package_file))
+        .route("/pkg/{*file}", axum::routing::get(site::package_file));
     // Pages, their data and unknown paths are limited per client address, before a browser
     // session can take a slot; static files are not.
     let pages = rate_limit::limit(

@@ -155,9 +155,7 @@ async fn serve() -> anyhow::Result<()> {
     let replies = services.replies.clone();
     let tools = services.tools.clone();
     let app = parlor_server::router(leptos, services);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("listening on {addr}"))?;
+    let listener = listen(addr).with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!("Parlor is listening on http://{bound}");
     let served = serve_until_stopped(listener, app, replies, grace, signals).await;
@@ -220,13 +218,32 @@ fn load_agents(config: &Config) -> anyhow::Result<AgentCatalog> {
     Ok(agents)
 }
 
+/// How many connections may wait to be accepted. Every chat turn of a client that does not
+/// keep its connection open arrives as a new one: with tokio's default (1,024), a thousand
+/// such clients overflowed the queue (1,286 overflows and 498 SYN cookies in one `load.sh`
+/// run; none with this), and in one run of five a connection was reset. The kernel caps it at
+/// `net.core.somaxconn` (4,096 by default).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` (reusing the address, as `TcpListener::bind` does) with
+/// [`LISTEN_BACKLOG`].
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// `/metrics` on its own address (`PARLOR_METRICS_ADDR`), in the background.
 async fn serve_metrics(
     addr: std::net::SocketAddr,
     services: std::sync::Arc<parlor_server::state::Services>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+    let listener = listen(addr)
         .with_context(|| format!("listening for metrics on {addr} (PARLOR_METRICS_ADDR)"))?;
     let router = parlor_server::metrics_router(services);
     tracing::info!("metrics on http://{addr}/metrics");

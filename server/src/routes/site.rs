@@ -101,6 +101,31 @@ pub async fn serve_build(State(build): State<SiteBuild>, request: Request, next:
     response
 }
 
+/// `/pkg/…` (after [`serve_build`]): one of the package's files, or a plain 404. A path there
+/// never renders the app's 404 page: anyone may read the site's files, without the login or
+/// the pages' rate limit, so a made-up path must cost next to nothing and show nothing.
+pub async fn package_file(State(options): State<LeptosOptions>, request: Request) -> Response {
+    // The release binary answered its embedded files before routing; what is left is none.
+    #[cfg(feature = "embed-site")]
+    let served = {
+        let _ = (options, request);
+        None
+    };
+    #[cfg(not(feature = "embed-site"))]
+    let served = {
+        use tower::ServiceExt;
+        let files = tower_http::services::ServeDir::new(&*options.site_root);
+        match files.oneshot(request).await {
+            Ok(response) if response.status() != StatusCode::NOT_FOUND => {
+                Some(response.into_response())
+            }
+            Ok(_) => None,
+            Err(never) => match never {},
+        }
+    };
+    served.unwrap_or_else(|| (StatusCode::NOT_FOUND, "no such file").into_response())
+}
+
 fn is_build_id(segment: &str) -> bool {
     segment.len() == 16 && segment.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -106,6 +106,56 @@ async fn unknown_paths_are_rate_limited_static_files_not() {
     }
 }
 
+/// A raw GET of `path`, exactly as written (an HTTP client would resolve `..` first): the
+/// status line's code, the headers and the body.
+async fn raw_get(server: &TestServer, path: &str) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: parlor\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[tokio::test]
+async fn made_up_paths_under_pkg_are_a_plain_404_not_the_app() {
+    // Anyone may read the site's files, without the pages' limit or a login: a path there
+    // that names no file must not render the app, take a session or pass the login.
+    let open = TestServer::start(&[("PARLOR_RATE_LIMIT_PAGES", "1")]).await;
+    let accounts = crate::accounts::local(&[]).await;
+    for server in [&open, &accounts] {
+        for path in [
+            "/pkg/nothing.wasm",
+            "/pkg/",
+            "/pkg/0123456789abcdeg/parlor.js",
+            "/pkg/../chat/general",
+            "/pkg/%2e%2e/chat/general",
+            "/pkg//etc/passwd",
+        ] {
+            for _ in 0..3 {
+                let (status, head, body) = raw_get(server, path).await;
+                assert_eq!(status, 404, "{path}: {head}");
+                assert!(!head.contains("set-cookie"), "{path}: {head}");
+                assert!(!head.contains("location"), "{path}: {head}");
+                assert!(
+                    !body.to_ascii_lowercase().contains("<html"),
+                    "{path}: {body}"
+                );
+            }
+        }
+    }
+    // The one page the limit allows is still there: those requests did not count.
+    assert_eq!(open.get("/", None).await.0, 200);
+    assert_eq!(open.get("/", None).await.0, 429);
+}
+
 #[tokio::test]
 async fn failed_metrics_authorizations_are_limited() {
     let server = TestServer::start(&[("PARLOR_ADMIN_TOKEN", "right")]).await;
