@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod cli;
 pub mod config;
 pub mod conversation;
+pub mod gate;
 pub mod llm;
 pub mod mcp;
 pub mod ops;
@@ -16,9 +17,10 @@ pub mod turn;
 
 use crate::config::agents::AgentCatalog;
 use crate::config::{Config, LlmConfig};
+use crate::gate::table::Mount;
 use crate::llm::models;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
-use crate::ops::{browser, cookie_key, rate_limit};
+use crate::ops::{browser, cookie_key};
 use crate::routes::{pages, site};
 use crate::state::{AppState, Services};
 use crate::store::histories;
@@ -258,7 +260,7 @@ fn request_span(request: &axum::extract::Request) -> tracing::Span {
 const REQUEST_ID: &str = "x-request-id";
 
 /// Failed `/metrics` authorizations one client address may make per minute.
-pub const METRICS_FAILURES_PER_MINUTE: u32 = 10;
+pub const METRICS_FAILURES_PER_MINUTE: u32 = gate::ADMIN_GUESSES_PER_MINUTE;
 
 /// The router of `PARLOR_METRICS_ADDR`: `/metrics` only, without the admin token (the operator
 /// chose a private address for it).
@@ -272,32 +274,30 @@ pub fn metrics_router(services: Arc<Services>) -> Router {
     )
 }
 
-/// The whole HTTP application: the chat API, server functions, pages and static files.
+/// The whole HTTP application: the chat API, server functions, pages and static files,
+/// behind the gate (`gate`), which decides from the route table what reaches them.
 pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Router {
     let build = site::SiteBuild::name(&mut leptos_options);
     let state = AppState {
         leptos_options: leptos_options.clone(),
         services: services.clone(),
     };
-    let addresses = rate_limit::ClientAddress::new(services.config.trusted_proxies.clone());
-    let pages = pages_router(&state, &addresses)
-        .layer(middleware::from_fn_with_state(build, site::serve_build));
-    let api = api_router(&services, addresses);
-    let mut app = api.merge(pages);
+    let pages =
+        pages_router(&state).layer(middleware::from_fn_with_state(build, site::serve_build));
+    let mut app = api_router(&services).merge(pages);
     if services.accounts.is_some() {
         app = app.merge(accounts::routes::router());
     }
-    // Every request passes the accounts' gate first (it lets all through when they are off).
     let app = app.layer(middleware::from_fn_with_state(
-        services.clone(),
-        accounts::gate::gate,
+        gate::Gate::new(services.clone()),
+        gate::gate,
     ));
     with_common_layers(app).with_state(state)
 }
 
-/// The pages, their server functions and unknown paths (with the app's 404 page), behind
-/// the browser session and the pages' rate limit.
-fn pages_router(state: &AppState, addresses: &rate_limit::ClientAddress) -> Router<AppState> {
+/// The pages, their server functions and the site's files. A page's request gets the
+/// browser session; the site's files never do.
+fn pages_router(state: &AppState) -> Router<AppState> {
     let services = &state.services;
     let backend = BackendHandle(Arc::new(pages::PageBackend {
         services: services.clone(),
@@ -309,91 +309,54 @@ fn pages_router(state: &AppState, addresses: &rate_limit::ClientAddress) -> Rout
     static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> =
         std::sync::OnceLock::new();
     let routes = ROUTES.get_or_init(|| generate_route_list(App)).clone();
+    for listing in &routes {
+        assert!(
+            gate::table::declared(listing.path()).is_some(),
+            "the page {} is not declared in the gate's table (server/src/gate/table.rs)",
+            listing.path()
+        );
+    }
     let server_fns = {
         let context = context.clone();
         move |request| handle_server_fns_with_context(context.clone(), request)
     };
     let options = state.leptos_options.clone();
     let pages = Router::new()
-        .route("/api/{*fn_name}", post(server_fns))
-        .leptos_routes_with_context(state, routes, context.clone(), move || {
-            shell(options.clone())
-        })
+        .mount("/api/{server_fn}", post(server_fns))
+        .leptos_routes_with_context(state, routes, context, move || shell(options.clone()))
         .layer(middleware::from_fn_with_state(
             services.clone(),
             pages::decide_chat_head,
         ))
-        // Unknown paths render the app's 404 page, which needs the same context as every
-        // page (without it, rendering panicked and the connection was dropped).
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
-            AppState,
-            _,
-        >(context, shell))
         .layer(middleware::from_fn_with_state(
             services.clone(),
             browser::ensure_browser_session,
-        ))
-        // After the session's layer: reading a file takes no session.
-        .route("/pkg/", axum::routing::get(site::package_file))
-        .route("/pkg/{*file}", axum::routing::get(site::package_file));
-    // Pages, their data and unknown paths are limited per client address, before a browser
-    // session can take a slot; static files are not.
-    let pages = rate_limit::limit(
-        pages,
-        services.config.rate_limit_pages,
-        addresses.clone(),
-        rate_limit::Answer::Html,
-        rate_limit::Counts::NotStatic,
-    )
-    .layer(middleware::from_fn(server_fn_errors));
+        ));
+    // After the session's layer: reading a file takes no session.
+    let pages = pages
+        .mount("/pkg/{*file}", axum::routing::get(site::package_file))
+        .layer(middleware::from_fn(server_fn_errors));
     // The release binary answers its site's files itself, before any session handling.
     #[cfg(feature = "embed-site")]
     let pages = pages.layer(middleware::from_fn(site::serve_embedded));
     pages
 }
 
-/// The chat API, `/mcp` (when on), the health checks and the metrics, each with its limit.
-fn api_router(services: &Arc<Services>, addresses: rate_limit::ClientAddress) -> Router<AppState> {
-    let limit = |router, per_minute, counts| {
-        rate_limit::limit(
-            router,
-            per_minute,
-            addresses.clone(),
-            rate_limit::Answer::Json,
-            counts,
-        )
-    };
+/// The chat API, `/mcp` (when on), the health checks and the metrics.
+fn api_router(services: &Arc<Services>) -> Router<AppState> {
     let config = &services.config;
-    // `/mcp` (when on) counts like the chat API, per client address.
-    let mcp = mcp::http(services)
-        .map(|router| limit(router, config.rate_limit_chat, rate_limit::Counts::All));
     // Chat requests with images may be larger; the chat route refuses the others over
     // `MAX_BODY_BYTES`.
     let body_limit = config.max_context_bytes.max(routes::MAX_BODY_BYTES);
-    let api = limit(
-        routes::api().merge(routes::account()),
-        config.rate_limit_chat,
-        rate_limit::Counts::All,
-    )
-    .layer(DefaultBodyLimit::max(body_limit));
-    // Readiness counts like pages; the metrics' token cannot be guessed by trying.
-    let ready = limit(
-        routes::ready(),
-        config.rate_limit_pages,
-        rate_limit::Counts::All,
-    );
-    let metrics = rate_limit::limit_failures(
-        routes::metrics(),
-        METRICS_FAILURES_PER_MINUTE,
-        addresses.clone(),
-        axum::http::StatusCode::UNAUTHORIZED,
-    );
+    let api = routes::api()
+        .merge(routes::account())
+        .layer(DefaultBodyLimit::max(body_limit));
     Router::new()
         .merge(api)
         .merge(routes::health())
-        .merge(ready)
-        .merge(metrics)
-        .merge(mcp.unwrap_or_default())
+        .merge(routes::ready())
+        .merge(routes::metrics())
+        .merge(mcp::http(services).unwrap_or_default())
 }
 
 /// What every response gets: compression, security headers, the request id and its log.

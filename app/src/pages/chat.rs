@@ -300,7 +300,8 @@ fn read_import(state: ChatState, ev: leptos::ev::Event, failed: RwSignal<Option<
 /// The chat page's data for its URL, as this browser may see it.
 #[server]
 pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> {
-    let backend = expect_context::<crate::ssr::BackendHandle>();
+    let backend = use_context::<crate::ssr::BackendHandle>()
+        .ok_or_else(|| ServerFnError::new("the page was left before its data was read"))?;
     let browser = crate::ssr::browser_session().await;
     let page = backend
         .0
@@ -315,8 +316,11 @@ pub async fn load_chat(query: ChatQuery) -> Result<ChatPageData, ServerFnError> 
         }
     }
     if !matches!(page, ChatPageData::Ready(_)) {
-        let response = expect_context::<leptos_axum::ResponseOptions>();
-        response.set_status(axum::http::StatusCode::NOT_FOUND);
+        // Present while a page renders; a client that went away mid-render may have taken
+        // it with it, and that is no reason to panic.
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(axum::http::StatusCode::NOT_FOUND);
+        }
     }
     Ok(page)
 }

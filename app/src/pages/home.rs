@@ -61,6 +61,7 @@ fn AgentList(home: HomeData) -> impl IntoView {
 /// The home page's data: the agents.
 #[server]
 pub async fn load_home() -> Result<HomeData, ServerFnError> {
-    let backend = expect_context::<crate::ssr::BackendHandle>();
+    let backend = use_context::<crate::ssr::BackendHandle>()
+        .ok_or_else(|| ServerFnError::new("the page was left before its data was read"))?;
     Ok(backend.0.home().await)
 }

@@ -55,7 +55,7 @@ pub async fn get_start(
     };
     let next = safe_next(query.get("next").map(String::as_str).unwrap_or("/"));
     let now = crate::store::now_ms();
-    match provider.start(accounts, next, now).await {
+    match provider.start(accounts, &next, now).await {
         Ok((url, state)) => {
             let mut response = Redirect::to(&url).into_response();
             let secure = services.config.cookie_secure;

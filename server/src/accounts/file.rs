@@ -324,6 +324,22 @@ impl AccountStore for FileAccounts {
         Ok(counted.filter(|f| f.is_current(now_ms)))
     }
 
+    async fn forgive(&self, key: &FailureKey, now_ms: i64) -> Result<(), StoreError> {
+        let _one = self.writes.lock().await;
+        let file = failure_file(key);
+        let counted: Option<Failures> = self.read(FAILURES, &file)?;
+        match counted.filter(|f| f.is_current(now_ms) && f.count > 1) {
+            Some(f) => {
+                let fewer = Failures {
+                    count: f.count - 1,
+                    ..f
+                };
+                self.write(FAILURES, &file, &fewer).await
+            }
+            None => self.remove(FAILURES, &file).await.map(|_| ()),
+        }
+    }
+
     async fn clear_failures(&self, key: &FailureKey) -> Result<(), StoreError> {
         self.remove(FAILURES, &failure_file(key)).await.map(|_| ())
     }

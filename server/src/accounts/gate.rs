@@ -1,133 +1,77 @@
-//! The gate every request passes when accounts are on: who it is (a personal token, a
-//! trusted proxy's header, or a login cookie), whether it may cross (the open paths, or a
-//! login), and whether a browser's state-changing request really comes from Parlor's own
-//! pages (CSRF).
+//! What the gate (`crate::gate`) asks of accounts: who a request is (a personal token, a
+//! trusted proxy's header, or a login cookie), and whether a browser's state-changing
+//! request really comes from Parlor's own pages (CSRF).
 
 use super::{Accounts, User, LOGIN_COOKIE};
-use crate::state::Services;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// Who a request is, as the gate found it.
-enum Found {
+pub enum Found {
     Nobody,
     User(User, Via),
 }
 
 /// How the request showed who it is.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Via {
+pub enum Via {
     Token,
     Proxy,
     Cookie,
 }
 
-/// Lets a request through when accounts are off; else identifies it, refuses a foreign
-/// state-changing one, and requires a login beyond the open paths. The account goes into the
-/// request's extensions, with its [`User::session`] as the request's browser session.
-pub async fn gate(
-    State(services): State<Arc<Services>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let Some(accounts) = services.accounts.as_deref() else {
-        return next.run(request).await;
-    };
-    let path = request.uri().path().to_owned();
-    if needs_nobody(request.method(), &path) {
-        return next.run(request).await;
-    }
+/// Who `request` is, by its personal token, the trusted proxy's header or its login cookie.
+/// On an `open` route other bearer tokens are not personal ones and are left to the route;
+/// a refusal is said as JSON when `api`.
+pub fn identify<'a>(
+    accounts: &'a Accounts,
+    request: &Request,
+    open: bool,
+    api: bool,
+) -> impl std::future::Future<Output = Result<Found, Response>> + Send + 'a {
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip().to_canonical());
-    let found = match identify(accounts, request.headers(), &path, peer).await {
-        Ok(found) => found,
-        Err(refused) => return refused,
-    };
-    let via_token = matches!(found, Found::User(_, Via::Token));
-    if changes_state(request.method()) && !via_token {
-        if let Err(reason) = same_origin(request.headers(), services.config.public_url.as_deref()) {
-            return refuse(&path, StatusCode::FORBIDDEN, reason);
-        }
-    }
-    match found {
-        Found::User(user, _) => {
-            request.extensions_mut().insert(user.session());
-            let name = parlor_app::ssr::SignedIn(user.name.to_string());
-            request.extensions_mut().insert(name);
-            request.extensions_mut().insert(user);
-        }
-        Found::Nobody if is_open(&path) => {}
-        Found::Nobody => return login_required(&request),
-    }
-    next.run(request).await
+    // The headers alone cross the awaits (a request's body is not `Sync`).
+    let headers = request.headers().clone();
+    async move { find(accounts, &headers, open, api, peer).await }
 }
 
-/// Requests answered without asking who is there: `/mcp` (its own bearer token, checked by
-/// its route), health, and reading the site's files (a page's scripts and styles cost no
-/// account lookup).
-fn needs_nobody(method: &Method, path: &str) -> bool {
-    path == "/mcp"
-        || path.starts_with("/mcp/")
-        || path == "/healthz"
-        || path == "/readyz"
-        || is_site_file(method, path)
-}
-
-/// A read of one of the site's files: a GET of `/pkg/…` or of a file at the site's top
-/// (see `is_static`), outside the API.
-fn is_site_file(method: &Method, path: &str) -> bool {
-    matches!(*method, Method::GET | Method::HEAD)
-        && !path.starts_with("/api/")
-        && !path.starts_with("/auth/")
-        && crate::ops::rate_limit::is_static(path)
-}
-
-/// Paths anyone may reach: the login pages and routes, health, the metrics (their own token;
-/// an admin's login also works).
-pub fn is_open(path: &str) -> bool {
-    matches!(
-        path,
-        "/login" | "/signup" | "/healthz" | "/readyz" | "/metrics"
-    ) || path.starts_with("/auth/")
-}
-
-async fn identify(
+async fn find(
     accounts: &Accounts,
     headers: &HeaderMap,
-    path: &str,
+    open: bool,
+    api: bool,
     peer: Option<std::net::IpAddr>,
 ) -> Result<Found, Response> {
     let now = crate::store::now_ms();
     let unavailable = |e: crate::store::StoreError| {
         tracing::warn!("could not check a login: {e}");
-        refuse(
-            path,
+        refuse_as(
+            api,
             StatusCode::SERVICE_UNAVAILABLE,
             "accounts are unavailable, try again",
         )
     };
-    let bearer = bearer(headers).map_err(|why| refuse(path, StatusCode::UNAUTHORIZED, why))?;
-    // The open paths take other bearer tokens (the admin token on /metrics).
-    let bearer = bearer.filter(|b| b.starts_with(super::TOKEN_PREFIX) || !is_open(path));
+    let bearer = bearer(headers).map_err(|why| refuse_as(api, StatusCode::UNAUTHORIZED, why))?;
+    // The open routes take other bearer tokens.
+    let bearer = bearer.filter(|b| b.starts_with(super::TOKEN_PREFIX) || !open);
     if let Some(bearer) = bearer {
         return match accounts.of_token(bearer, now).await.map_err(unavailable)? {
             Some(user) => Ok(Found::User(user, Via::Token)),
-            None => Err(refuse(
-                path,
+            None => Err(refuse_as(
+                api,
                 StatusCode::UNAUTHORIZED,
                 "unknown or revoked token",
             )),
         };
     }
     if accounts.config.mode == crate::config::auth::AuthMode::Proxy {
-        if let Some(found) = from_proxy(accounts, headers, path, peer).await? {
+        if let Some(found) = from_proxy(accounts, headers, api, peer).await? {
             return Ok(found);
         }
     }
@@ -152,7 +96,7 @@ async fn identify(
 async fn from_proxy(
     accounts: &Accounts,
     headers: &HeaderMap,
-    path: &str,
+    api: bool,
     peer: Option<std::net::IpAddr>,
 ) -> Result<Option<Found>, Response> {
     let values: Vec<_> = headers
@@ -164,37 +108,37 @@ async fn from_proxy(
     }
     let trusted = peer.is_some_and(|ip| accounts_trust(accounts, ip));
     if !trusted {
-        return Err(refuse(
-            path,
+        return Err(refuse_as(
+            api,
             StatusCode::UNAUTHORIZED,
             "the user header is only accepted from a trusted proxy",
         ));
     }
     let [value] = values.as_slice() else {
-        return Err(refuse(
-            path,
+        return Err(refuse_as(
+            api,
             StatusCode::UNAUTHORIZED,
             "the user header was sent more than once",
         ));
     };
     let Some(name) = value.to_str().ok().filter(|v| !v.trim().is_empty()) else {
-        return Err(refuse(
-            path,
+        return Err(refuse_as(
+            api,
             StatusCode::UNAUTHORIZED,
             "the user header is empty or not text",
         ));
     };
     match accounts.of_proxy(name).await {
         Ok(Some(user)) => Ok(Some(Found::User(user, Via::Proxy))),
-        Ok(None) => Err(refuse(
-            path,
+        Ok(None) => Err(refuse_as(
+            api,
             StatusCode::UNAUTHORIZED,
             "the user header names no usable user",
         )),
         Err(e) => {
             tracing::warn!("could not read a proxy user's account: {e}");
-            Err(refuse(
-                path,
+            Err(refuse_as(
+                api,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "accounts are unavailable, try again",
             ))
@@ -223,10 +167,6 @@ fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
             .ok_or("Authorization must be \"Bearer <token>\""),
         _ => Err("Authorization was sent more than once"),
     }
-}
-
-fn changes_state(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 /// Whether a state-changing request comes from Parlor's own pages: its `Origin` (one) is
@@ -284,32 +224,9 @@ fn sent_as_json(headers: &HeaderMap) -> bool {
     matches!(types.as_slice(), [t] if t.to_str().is_ok_and(|t| t.trim_start().to_ascii_lowercase().starts_with("application/json")))
 }
 
-/// Pages send the browser to the login page (and back afterwards); the API answers 401.
-fn login_required(request: &Request) -> Response {
-    let path = request.uri().path();
-    if is_api(path) || !matches!(*request.method(), Method::GET | Method::HEAD) {
-        return refuse(
-            path,
-            StatusCode::UNAUTHORIZED,
-            "log in first (a login cookie or a bearer token)",
-        );
-    }
-    let target = request
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let next: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
-    Redirect::to(&format!("/login?next={next}")).into_response()
-}
-
-fn is_api(path: &str) -> bool {
-    path.starts_with("/api/") || path == "/metrics"
-}
-
 /// A refusal: JSON for the API, text for pages and forms.
-pub fn refuse(path: &str, status: StatusCode, reason: &str) -> Response {
-    match is_api(path) {
+pub fn refuse_as(api: bool, status: StatusCode, reason: &str) -> Response {
+    match api {
         true => (status, axum::Json(serde_json::json!({ "error": reason }))).into_response(),
         false => (status, reason.to_owned()).into_response(),
     }
@@ -371,31 +288,6 @@ mod tests {
             ("sec-fetch-site", "cross-site"),
         ]);
         assert!(same_origin(&cross, None).is_err());
-    }
-
-    #[test]
-    fn only_reading_the_sites_files_skips_the_login() {
-        assert!(needs_nobody(&Method::GET, "/pkg/parlor.wasm"));
-        assert!(needs_nobody(&Method::GET, "/favicon.svg"));
-        assert!(needs_nobody(&Method::POST, "/mcp"));
-        // A conversation id with a dot is not a file, and changing anything never is.
-        assert!(!needs_nobody(
-            &Method::PATCH,
-            "/api/chat/general/sessions/a.b"
-        ));
-        assert!(!needs_nobody(
-            &Method::DELETE,
-            "/api/chat/general/sessions/a.b"
-        ));
-        assert!(!needs_nobody(
-            &Method::GET,
-            "/api/chat/general/sessions/a.b/export"
-        ));
-        assert!(!needs_nobody(&Method::GET, "/api/x.json"));
-        // Nor is a path that only looks like one: it renders the app's 404 page.
-        assert!(!needs_nobody(&Method::GET, "/x.php"));
-        assert!(!needs_nobody(&Method::POST, "/favicon.svg"));
-        assert!(!is_open("/favicon.svg"));
     }
 
     #[test]

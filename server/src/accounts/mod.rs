@@ -57,8 +57,17 @@ pub enum LoginError {
     Locked { retry_after_s: u64 },
     #[error("{0}")]
     Input(String),
+    /// Every password check this process allows at once is running.
+    #[error("too many logins at once: try again in a second")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Password checks (Argon2id, tens of milliseconds of a core each) run at once per process:
+/// about twice the cores, so a flood of logins queues nothing and leaves the chat its CPU.
+fn hashes_at_once() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
 }
 
 /// Why an account cannot be made or changed.
@@ -82,6 +91,8 @@ pub struct Accounts {
     /// The OpenID provider (`oidc` mode).
     pub provider: Option<oidc::Provider>,
     store: Arc<dyn AccountStore>,
+    /// Password checks allowed at once (see [`hashes_at_once`]).
+    hashing: Arc<tokio::sync::Semaphore>,
 }
 
 /// Where the accounts of the `default` history's backend are kept: its Redis (under its
@@ -115,6 +126,7 @@ impl Accounts {
             config,
             trusted_proxies,
             store,
+            hashing: Arc::new(tokio::sync::Semaphore::new(hashes_at_once())),
         }
     }
 
@@ -220,12 +232,28 @@ impl Accounts {
                 rules::PASSWORD_MAX_BYTES
             )));
         }
+        // Busy: refused before anything is counted or hashed.
+        let _hashing = self
+            .hashing
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| LoginError::Busy)?;
         let name = UserName::parse(name).ok();
         let mut keys = vec![FailureKey::Address(address)];
         keys.extend(name.clone().map(FailureKey::Name));
-        for key in &keys {
-            let counted = self.store.failures(key, now_ms).await?;
-            if let Some(until) = counted.and_then(|f: Failures| f.locked_until(now_ms)) {
+        // Each attempt is counted before anything is hashed, in one atomic step of the store:
+        // parallel guesses each see the ones before them, so no more than the allowed number
+        // is ever checked. An attempt that turns out right is taken back.
+        for (i, key) in keys.iter().enumerate() {
+            let counted = self.store.fail(key, now_ms).await?;
+            let before = Failures {
+                count: counted.count.saturating_sub(1),
+                ..counted
+            };
+            if let Some(until) = before.locked_until(now_ms) {
+                for earlier in &keys[..i] {
+                    self.store.forgive(earlier, now_ms).await?;
+                }
                 let retry_after_s = rules::seconds_until(now_ms, until);
                 return Err(LoginError::Locked { retry_after_s });
             }
@@ -239,10 +267,10 @@ impl Accounts {
             if let Some(name) = name {
                 self.store.clear_failures(&FailureKey::Name(name)).await?;
             }
+            self.store
+                .forgive(&FailureKey::Address(address), now_ms)
+                .await?;
             return Ok(account.expect("a password matched, so the account exists"));
-        }
-        for key in &keys {
-            self.store.fail(key, now_ms).await?;
         }
         Err(LoginError::Wrong)
     }

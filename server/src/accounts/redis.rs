@@ -41,6 +41,13 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {n, redis.call('PTTL', KEYS[1])}
 "#;
 
+/// One failure taken back (the key goes when none is left; its expiry stays).
+const FORGIVE: &str = r#"
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n <= 1 then redis.call('DEL', KEYS[1]) return 0 end
+return redis.call('DECR', KEYS[1])
+"#;
+
 /// A record (a login or a token) and the account it names, in one round trip: the second
 /// key is built from the record's `name` (a single Redis, not a cluster).
 const WITH_ACCOUNT: &str = r#"
@@ -400,6 +407,15 @@ impl AccountStore for RedisAccounts {
         };
         let ttl: i64 = self.query(redis::cmd("PTTL").arg(&key)).await?;
         Ok((ttl > 0).then(|| Self::failures_of(count, ttl, now_ms)))
+    }
+
+    async fn forgive(&self, key: &FailureKey, _now_ms: i64) -> Result<(), StoreError> {
+        let key = self.key(&["fail", &key.text()]);
+        let cmd = redis::cmd("EVAL").arg(FORGIVE).arg(1).arg(key).clone();
+        // Not retried: taking back twice would forget a failure that happened.
+        let mut connection = self.connection.clone();
+        let _: i64 = cmd.query_async(&mut connection).await?;
+        Ok(())
     }
 
     async fn clear_failures(&self, key: &FailureKey) -> Result<(), StoreError> {

@@ -3,8 +3,9 @@
 //! again with the error); JSON from scripts gets 204 with the cookie (or a JSON error).
 
 use super::pages::{self, LoginView};
-use super::session::{logged_in_response, safe_next};
+use super::session::{logged_in_response, redirect_next, safe_next};
 use super::{Accounts, LoginError, LOGIN_COOKIE};
+use crate::gate::table::Mount;
 use crate::ops::browser::set_cookie;
 use crate::state::{AppState, Services};
 use axum::body::Bytes;
@@ -21,11 +22,11 @@ use std::net::SocketAddr;
 /// The routes of logging in, signing up and the account's own page and API.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/login", get(get_login))
-        .route("/signup", get(get_signup))
-        .route("/auth/signup", post(post_signup))
-        .route("/auth/oidc", get(super::callback::get_start))
-        .route("/auth/callback", get(super::callback::get_callback))
+        .mount("/login", get(get_login))
+        .mount("/signup", get(get_signup))
+        .mount("/auth/signup", post(post_signup))
+        .mount("/auth/oidc", get(super::callback::get_start))
+        .mount("/auth/callback", get(super::callback::get_callback))
         .merge(super::tokens::router())
 }
 
@@ -96,7 +97,7 @@ async fn get_login(
     let next = query.get("next").map(String::as_str).unwrap_or("/");
     if user.is_some() {
         // Logged in already: on to where the login was for.
-        return Redirect::to(safe_next(next)).into_response();
+        return redirect_next(next);
     }
     if let Some(provider) = &accounts.provider {
         // Says at once when the provider cannot be reached.
@@ -109,7 +110,7 @@ async fn get_login(
         let error = down.as_deref().or(query.get("error").map(String::as_str));
         let view = LoginView {
             error,
-            next: safe_next(next),
+            next: &safe_next(next),
             name: "",
             signup: false,
             provider: Some(&provider.display_name()),
@@ -127,7 +128,7 @@ async fn get_login(
         StatusCode::OK,
         &LoginView {
             error: query.get("error").map(String::as_str),
-            next: safe_next(next),
+            next: &safe_next(next),
             name: "",
             signup: signup_open(accounts),
             provider: None,
@@ -221,6 +222,7 @@ fn login_refused(error: LoginError, form: &Credentials) -> Response {
             (StatusCode::TOO_MANY_REQUESTS, Some(*retry_after_s))
         }
         LoginError::Input(_) => (StatusCode::BAD_REQUEST, None),
+        LoginError::Busy => (StatusCode::SERVICE_UNAVAILABLE, Some(1)),
         LoginError::Store(e) => {
             tracing::warn!("a login could not be checked: {e}");
             (StatusCode::SERVICE_UNAVAILABLE, None)
@@ -236,7 +238,7 @@ fn login_refused(error: LoginError, form: &Credentials) -> Response {
             status,
             &LoginView {
                 error: Some(&message),
-                next: safe_next(&form.next),
+                next: &safe_next(&form.next),
                 name: if form.username.len() <= 64 {
                     &form.username
                 } else {
@@ -364,5 +366,27 @@ mod tests {
         assert_eq!(safe_next("/\\evil.test"), "/");
         assert_eq!(safe_next(""), "/");
         assert_eq!(safe_next("/auth/logout"), "/");
+        // Browsers drop tabs and line breaks from a Location, which would leave `//host`.
+        assert_eq!(safe_next("/\t/evil.example"), "/");
+        assert_eq!(safe_next("/\n/evil.example"), "/");
+        assert_eq!(safe_next("/\r\nset-cookie: x=y"), "/");
+        assert_eq!(safe_next("/ /evil.example"), "/");
+        assert_eq!(safe_next("/\u{a0}/evil.example"), "/");
+        assert_eq!(safe_next("/\u{3000}/evil.example"), "/");
+        // A dot segment resolving to another spelling of `//host`, or to the login.
+        assert_eq!(safe_next("/./evil.example"), "/evil.example");
+        assert_eq!(safe_next("/a/..//evil.example"), "/");
+        assert_eq!(safe_next("/x/../auth/logout"), "/");
+        assert_eq!(safe_next("/%09/evil.example"), "/%09/evil.example");
+        assert_eq!(safe_next("/chat?agent=a b"), "/");
+        assert_eq!(safe_next("/chat?agent=\u{e9}"), "/chat?agent=%C3%A9");
+        for next in [
+            "/",
+            "/chat?agent=general",
+            "/%09/evil.example",
+            "/./evil.example",
+        ] {
+            assert!(!safe_next(next).starts_with("//"), "{next}");
+        }
     }
 }

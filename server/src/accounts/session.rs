@@ -6,17 +6,46 @@ use super::{Account, User, LOGIN_COOKIE};
 use crate::ops::browser::{self, set_cookie};
 use crate::state::Services;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum_extra::extract::cookie::CookieJar;
 use std::sync::Arc;
 
-/// Where to go after logging in: a path of this site only (never another site's address).
-pub fn safe_next(next: &str) -> &str {
-    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
-    match local && !next.starts_with("/auth/") && !next.starts_with("/login") {
-        true => next,
-        false => "/",
+/// Where to go after logging in: a path of this site only (never another site's address),
+/// as the URL standard resolves it against the site's own origin. Anything that is not
+/// plainly such a path (another origin, `//host`, a backslash, a control character or any
+/// whitespace a browser would drop, the login routes themselves) is `/`. The answer is
+/// percent-encoded as URLs are, so it is always a valid `Location`.
+pub fn safe_next(next: &str) -> String {
+    const BASE: &str = "http://parlor.invalid/";
+    let plain = next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && !next.chars().any(|c| c.is_control() || c.is_whitespace());
+    let resolved = plain
+        .then(|| url::Url::parse(BASE).ok()?.join(next).ok())
+        .flatten()
+        .filter(|url| url.origin() == url::Url::parse(BASE).expect("a valid base").origin());
+    let Some(url) = resolved else {
+        return "/".to_owned();
+    };
+    let path = url.path();
+    if path.starts_with("/auth/") || path == "/login" || path == "/signup" || path.starts_with("//")
+    {
+        return "/".to_owned();
     }
+    match url.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    }
+}
+
+/// A 303 to `next` after [`safe_next`] (never a panic, whatever `next` holds).
+pub fn redirect_next(next: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    let location = header::HeaderValue::from_str(&safe_next(next))
+        .unwrap_or(header::HeaderValue::from_static("/"));
+    response.headers_mut().insert(header::LOCATION, location);
+    response
 }
 
 /// A login that succeeded: a new login id in the cookie (the old one ended), and the
@@ -53,7 +82,7 @@ pub async fn logged_in_response(
     }
     let mut response = match json {
         true => StatusCode::NO_CONTENT.into_response(),
-        false => Redirect::to(safe_next(next)).into_response(),
+        false => redirect_next(next),
     };
     let lasts = time::Duration::days(accounts.config.login_days as i64);
     let secure = services.config.cookie_secure;

@@ -141,6 +141,9 @@ pub trait AccountStore: Send + Sync {
     async fn failures(&self, key: &FailureKey, now_ms: i64)
         -> Result<Option<Failures>, StoreError>;
     async fn clear_failures(&self, key: &FailureKey) -> Result<(), StoreError>;
+    /// Takes back one failure counted against `key` (an attempt counted before it was
+    /// checked that turned out right); nothing when none is counted.
+    async fn forgive(&self, key: &FailureKey, now_ms: i64) -> Result<(), StoreError>;
 
     /// Adds `tokens` to what `name` used on `day`, returning the new total.
     async fn add_usage(&self, name: &UserName, day: i64, tokens: u64) -> Result<u64, StoreError>;
@@ -278,6 +281,10 @@ pub mod contract {
         let counted = store.failures(&key, 2_000).await.unwrap().unwrap();
         assert_eq!(counted.count, 5);
         assert!(counted.locked_until(2_000).is_some());
+        assert_eq!(store.failures(&other, 2_000).await.unwrap(), None);
+        store.forgive(&key, 2_000).await.unwrap();
+        assert_eq!(store.failures(&key, 2_000).await.unwrap().unwrap().count, 4);
+        store.forgive(&other, 2_000).await.unwrap();
         assert_eq!(store.failures(&other, 2_000).await.unwrap(), None);
         store.clear_failures(&key).await.unwrap();
         assert_eq!(store.failures(&key, 2_000).await.unwrap(), None);

@@ -5,6 +5,7 @@
 
 use super::pages;
 use super::{AccountError, Accounts, Token, User};
+use crate::gate::table::Mount;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -18,8 +19,8 @@ use serde::{Deserialize, Serialize};
 /// The tokens page (served when accounts are on).
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/account/tokens", get(get_page).post(post_page))
-        .route("/account/tokens/{id}/revoke", post(post_revoke))
+        .mount("/account/tokens", get(get_page).post(post_page))
+        .mount("/account/tokens/{id}/revoke", post(post_revoke))
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {

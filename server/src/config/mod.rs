@@ -85,6 +85,10 @@ pub struct Config {
     /// Requests per minute per client address (0: no limit).
     pub rate_limit_chat: u32,
     pub rate_limit_pages: u32,
+    /// Login attempts per client address per minute.
+    pub rate_limit_login: u32,
+    /// New accounts per client address per hour.
+    pub rate_limit_signup: u32,
     /// Proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// A separate address serving `/metrics` without the admin token.
@@ -151,6 +155,8 @@ impl Config {
             shutdown_grace: Duration::from_secs(env.value(&PARLOR_SHUTDOWN_GRACE_SECS)?),
             rate_limit_chat: env.value(&PARLOR_RATE_LIMIT_CHAT)?,
             rate_limit_pages: env.value(&PARLOR_RATE_LIMIT_PAGES)?,
+            rate_limit_login: env.value(&PARLOR_RATE_LIMIT_LOGIN)?,
+            rate_limit_signup: env.value(&PARLOR_RATE_LIMIT_SIGNUP)?,
             trusted_proxies: trusted_proxies.clone(),
             metrics_addr: env.set(&PARLOR_METRICS_ADDR)?,
             log_format: env.value(&PARLOR_LOG_FORMAT)?,

@@ -177,6 +177,12 @@ variables! {
     PARLOR_RATE_LIMIT_PAGES: u32 = Var::new(
         Value("300"), read::per_minute,
         "page loads and page data requests per client address per minute (0: no limit)");
+    PARLOR_RATE_LIMIT_LOGIN: u32 = Var::new(
+        Value("30"), read::per_minute,
+        "login attempts and OpenID round trips per client address per minute (0: no limit)");
+    PARLOR_RATE_LIMIT_SIGNUP: u32 = Var::new(
+        Value("5"), read::per_minute,
+        "accounts one client address may sign up per hour (0: no limit)");
     PARLOR_TRUSTED_PROXIES: Vec<IpAddr> = Var::new(
         Unset("none"), read::addresses,
         "comma-separated proxy addresses whose X-Forwarded-For names the client");

@@ -61,8 +61,13 @@ pub async fn ensure_browser_session(
     next: Next,
 ) -> Response {
     let key = &services.cookie_key;
-    // An account's session (the accounts' gate put it there) is already this browser's.
+    // An account's session (the gate put it there) is already this browser's.
     let account = request.extensions().get::<BrowserSession>().cloned();
+    if services.accounts.is_some() && account.is_none() {
+        // Accounts on: only accounts have sessions and take slots; a visitor without a login
+        // gets neither (the gate lets such a request reach only the open routes).
+        return next.run(request).await;
+    }
     let (session, fresh) = match (account, from_jar(&jar, key)) {
         (Some(session), _) => (session, false),
         (None, Some(session)) => (session, false),
@@ -123,10 +128,14 @@ async fn legacy_owner(services: &Services, jar: &CookieJar) -> Option<BrowserSes
 }
 
 /// Whether a request with a browser cookie counts as that browser being here: pages and
-/// the pages' server functions do; the site's files (`is_static`) and clients that call
-/// themselves bots do not.
+/// the pages' server functions do; the site's files and clients that call themselves bots
+/// do not.
 fn takes_slot(request: &Request) -> bool {
-    !crate::ops::rate_limit::is_static(request.uri().path()) && !is_bot(request.headers())
+    let route = request
+        .extensions()
+        .get::<&'static crate::gate::table::Route>();
+    let file = route.is_some_and(|r| r.kind == crate::gate::table::Kind::File);
+    !file && !is_bot(request.headers())
 }
 
 /// A client whose User-Agent says it is a crawler, a link previewer or a monitor.

@@ -8,10 +8,10 @@
 //! client cannot choose its own address whatever its proxies append. IPv6 clients count
 //! by their /64 (one host usually holds a whole /64).
 
+use crate::gate::table::Limit;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderMap, Response, StatusCode};
-use axum::middleware::Next;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -111,148 +111,154 @@ pub enum Answer {
     Html,
 }
 
-/// Which requests a limit counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counts {
-    /// Every request the router answers, its fallback too.
-    All,
-    /// All but static files (see [`is_static`]): pages, page data and unknown paths.
-    NotStatic,
+type Keyed = Arc<DefaultKeyedRateLimiter<IpAddr>>;
+
+/// One keyed limiter: `per_period` requests per address, in bursts of that many (none: no
+/// limit).
+fn keyed(per_period: u32, period: Duration) -> Option<Keyed> {
+    let burst = NonZeroU32::new(per_period)?;
+    let Some(quota) = Quota::with_period(period / per_period) else {
+        tracing::error!("the rate limit {per_period} per {period:?} could not be set up");
+        return None;
+    };
+    Some(Arc::new(RateLimiter::keyed(quota.allow_burst(burst))))
 }
 
-/// The files at the top of the site: what `public/` holds (a test keeps the two equal).
-const SITE_ROOT_FILES: &[&str] = &["favicon.svg"];
-
-/// Whether a path names a static file of the site: one in its package folder, or one of
-/// [`SITE_ROOT_FILES`]. Any other path (`/x.php`, `/chat.json`) is answered by the app,
-/// with its 404 page at least, so it counts as a page.
-pub fn is_static(path: &str) -> bool {
-    path.starts_with("/pkg/") || SITE_ROOT_FILES.contains(&path.trim_start_matches('/'))
+/// The per-address limits the gate applies, one per [`Limit`] of the route table.
+pub struct Limiters {
+    pub addresses: ClientAddress,
+    pages: Option<Keyed>,
+    chat: Option<Keyed>,
+    login: Option<Keyed>,
+    signup: Option<Keyed>,
+    /// Wrong admin tokens per address in the current minute.
+    guesses: std::sync::Mutex<std::collections::HashMap<IpAddr, (std::time::Instant, u32)>>,
+    guesses_per_minute: u32,
 }
 
-/// A keyed limiter and how it answers.
-#[derive(Clone)]
-struct Limiter {
-    limiter: Arc<DefaultKeyedRateLimiter<IpAddr>>,
-    addresses: ClientAddress,
+/// A request over its limit: answered as [`refusal`] says.
+pub struct Limited {
+    wait: Option<Duration>,
     answer: Answer,
-    counts: Counts,
 }
 
-impl Limiter {
-    async fn check(self, request: Request, next: Next) -> Response<Body> {
-        if self.counts == Counts::NotStatic && is_static(request.uri().path()) {
-            return next.run(request).await;
-        }
-        let Some(key) = self.addresses.key(&request) else {
-            return refusal(None, self.answer);
-        };
-        match self.limiter.check_key(&key) {
-            Ok(()) => next.run(request).await,
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                refusal(Some(wait), self.answer)
-            }
-        }
+impl axum::response::IntoResponse for Limited {
+    fn into_response(self) -> axum::response::Response {
+        refusal(self.wait, self.answer)
     }
 }
 
-/// Every request `router` answers that `counts` counts (its fallback too) is limited to
-/// `per_minute` per client address, in bursts of up to that many; 0: no limit.
-pub fn limit<S>(
-    router: axum::Router<S>,
-    per_minute: u32,
-    addresses: ClientAddress,
-    answer: Answer,
-    counts: Counts,
-) -> axum::Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    let Some(burst) = NonZeroU32::new(per_minute) else {
-        return router;
-    };
-    let Some(quota) = Quota::with_period(Duration::from_secs(60) / per_minute) else {
-        tracing::error!("the rate limit {per_minute}/min could not be set up");
-        return router;
-    };
-    let limiter = Arc::new(RateLimiter::keyed(quota.allow_burst(burst)));
-    // Forget clients that have been quiet for a while, so the table does not grow forever.
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let limiter = Arc::downgrade(&limiter);
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
-            loop {
-                tick.tick().await;
-                let Some(limiter) = limiter.upgrade() else {
-                    return;
-                };
-                limiter.retain_recent();
-            }
+/// A wrong-admin-token reservation: counted when made; given back with [`Limiters::right`].
+#[must_use]
+pub struct Guess(IpAddr);
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+impl Limiters {
+    pub fn new(config: &crate::config::Config, guesses_per_minute: u32) -> Arc<Limiters> {
+        let limiters = Arc::new(Limiters {
+            addresses: ClientAddress::new(config.trusted_proxies.clone()),
+            pages: keyed(config.rate_limit_pages, MINUTE),
+            chat: keyed(config.rate_limit_chat, MINUTE),
+            login: keyed(config.rate_limit_login, MINUTE),
+            signup: keyed(config.rate_limit_signup, 60 * MINUTE),
+            guesses: Default::default(),
+            guesses_per_minute,
         });
+        // Forget clients that have been quiet for a while, so the tables do not grow forever.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&limiters);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(MINUTE);
+                loop {
+                    tick.tick().await;
+                    let Some(limiters) = weak.upgrade() else {
+                        return;
+                    };
+                    limiters.forget_quiet();
+                }
+            });
+        }
+        limiters
     }
-    let limiter = Limiter {
-        limiter,
-        addresses,
-        answer,
-        counts,
-    };
-    router.layer(axum::middleware::from_fn(
-        move |request: Request, next: Next| limiter.clone().check(request, next),
-    ))
-}
 
-/// Failed authorizations (`status` answers, e.g. 401) of `router` allowed per client
-/// address in a minute; beyond them, every request from that address is refused with 429
-/// until the minute is over, so a token cannot be guessed by trying (a right guess gets
-/// the same 429). Requests that succeed are not counted.
-pub fn limit_failures<S>(
-    router: axum::Router<S>,
-    per_minute: u32,
-    addresses: ClientAddress,
-    status: StatusCode,
-) -> axum::Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    type Windows = std::collections::HashMap<IpAddr, (std::time::Instant, u32)>;
-    let windows: Arc<std::sync::Mutex<Windows>> = Arc::default();
-    router.layer(axum::middleware::from_fn(
-        move |request: Request, next: Next| {
-            let (windows, addresses) = (windows.clone(), addresses.clone());
-            async move {
-                let Some(key) = addresses.key(&request) else {
-                    return refusal(None, Answer::Json);
-                };
-                let lock = || windows.lock().unwrap_or_else(|e| e.into_inner());
-                let minute = Duration::from_secs(60);
-                {
-                    let mut windows = lock();
-                    windows.retain(|_, (start, _)| start.elapsed() < minute);
-                    if let Some((start, failures)) = windows.get(&key) {
-                        if *failures >= per_minute {
-                            return refusal(
-                                Some(minute.saturating_sub(start.elapsed())),
-                                Answer::Json,
-                            );
-                        }
-                    }
-                }
-                let response = next.run(request).await;
-                if response.status() == status {
-                    let mut windows = lock();
-                    let entry = windows.entry(key).or_insert((std::time::Instant::now(), 0));
-                    entry.1 += 1;
-                }
-                response
-            }
-        },
-    ))
+    fn forget_quiet(&self) {
+        for limiter in [&self.pages, &self.chat, &self.login, &self.signup]
+            .into_iter()
+            .flatten()
+        {
+            limiter.retain_recent();
+        }
+        self.lock_guesses()
+            .retain(|_, (start, _)| start.elapsed() < MINUTE);
+    }
+
+    fn lock_guesses(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<IpAddr, (std::time::Instant, u32)>>
+    {
+        self.guesses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one request of `limit` from `request`'s client: the refusal (429 with
+    /// `Retry-After`) when it is over its limit.
+    pub fn count(&self, limit: Limit, request: &Request, answer: Answer) -> Result<(), Limited> {
+        let limiter = match limit {
+            Limit::Pages => &self.pages,
+            Limit::Chat => &self.chat,
+            Limit::Login => &self.login,
+            Limit::Signup => &self.signup,
+            Limit::AdminGuesses | Limit::None => return Ok(()),
+        };
+        let Some(limiter) = limiter else {
+            return Ok(());
+        };
+        let Some(key) = self.addresses.key(request) else {
+            return Err(Limited { wait: None, answer });
+        };
+        limiter.check_key(&key).map_err(|not_until| Limited {
+            wait: Some(not_until.wait_time_from(DefaultClock::default().now())),
+            answer,
+        })
+    }
+
+    /// Counts an admin token guess from `request`'s client before it is checked, so
+    /// parallel guesses cannot all pass the count: the 429 when this minute's guesses are
+    /// used up (a right token waits too: a guess cannot be confirmed by trying), else a
+    /// reservation to give back with [`Limiters::right`] when the token was right.
+    pub fn guess(&self, request: &Request) -> Result<Guess, Limited> {
+        let Some(key) = self.addresses.key(request) else {
+            return Err(Limited {
+                wait: None,
+                answer: Answer::Json,
+            });
+        };
+        let mut guesses = self.lock_guesses();
+        let entry = guesses.entry(key).or_insert((std::time::Instant::now(), 0));
+        if entry.0.elapsed() >= MINUTE {
+            *entry = (std::time::Instant::now(), 0);
+        }
+        if entry.1 >= self.guesses_per_minute {
+            return Err(Limited {
+                wait: Some(MINUTE.saturating_sub(entry.0.elapsed())),
+                answer: Answer::Json,
+            });
+        }
+        entry.1 += 1;
+        Ok(Guess(key))
+    }
+
+    /// The guess was right: it does not count.
+    pub fn right(&self, guess: Guess) {
+        if let Some(entry) = self.lock_guesses().get_mut(&guess.0) {
+            entry.1 = entry.1.saturating_sub(1);
+        }
+    }
 }
 
 /// The 429 (with `Retry-After`) a limited client gets; without a wait, the 500 of a request
 /// whose sender could not be told.
-fn refusal(wait: Option<Duration>, answer: Answer) -> Response<Body> {
+pub fn refusal(wait: Option<Duration>, answer: Answer) -> Response<Body> {
     let (status, message) = match wait {
         Some(wait) => {
             crate::ops::metrics::rate_limited(match answer {
@@ -381,39 +387,5 @@ mod tests {
         );
         assert_eq!(network_of(ip("192.0.2.1")), ip("192.0.2.1"));
         assert_eq!(network_of(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
-    }
-
-    #[test]
-    fn static_files_are_told_from_pages() {
-        for path in ["/pkg/parlor.wasm", "/favicon.svg", "/pkg/abc/x"] {
-            assert!(is_static(path), "{path}");
-        }
-        // A dot does not make a file: unknown paths render the 404 page, so they are
-        // limited like pages (they were not, and cost a render each).
-        for path in [
-            "/",
-            "/chat/general",
-            "/anything",
-            "/api/ListConversations",
-            "/x.php",
-            "/favicon.ico",
-            "/chat/favicon.svg",
-            "//favicon.svg.x",
-        ] {
-            assert!(!is_static(path), "{path}");
-        }
-    }
-
-    #[test]
-    fn the_site_root_files_are_what_public_holds() {
-        let public = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../public");
-        let mut held: Vec<String> = std::fs::read_dir(public)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        held.sort();
-        let mut listed = SITE_ROOT_FILES.to_vec();
-        listed.sort();
-        assert_eq!(held, listed);
     }
 }

@@ -32,7 +32,8 @@ macro_rules! routes {
         $(
             $(#[$doc])*
             pub fn $name() -> Router<AppState> {
-                Router::new() $( .route($path, axum::routing::MethodRouter::new() $( .$method($handler) )+ ) )*
+                use crate::gate::table::Mount;
+                Router::new() $( .mount($path, axum::routing::MethodRouter::new() $( .$method($handler) )+ ) )*
             }
 
             /// The `(path, method)` pairs the router of the same name answers.

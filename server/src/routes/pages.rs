@@ -107,7 +107,7 @@ impl Backend for PageBackend {
     }
 }
 
-/// In front of the chat page (`GET /chat`): decides its head (does the page exist for this
+/// In front of the chat page (`GET /chat`, and `HEAD`): decides its head (does the page exist for this
 /// browser, its title) with a cheap check, puts it into the request for the page to read,
 /// and answers 404 when the page does not exist. The page is streamed, so this is what
 /// lets its status and title be right before its first byte.
@@ -116,7 +116,10 @@ pub async fn decide_chat_head(
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if request.method() != axum::http::Method::GET || request.uri().path() != "/chat" {
+    let method = request.method();
+    let is_read = method == axum::http::Method::GET || method == axum::http::Method::HEAD;
+    // HEAD is answered as GET is: the same status.
+    if !is_read || request.uri().path() != "/chat" {
         return next.run(request).await;
     }
     let params: std::collections::HashMap<String, String> =

@@ -130,14 +130,14 @@ pub async fn make_token(server: &TestServer, cookie: &str) -> String {
 async fn without_a_login_pages_go_to_the_login_page_and_the_api_answers_401() {
     let server = local(&[]).await;
     let response = client()
-        .get(server.url("/chat/general?debug=true"))
+        .get(server.url("/chat?agent=general&debug=true"))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 303);
     assert_eq!(
         response.headers()["location"],
-        "/login?next=%2Fchat%2Fgeneral%3Fdebug%3Dtrue"
+        "/login?next=%2Fchat%3Fagent%3Dgeneral%26debug%3Dtrue"
     );
     let (status, body) = get(&server, "/api/conversations/search?q=x", &Auth::None).await;
     assert_eq!(status, 401);
