@@ -95,6 +95,15 @@ pub enum AccessDenied {
     OtherAgent(String),
 }
 
+/// Who asks for a conversation, as [`ConversationInfo::visible_to`] needs to know them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Viewer {
+    /// The requester's owner key (their browser's, or their account's), if any.
+    pub owner: Option<String>,
+    /// Whether conversations without an owner are reachable by this requester.
+    pub unowned: bool,
+}
+
 impl ConversationInfo {
     /// The details of a conversation written without them (by `parlor mcp` or by hand): no
     /// agent, no owner, no title.
@@ -135,14 +144,18 @@ impl ConversationInfo {
     }
 
     /// The access rule, for every path that reads or continues a conversation: one started
-    /// in a browser is visible only to that browser (`owner`, the requester's
-    /// owner key); one started by an API client is reachable by its id alone; and it is
-    /// always read through its own agent.
-    pub fn visible_to(&self, owner: Option<&str>, agent_id: &str) -> Result<(), AccessDenied> {
-        if let Some(expected) = &self.owner {
-            if owner != Some(expected.as_str()) {
+    /// in a browser (or by an account) is visible only to that owner (`viewer.owner`, the
+    /// requester's owner key); one without an owner (an API client's, an import's, an MCP
+    /// dialog's) is reachable by its id alone by a viewer who may see those
+    /// (`viewer.unowned`: everyone while accounts are off, admins only while they are on);
+    /// and it is always read through its own agent.
+    pub fn visible_to(&self, viewer: &Viewer, agent_id: &str) -> Result<(), AccessDenied> {
+        match &self.owner {
+            Some(expected) if viewer.owner.as_deref() != Some(expected.as_str()) => {
                 return Err(AccessDenied::NotFound);
             }
+            None if !viewer.unowned => return Err(AccessDenied::NotFound),
+            _ => {}
         }
         if self.agent_id != agent_id {
             return Err(AccessDenied::OtherAgent(self.agent_id.clone()));

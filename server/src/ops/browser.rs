@@ -167,6 +167,28 @@ impl Requester {
     pub fn owner(&self) -> Option<String> {
         self.session.as_ref().map(owner)
     }
+
+    /// This requester as the conversations' access rule sees them: while accounts are on,
+    /// only admins reach conversations without an owner.
+    pub fn viewer(&self, services: &Services) -> parlor_domain::conversation::Viewer {
+        viewer(
+            services,
+            self.session.as_ref(),
+            self.user.as_ref().is_some_and(|u| u.admin),
+        )
+    }
+}
+
+/// The viewer a browser session (an account's, with accounts on) and its admin flag make.
+pub fn viewer(
+    services: &Services,
+    session: Option<&BrowserSession>,
+    admin: bool,
+) -> parlor_domain::conversation::Viewer {
+    parlor_domain::conversation::Viewer {
+        owner: session.map(owner),
+        unowned: services.accounts.is_none() || admin,
+    }
 }
 
 impl axum::extract::FromRequestParts<crate::state::AppState> for Requester {

@@ -46,8 +46,7 @@ pub(super) async fn visible(
         .await
         .map_err(unavailable)?
         .ok_or_else(|| ApiError::not_found("conversation not found"))?;
-    let owner = requester.owner();
-    info.visible_to(owner.as_deref(), &agent.id)?;
+    info.visible_to(&requester.viewer(services), &agent.id)?;
     Ok(Visible {
         agent,
         history,

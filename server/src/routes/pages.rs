@@ -239,10 +239,12 @@ impl PageBackend {
         };
         let store = &self.services.histories.for_agent(agent).store;
         let info = store.info(&id).await?;
-        let owner = browser.map(crate::ops::browser::owner);
+        // With accounts on, a page shows no conversation without an owner, not even to an
+        // admin (who reaches those through the API, and can give them an owner).
+        let viewer = crate::ops::browser::viewer(&self.services, browser, false);
         let visible = info
             .as_ref()
-            .is_some_and(|info| info.visible_to(owner.as_deref(), &agent.id).is_ok());
+            .is_some_and(|info| info.visible_to(&viewer, &agent.id).is_ok());
         Ok(visible.then_some((id, info)))
     }
 }

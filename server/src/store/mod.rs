@@ -443,27 +443,42 @@ pub(crate) mod contract {
             agent_id: "general".into(),
             ..info("s", Some("me"), 1)
         };
-        assert_eq!(owned.visible_to(Some("me"), "general"), Ok(()));
+        let viewer = |owner: Option<&str>, unowned: bool| parlor_domain::conversation::Viewer {
+            owner: owner.map(str::to_owned),
+            unowned,
+        };
         assert_eq!(
-            owned.visible_to(Some("you"), "general"),
+            owned.visible_to(&viewer(Some("me"), false), "general"),
+            Ok(())
+        );
+        assert_eq!(
+            owned.visible_to(&viewer(Some("you"), true), "general"),
             Err(AccessDenied::NotFound)
         );
         assert_eq!(
-            owned.visible_to(None, "general"),
+            owned.visible_to(&viewer(None, true), "general"),
             Err(AccessDenied::NotFound)
         );
         // Another agent's conversation is refused even to its owner.
         assert_eq!(
-            owned.visible_to(Some("me"), "concise"),
+            owned.visible_to(&viewer(Some("me"), false), "concise"),
             Err(AccessDenied::OtherAgent("general".into()))
         );
-        // Started by an API client: reachable by its id alone.
+        // Started by an API client: reachable by its id alone, while accounts are off
+        // (`unowned`); with accounts on, by admins only.
         let api = ConversationInfo {
             agent_id: "general".into(),
             ..info("s", None, 1)
         };
-        assert_eq!(api.visible_to(None, "general"), Ok(()));
-        assert_eq!(api.visible_to(Some("anyone"), "general"), Ok(()));
+        assert_eq!(api.visible_to(&viewer(None, true), "general"), Ok(()));
+        assert_eq!(
+            api.visible_to(&viewer(Some("anyone"), true), "general"),
+            Ok(())
+        );
+        assert_eq!(
+            api.visible_to(&viewer(Some("an account"), false), "general"),
+            Err(AccessDenied::NotFound)
+        );
     }
 
     async fn texts(store: &dyn ConversationStore, s: &ConversationId) -> Vec<String> {

@@ -106,7 +106,7 @@ pub(crate) struct TurnContext<'a> {
 /// the write is synced) are boxed: a thousand turns can be waiting for their writes at once.
 pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
     let history = services.histories.for_agent(&input.agent).clone();
-    let (session_id, existing) = resolve_conversation(&history, &input).await?;
+    let (session_id, existing) = resolve_conversation(services, &history, &input).await?;
     let command = input.message.as_deref().and_then(command_in);
     let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
     if command.is_none() {
@@ -175,12 +175,17 @@ fn command_in(text: &str) -> Option<Result<Command, Usage>> {
 
 /// The conversation a request continues, and what is stored about it (`None`: a new one).
 async fn resolve_conversation(
+    services: &Services,
     history: &History,
     input: &TurnInput,
 ) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
-    let owner = input.browser.as_ref().map(browser::owner);
+    let viewer = browser::viewer(
+        services,
+        input.browser.as_ref(),
+        input.user.as_ref().is_some_and(|u| u.admin),
+    );
     let visible = |info: &Option<ConversationInfo>| match info {
-        Some(info) => info.visible_to(owner.as_deref(), &input.agent.id),
+        Some(info) => info.visible_to(&viewer, &input.agent.id),
         None => Ok(()),
     };
     match (&input.session_id, &input.cookie_session) {
@@ -199,10 +204,14 @@ async fn resolve_conversation(
         (None, Some(id)) if !input.new_conversation => {
             let info = history.store.info(id).await?;
             // The cookie is a hint, not a request: a conversation of another agent or
-            // browser is simply not continued.
+            // browser is simply not continued, and, as for a proposed `session_id`, a name
+            // under which something else is stored (an MCP dialog's summary or messages)
+            // is never claimed; nor does a browser name its conversations.
+            let claims =
+                info.is_none() && (input.browser.is_some() || history.store.exists(id).await?);
             match visible(&info) {
-                Ok(()) => Ok((id.clone(), info)),
-                Err(_) => Ok((crate::conversation::new_conversation_id(), None)),
+                Ok(()) if !claims => Ok((id.clone(), info)),
+                _ => Ok((crate::conversation::new_conversation_id(), None)),
             }
         }
         _ => Ok((crate::conversation::new_conversation_id(), None)),
