@@ -334,7 +334,8 @@ fn pages_router(state: &AppState) -> Router<AppState> {
         ));
     // After the session's layer: reading a file takes no session.
     let pages = pages
-        .mount("/pkg/{*file}", axum::routing::get(site::package_file))
+        .mount("/pkg/{*file}", axum::routing::get(site::site_file))
+        .mount("/favicon.svg", axum::routing::get(site::site_file))
         .layer(middleware::from_fn(server_fn_errors));
     // The release binary answers its site's files itself, before any session handling.
     #[cfg(feature = "embed-site")]

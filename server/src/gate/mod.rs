@@ -44,10 +44,15 @@ pub struct Gate {
 impl Gate {
     pub fn new(services: Arc<Services>) -> Arc<Gate> {
         let accounts = services.accounts.is_some();
+        let oidc = services
+            .accounts
+            .as_ref()
+            .is_some_and(|a| a.provider.is_some());
         let mcp = services.config.mcp_token.is_some();
         let matcher = Matcher::new(|when| match when {
             When::Always => true,
             When::Accounts => accounts,
+            When::Oidc => oidc,
             When::Mcp => mcp,
         });
         let limiters = Limiters::new(&services.config, ADMIN_GUESSES_PER_MINUTE);

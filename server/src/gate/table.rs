@@ -58,6 +58,8 @@ pub enum When {
     Accounts,
     /// `PARLOR_MCP_TOKEN` set.
     Mcp,
+    /// `PARLOR_AUTH=oidc`.
+    Oidc,
 }
 
 /// One HTTP method a route answers (HEAD is answered wherever GET is).
@@ -246,8 +248,8 @@ pub const TABLE: &[Route] = &[
     route!("/auth/login", [Post], Public, Login, Page, Always),
     route!("/auth/logout", [Post], Public, Login, Page, Always),
     route!("/auth/signup", [Post], Public, Signup, Page, Accounts),
-    route!("/auth/oidc", [Get], Public, Login, Page, Accounts),
-    route!("/auth/callback", [Get], Public, Login, Page, Accounts),
+    route!("/auth/oidc", [Get], Public, Login, Page, Oidc),
+    route!("/auth/callback", [Get], Public, Login, Page, Oidc),
     route!("/account/tokens", [Get, Post], Login, Pages, Page, Accounts),
     route!(
         "/account/tokens/{id}/revoke",

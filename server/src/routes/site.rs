@@ -101,10 +101,11 @@ pub async fn serve_build(State(build): State<SiteBuild>, request: Request, next:
     response
 }
 
-/// `/pkg/…` (after [`serve_build`]): one of the package's files, or a plain 404. A path there
-/// never renders the app's 404 page: anyone may read the site's files, without the login or
-/// the pages' rate limit, so a made-up path must cost next to nothing and show nothing.
-pub async fn package_file(State(options): State<LeptosOptions>, request: Request) -> Response {
+/// `/pkg/…` (after [`serve_build`]) and the files at the site's top (`public/`): one of the
+/// site's files, or a plain 404. Such a path never renders the app's 404 page: anyone may
+/// read the site's files, without the login or the pages' rate limit, so a made-up path
+/// must cost next to nothing and show nothing.
+pub async fn site_file(State(options): State<LeptosOptions>, request: Request) -> Response {
     // The release binary answered its embedded files before routing; what is left is none.
     #[cfg(feature = "embed-site")]
     let served = {

@@ -10,6 +10,7 @@ mod commands;
 mod context;
 mod conversations;
 mod faults;
+mod gate;
 mod history;
 mod marks;
 mod mcp;
