@@ -15,7 +15,9 @@ pub const LOCKOUT_FAILURES: u32 = 5;
 pub const LOCKOUT_WINDOW_MS: i64 = 15 * 60 * 1000;
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// An account's name: 1 to 64 of `a-z 0-9 . _ -`, case-folded (`Ada` and `ada` are one).
+/// An account's name: 1 to 64 of `a-z 0-9 . _ - @ +`, starting with a letter or a digit,
+/// case-folded
+/// (`Ada` and `ada` are one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct UserName(String);
@@ -27,8 +29,10 @@ pub enum NameError {
     Empty,
     #[error("a user name has at most {NAME_MAX} characters")]
     TooLong,
-    #[error("a user name holds only a-z, 0-9, '.', '_' and '-' (not {0:?})")]
+    #[error("a user name holds only a-z, 0-9, '.', '_', '-', '@' and '+' (not {0:?})")]
     Character(char),
+    #[error("a user name starts with a letter or a digit")]
+    Start,
 }
 
 impl UserName {
@@ -41,10 +45,25 @@ impl UserName {
         if folded.chars().count() > NAME_MAX {
             return Err(NameError::TooLong);
         }
-        match folded.chars().find(|c| !allowed(*c)) {
-            Some(c) => Err(NameError::Character(c)),
-            None => Ok(UserName(folded)),
+        if let Some(c) = folded.chars().find(|c| !allowed(*c)) {
+            return Err(NameError::Character(c));
         }
+        // `.x` is hidden in a listing of files (`.` and `..` are paths), `-x` reads as an
+        // option on a command line, `@x` as a mention.
+        if !folded.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            return Err(NameError::Start);
+        }
+        Ok(UserName(folded))
+    }
+
+    /// The account of an identity a trusted proxy names, one to one: the identity as sent
+    /// (only its case folded, as identity providers compare names), or `None` when it is
+    /// not a name as it stands (surrounding spaces, another character, too long): two
+    /// different identities never become one account.
+    pub fn from_identity(raw: &str) -> Option<UserName> {
+        let name = UserName::parse(raw).ok()?;
+        (name.0.chars().count() == raw.chars().count() && name.0 == raw.to_lowercase())
+            .then_some(name)
     }
 
     /// A name made of what an identity provider or a proxy says (an e-mail address, a
@@ -58,7 +77,8 @@ impl UserName {
             .map(|c| if allowed(c) { c } else { '-' })
             .take(NAME_MAX)
             .collect();
-        let made = made.trim_matches('-');
+        let made = made.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+        let made = made.trim_end_matches('-');
         UserName::parse(made).ok()
     }
 
@@ -68,7 +88,7 @@ impl UserName {
 }
 
 fn allowed(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '@' | '+')
 }
 
 impl TryFrom<String> for UserName {
@@ -181,13 +201,39 @@ mod tests {
         assert_eq!(UserName::parse(&"a".repeat(65)), Err(NameError::TooLong));
         // Serialized names are checked when read back.
         assert!(serde_json::from_str::<UserName>("\"../etc\"").is_err());
+        // A leading dot hides a file and makes `.` and `..`.
+        for hidden in [".ada", ".", "..", "-ada", "_ada", "@ada", "+1", "@@@"] {
+            assert_eq!(UserName::parse(hidden), Err(NameError::Start), "{hidden}");
+        }
+        assert!(UserName::parse("ada.").is_ok());
+        assert_eq!(
+            UserName::parse("ada@example.com").unwrap().as_str(),
+            "ada@example.com"
+        );
+    }
+
+    #[test]
+    fn a_proxys_identity_is_one_account_or_none() {
+        let id = |raw: &str| UserName::from_identity(raw).map(|n| n.0);
+        assert_eq!(id("ada").as_deref(), Some("ada"));
+        assert_eq!(id("Ada").as_deref(), Some("ada"));
+        assert_eq!(id("ada@example.com").as_deref(), Some("ada@example.com"));
+        // Nothing else is changed to make a name: these are not `ada`.
+        for other in [
+            "Ada!", "ada ", " ada", "ada\t", "a da", "ada/", ".ada", "", "ädä",
+        ] {
+            assert_eq!(id(other), None, "{other:?}");
+        }
+        assert_eq!(id(&"a".repeat(65)), None);
     }
 
     #[test]
     fn a_claim_becomes_a_usable_name() {
         let name = UserName::from_claim("Ada.Lovelace@Example.com").unwrap();
-        assert_eq!(name.as_str(), "ada.lovelace-example.com");
+        assert_eq!(name.as_str(), "ada.lovelace@example.com");
+        assert_eq!(UserName::from_claim(".hidden").unwrap().as_str(), "hidden");
         assert_eq!(UserName::from_claim("Zoë Ö").unwrap().as_str(), "zo");
+        assert_eq!(UserName::from_claim("!!!"), None);
         assert_eq!(UserName::from_claim("@@@"), None);
         assert_eq!(
             UserName::from_claim(&"x".repeat(100))

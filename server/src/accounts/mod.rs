@@ -93,6 +93,8 @@ pub struct Accounts {
     store: Arc<dyn AccountStore>,
     /// Password checks allowed at once (see [`hashes_at_once`]).
     hashing: Arc<tokio::sync::Semaphore>,
+    /// Sign-ups, one at a time (see [`Accounts::sign_up`]).
+    signing_up: tokio::sync::Mutex<()>,
 }
 
 /// Where the accounts of the `default` history's backend are kept: its Redis (under its
@@ -127,6 +129,7 @@ impl Accounts {
             trusted_proxies,
             store,
             hashing: Arc::new(tokio::sync::Semaphore::new(hashes_at_once())),
+            signing_up: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -152,7 +155,9 @@ impl Accounts {
 
     /// Whether `account` is an admin: by its record or by `PARLOR_ADMINS`.
     pub fn is_admin(&self, account: &Account) -> bool {
-        account.admin || self.config.admins.contains(&account.name)
+        // `PARLOR_ADMINS` names the local and proxy accounts; an OpenID account's name is
+        // what its user chose at the provider, so it never makes an admin.
+        account.admin || (account.subject.is_none() && self.config.admins.contains(&account.name))
     }
 
     /// The user an account is, as requests see it.
@@ -187,8 +192,15 @@ impl Accounts {
         }
     }
 
-    /// Makes the first account an admin: sign-up's rule.
+    /// Makes the first account an admin: sign-up's rule. A name `PARLOR_ADMINS` lists is not
+    /// for anyone to take (in any case). Sign-ups are made one at a time, so two first ones
+    /// cannot both be admins.
     pub async fn sign_up(&self, name: &str, password: &str) -> Result<Account, AccountError> {
+        let parsed = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        if self.config.admins.contains(&parsed) {
+            return Err(AccountError::Taken(parsed));
+        }
+        let _one = self.signing_up.lock().await;
         let first = self.store.users().await?.is_empty();
         self.add(name, password, first).await
     }
@@ -374,9 +386,11 @@ impl Accounts {
         Ok(user)
     }
 
-    /// The account a trusted proxy names, made at its first visit.
+    /// The account a trusted proxy names, made at its first visit: the identity is the
+    /// account's name as it stands (see [`UserName::from_identity`]); one that is not a name
+    /// is refused, never changed into one (`Ada!` is not `ada`).
     pub async fn of_proxy(&self, raw: &str) -> Result<Option<User>, StoreError> {
-        let Some(name) = UserName::from_claim(raw) else {
+        let Some(name) = UserName::from_identity(raw) else {
             return Ok(None);
         };
         if let Some(account) = self.store.user(&name).await? {

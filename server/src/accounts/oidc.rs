@@ -74,6 +74,8 @@ pub struct Identity {
     pub subject: Subject,
     pub name: String,
     pub email: Option<String>,
+    /// Whether the provider says it verified the e-mail address (`email_verified`).
+    pub email_verified: bool,
     pub groups: Vec<String>,
 }
 
@@ -230,17 +232,25 @@ impl Provider {
             },
             name,
             groups: groups(&id_token.to_string(), &self.config.groups_claim),
+            email_verified: claims.email_verified() == Some(true),
             email,
         };
         self.check_domain(&identity)?;
         Ok((identity, flow.next))
     }
 
-    /// `PARLOR_OIDC_ALLOWED_DOMAINS`: the e-mail's domain must be one of them (when set).
+    /// `PARLOR_OIDC_ALLOWED_DOMAINS`: the e-mail's domain must be one of them (when set), and
+    /// the provider must say it verified the address (anyone can type any address into an
+    /// account at many providers).
     fn check_domain(&self, identity: &Identity) -> Result<(), OidcError> {
         let allowed = &self.config.allowed_domains;
         if allowed.is_empty() {
             return Ok(());
+        }
+        if !identity.email_verified {
+            return Err(OidcError::Domain(
+                "an account whose e-mail address the provider has not verified".into(),
+            ));
         }
         let domain = identity
             .email
@@ -256,12 +266,28 @@ impl Provider {
         }
     }
 
-    /// Whether the identity is in the admin group (none configured: not decided here).
+    /// Whether the identity is an admin: in the admin group, or with a verified e-mail
+    /// address listed in `PARLOR_OIDC_ADMIN_EMAILS` (neither configured: not decided here,
+    /// the account's record says). A name never makes an admin here: anyone may choose
+    /// their `preferred_username` at many providers.
     pub fn is_admin(&self, identity: &Identity) -> Option<bool> {
-        self.config
+        let by_group = self
+            .config
             .admin_group
             .as_ref()
-            .map(|group| identity.groups.iter().any(|g| g == group))
+            .map(|group| identity.groups.iter().any(|g| g == group));
+        let emails = &self.config.admin_emails;
+        let by_email = (!emails.is_empty()).then(|| {
+            identity.email_verified
+                && identity
+                    .email
+                    .as_deref()
+                    .is_some_and(|e| emails.contains(&e.to_lowercase()))
+        });
+        match (by_group, by_email) {
+            (None, None) => None,
+            (group, email) => Some(group.unwrap_or(false) || email.unwrap_or(false)),
+        }
     }
 }
 

@@ -50,6 +50,8 @@ pub struct OidcConfig {
     /// E-mail domains whose users may log in (empty: all).
     pub allowed_domains: Vec<String>,
     pub admin_group: Option<String>,
+    /// Verified e-mail addresses that are admins (lower case).
+    pub admin_emails: Vec<String>,
     pub groups_claim: String,
     /// `PARLOR_PUBLIC_URL` + `/auth/callback`.
     pub redirect_url: String,
@@ -108,6 +110,18 @@ pub(super) mod readers {
             .map(|d| d.trim().trim_start_matches('@').to_lowercase())
             .filter(|d| !d.is_empty())
             .collect())
+    }
+
+    pub fn emails(value: &str) -> Result<Vec<String>, String> {
+        value
+            .split(',')
+            .map(|e| e.trim().to_lowercase())
+            .filter(|e| !e.is_empty())
+            .map(|e| match e.split_once('@') {
+                Some((local, domain)) if !local.is_empty() && !domain.is_empty() => Ok(e),
+                _ => Err(format!("{e:?} is not an e-mail address")),
+            })
+            .collect()
     }
 
     pub fn header(value: &str) -> Result<String, String> {

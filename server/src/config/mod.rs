@@ -258,6 +258,7 @@ fn oidc(env: &Env, public_url: Option<&str>) -> Result<auth::OidcConfig, ConfigE
         scopes: env.value(&PARLOR_OIDC_SCOPES)?,
         allowed_domains: env.set(&PARLOR_OIDC_ALLOWED_DOMAINS)?.unwrap_or_default(),
         admin_group: env.set(&PARLOR_OIDC_ADMIN_GROUP)?,
+        admin_emails: env.set(&PARLOR_OIDC_ADMIN_EMAILS)?.unwrap_or_default(),
         groups_claim: env.value(&PARLOR_OIDC_GROUPS_CLAIM)?,
         redirect_url: format!("{}/auth/callback", public_url.trim_end_matches('/')),
     })

@@ -219,6 +219,9 @@ variables! {
         "comma-separated e-mail domains whose users may log in");
     PARLOR_OIDC_ADMIN_GROUP: String = Var::new(
         Unset("none"), read::text, "members of this group (in PARLOR_OIDC_GROUPS_CLAIM) are admins");
+    PARLOR_OIDC_ADMIN_EMAILS: Vec<String> = Var::new(
+        Unset("none"), auth_read::emails,
+        "comma-separated e-mail addresses whose users are admins, when the provider says the address is verified");
     PARLOR_OIDC_GROUPS_CLAIM: String = Var::new(
         Value("groups"), read::text, "the ID token claim that lists the user's groups");
     PARLOR_AUTH_HEADER: String = Var::new(
