@@ -43,10 +43,12 @@ JSON
 port=$(free_port)
 env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/run" PARLOR_CONFIG="$data/parlor.toml" \
   PARLOR_AGENTS_DIR="$data/agents" OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" PARLOR_MODEL=fake \
-  PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 RUST_LOG=warn target/release/parlor & pids+=($!)
+  PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 PARLOR_ADMIN_TOKEN=bench RUST_LOG=warn \
+  target/release/parlor & pids+=($!)
 parlor_pid=${pids[-1]}
 wait_for "http://127.0.0.1:$port/healthz"
-until curl -sf "http://127.0.0.1:$port/readyz" | grep -q '"echo":"ready'; do sleep 0.2; done
+until curl -sf -H 'x-parlor-admin-token: bench' "http://127.0.0.1:$port/readyz" \
+  | grep -q '"echo":"ready'; do sleep 0.2; done
 
 SETTLE_SECONDS=${SETTLE_SECONDS:-120} LOAD_AGENT=toolbench LOAD_MESSAGE='[call-forever:echo__echo {"message":"hello"}] {id}' \
   PARLOR_PIDS="$parlor_pid" target/release/load-streams "$SECONDS_PER_RUN" "$CONCURRENCY" \

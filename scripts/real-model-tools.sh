@@ -53,10 +53,11 @@ JSON
 
 LEPTOS_SITE_ADDR="127.0.0.1:$parlor_port" PARLOR_CONFIG="$work/parlor.toml" \
   PARLOR_AGENTS_DIR="$work/agents" PARLOR_DATA_DIR="$work/data" \
-  OPENAI_BASE_URL="http://127.0.0.1:$llama_port/v1" PARLOR_MODEL=local \
+  OPENAI_BASE_URL="http://127.0.0.1:$llama_port/v1" PARLOR_MODEL=local PARLOR_ADMIN_TOKEN=local \
   target/debug/parlor >"$work/parlor.log" 2>&1 &
 parlor_pid=$!
-until curl -sf "http://127.0.0.1:$parlor_port/readyz" | grep -q 'ready ('; do
+until curl -sf -H 'x-parlor-admin-token: local' "http://127.0.0.1:$parlor_port/readyz" \
+  | grep -q 'ready ('; do
   kill -0 "$parlor_pid" 2>/dev/null || { cat "$work/parlor.log"; exit 1; }
   sleep 0.5
 done

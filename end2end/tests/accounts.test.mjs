@@ -274,9 +274,15 @@ describe('OpenID Connect', () => {
       PARLOR_PUBLIC_URL: `http://127.0.0.1:${port}`,
       PARLOR_OIDC_ISSUER: `http://127.0.0.1:${closed}`,
       PARLOR_OIDC_CLIENT_ID: 'parlor',
+      PARLOR_ADMIN_TOKEN: 'ops',
     }, { port });
     try {
-      const ready = await (await fetch(`${lonely.url}/readyz`)).json();
+      // Anyone learns ready or not; why is the operator's.
+      const open = await (await fetch(`${lonely.url}/readyz`)).json();
+      assert.deepEqual(open, { ready: true });
+      const ready = await (await fetch(`${lonely.url}/readyz`, {
+        headers: { 'x-parlor-admin-token': 'ops' },
+      })).json();
       assert.match(ready.login_provider, /cannot be reached/);
       const login = await fetch(`${lonely.url}/login`);
       assert.equal(login.status, 503);

@@ -54,10 +54,13 @@ describe('tool calls', () => {
       PARLOR_CONFIG: join(dir, 'parlor.toml'),
       PARLOR_AGENTS_DIR: join(dir, 'agents'),
       PARLOR_MIRROR_DELAY_MS: '2',
+      PARLOR_ADMIN_TOKEN: 'tools-admin',
     });
-    // Every tool server started.
+    // Every tool server started (the details of readiness are the admin's).
     for (let i = 0; i < 300; i++) {
-      const ready = await (await fetch(`${parlor.url}/readyz`)).json();
+      const ready = await (await fetch(`${parlor.url}/readyz`, {
+        headers: { 'x-parlor-admin-token': 'tools-admin' },
+      })).json();
       const states = Object.values(ready.tool_servers ?? {});
       if (states.length === 3 && states.every((s) => s.startsWith('ready'))) break;
       await new Promise((r) => setTimeout(r, 100));

@@ -3,7 +3,7 @@
 //! Secrets are kept only as hashes, which are also the file names.
 
 use super::store::{Account, AccountStore, FailureKey, Flow, Login, Token};
-use crate::store::atomic::write_atomically;
+use crate::store::atomic::write_privately;
 use crate::store::StoreError;
 use async_trait::async_trait;
 use parlor_domain::account::{Failures, UserName};
@@ -79,7 +79,8 @@ impl FileAccounts {
         let bytes = serde_json::to_vec_pretty(value)?;
         let dir = self.dir(part);
         let name = format!("{file}.json");
-        blocking(move || write_atomically(&dir, &name, &bytes)).await
+        // Password hashes and login records: for the owner's eyes only.
+        blocking(move || write_privately(&dir, &name, &bytes)).await
     }
 
     async fn remove(&self, part: &str, file: &str) -> Result<bool, StoreError> {
@@ -377,6 +378,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_the_owner_may_read_what_accounts_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileAccounts::new(dir.path().join("accounts"));
+        store
+            .add_user(&super::super::store::contract::account("ada"))
+            .await
+            .unwrap();
+        let mut checked = 0;
+        let mut folders = vec![dir.path().join("accounts")];
+        while let Some(folder) = folders.pop() {
+            let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", folder.display());
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+                if path.is_dir() {
+                    folders.push(path);
+                } else {
+                    assert_eq!(mode & 0o777, 0o600, "{} is {mode:o}", path.display());
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 1);
+    }
+
+    #[tokio::test]
     async fn a_secret_is_never_a_file_name_or_in_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = FileAccounts::new(dir.path().to_path_buf());
@@ -385,6 +414,7 @@ mod tests {
             name: UserName::parse("ada").unwrap(),
             account_id: "x".into(),
             expires_ms: i64::MAX,
+            started_ms: 0,
         };
         let hash = super::super::store::hash_secret(secret);
         store.put_login(&hash, &login).await.unwrap();
@@ -404,6 +434,7 @@ mod tests {
             name: UserName::parse("ada").unwrap(),
             account_id: "a".into(),
             expires_ms: i64::MAX,
+            started_ms: 0,
         };
         one.put_login("h", &login).await.unwrap();
         // Read (and kept) by the other process, then ended by the first.

@@ -39,6 +39,11 @@ pub struct User {
     pub admin: bool,
 }
 
+/// In a request's extensions when it showed who it is by a personal token (which may not
+/// make other tokens).
+#[derive(Clone, Copy, Debug)]
+pub struct ViaToken;
+
 impl User {
     /// What this account's conversations are owned through: never a browser's session id
     /// (those are 32 hex digits).
@@ -185,6 +190,7 @@ impl Accounts {
             created_ms: crate::store::now_ms(),
             password: Some(password::hash_blocking(password.to_owned()).await),
             subject: None,
+            logins_after_ms: None,
         };
         match self.store.add_user(&account).await? {
             true => Ok(account),
@@ -214,6 +220,20 @@ impl Accounts {
             .await?
             .ok_or(AccountError::NoSuchUser(name))?;
         account.password = Some(password::hash_blocking(password.to_owned()).await);
+        // A new password ends every login made with the old one, on every process.
+        account.logins_after_ms = Some(crate::store::now_ms());
+        Ok(self.store.put_user(&account).await?)
+    }
+
+    /// Ends every login of `name` made until now, on every process (its tokens stay).
+    pub async fn end_logins(&self, name: &str) -> Result<(), AccountError> {
+        let name = UserName::parse(name).map_err(|e| AccountError::Input(e.to_string()))?;
+        let mut account = self
+            .store
+            .user(&name)
+            .await?
+            .ok_or(AccountError::NoSuchUser(name))?;
+        account.logins_after_ms = Some(crate::store::now_ms());
         Ok(self.store.put_user(&account).await?)
     }
 
@@ -300,6 +320,7 @@ impl Accounts {
             name: account.name.clone(),
             account_id: account.id.clone(),
             expires_ms,
+            started_ms: now_ms,
         };
         self.store
             .put_login(&store::hash_secret(&secret), &login)
@@ -317,6 +338,12 @@ impl Accounts {
         let Some((login, account)) = self.store.login_account(&hash, now_ms).await? else {
             return Ok(None);
         };
+        // Ended by a password change or "log out everywhere" after it began.
+        let ended = |a: &Account| {
+            a.logins_after_ms
+                .is_some_and(|after| login.started_ms < after)
+        };
+        let account = account.filter(|a| !ended(a));
         Ok(self.same_account(account, &login.account_id))
     }
 
@@ -403,6 +430,7 @@ impl Accounts {
             created_ms: crate::store::now_ms(),
             password: None,
             subject: None,
+            logins_after_ms: None,
         };
         self.store.add_user(&account).await?;
         // Another process may have made it first: theirs is the one.

@@ -367,6 +367,7 @@ impl Accounts {
                 created_ms: crate::store::now_ms(),
                 password: None,
                 subject: Some(identity.subject.clone()),
+                logins_after_ms: None,
             };
             if store.add_user(&account).await? {
                 return Ok(account);

@@ -22,6 +22,9 @@ pub struct Account {
     /// Who the OpenID provider says this account is (issuer and subject).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<Subject>,
+    /// Logins started before this moment are over (a password change, "log out everywhere").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logins_after_ms: Option<i64>,
 }
 
 /// An account as an OpenID provider names it.
@@ -38,6 +41,9 @@ pub struct Login {
     /// The account's id when the login was made: a login outlives no account.
     pub account_id: String,
     pub expires_ms: i64,
+    /// When the login was made (0: before this was noted).
+    #[serde(default)]
+    pub started_ms: i64,
 }
 
 /// A personal access token, stored under the hash of its value.
@@ -176,6 +182,7 @@ pub mod contract {
             created_ms: 1,
             password: Some("$argon2id$stub".into()),
             subject: None,
+            logins_after_ms: None,
         }
     }
 
@@ -223,6 +230,7 @@ pub mod contract {
             name: name("ada"),
             account_id: "id-ada".into(),
             expires_ms: 10_000,
+            started_ms: 0,
         };
         store.put_login("h1", &login).await.unwrap();
         assert_eq!(store.login("h1", 5_000).await.unwrap(), Some(login.clone()));
@@ -328,6 +336,7 @@ pub mod contract {
             name: name("bob"),
             account_id: "id-bob".into(),
             expires_ms: i64::MAX,
+            started_ms: 0,
         };
         store.put_login("hb", &login).await.unwrap();
         let token = Token {

@@ -21,6 +21,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .mount("/account/tokens", get(get_page).post(post_page))
         .mount("/account/tokens/{id}/revoke", post(post_revoke))
+        .mount("/account/logout-others", post(post_logout_others))
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -96,6 +97,28 @@ async fn post_page(
         Err(AccountError::Input(why)) => page(&app, &user, None, Some(&why)).await,
         Err(e) => unavailable(e),
     }
+}
+
+/// "Log out other sessions": every login of this account ends, on every process; this
+/// browser gets a new one.
+async fn post_logout_others(
+    State(app): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let Some(accounts) = app.services.accounts.as_deref() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if let Err(e) = accounts.end_logins(user.name.as_str()).await {
+        return unavailable(e);
+    }
+    let account = match accounts.store().user(&user.name).await {
+        Ok(Some(account)) => account,
+        Ok(None) => return StatusCode::NOT_FOUND.into_response(),
+        Err(e) => return unavailable(AccountError::Store(e)),
+    };
+    super::session::logged_in_response(&app.services, &headers, &account, "/account/tokens", false)
+        .await
 }
 
 async fn post_revoke(
@@ -226,12 +249,20 @@ pub struct MadeToken {
 pub async fn post_token(
     State(app): State<AppState>,
     user: Option<Extension<User>>,
+    via_token: Option<Extension<super::ViaToken>>,
     body: Bytes,
 ) -> Response {
     let (accounts, user) = match signed_in(&app, user) {
         Ok(found) => found,
         Err(refused) => return refused.into_response(),
     };
+    if via_token.is_some() {
+        // A token that leaked must not be able to make itself a successor.
+        return error(
+            StatusCode::FORBIDDEN,
+            "a personal token cannot make tokens: log in to make one",
+        );
+    }
     let request: NewToken = match body.is_empty() {
         true => NewToken::default(),
         false => match serde_json::from_slice(&body) {

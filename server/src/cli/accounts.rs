@@ -17,6 +17,9 @@ pub enum UserCommand {
     },
     /// Set an account's password (read from stdin).
     Passwd { name: String },
+    /// End every login of an account, on every process (its tokens stay; a new password
+    /// does this too).
+    Logout { name: String },
     /// List the accounts.
     List,
     /// Remove an account and end its logins and tokens on every process (its conversations
@@ -80,6 +83,13 @@ pub async fn run_user(
                 .set_password(&name, &read_password(&stdin()))
                 .await?;
             format!("password of {} changed\n", name.trim().to_lowercase())
+        }
+        UserCommand::Logout { name } => {
+            accounts.end_logins(&name).await?;
+            format!(
+                "ended every login of {} (its tokens stay: `parlor token revoke`)\n",
+                name.trim().to_lowercase()
+            )
         }
         UserCommand::List => {
             let mut users = accounts.store().users().await?;

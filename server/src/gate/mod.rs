@@ -28,6 +28,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use table::{Access, Kind, Limit, Matcher, Route, When};
 
+/// In a request's extensions when it carried the operator's admin token (checked, and
+/// counted as a guess when wrong).
+#[derive(Clone, Copy, Debug)]
+pub struct AdminByToken;
+
 /// Failed admin-token guesses one client address may make per minute (on `/metrics`, and
 /// with `X-Parlor-Admin-Token` on the chat API).
 pub const ADMIN_GUESSES_PER_MINUTE: u32 = 10;
@@ -154,16 +159,16 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
         Access::Admin => return admit_admin(gate, route, request).await,
         Access::Public | Access::Login => {}
     }
-    // A wrong admin token on the chat API counts as a guess, like one on /metrics.
-    if route.limit == Limit::Chat {
-        if let Some(given) = header_text(request, "x-parlor-admin-token") {
-            let guess = gate
-                .limiters
-                .guess(request)
-                .map_err(IntoResponse::into_response)?;
-            if services.config.admin_token_matches(Some(&given)) {
-                gate.limiters.right(guess);
-            }
+    // An admin token sent along (admin chat commands, readiness's details) counts as a
+    // guess, as one on /metrics does; a right one is noted for the route.
+    if let Some(given) = header_text(request, "x-parlor-admin-token") {
+        let guess = gate
+            .limiters
+            .guess(request)
+            .map_err(IntoResponse::into_response)?;
+        if services.config.admin_token_matches(Some(&given)) {
+            gate.limiters.right(guess);
+            request.extensions_mut().insert(AdminByToken);
         }
     }
     let Some(accounts) = services.accounts.as_deref() else {
@@ -182,6 +187,9 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
     let via_token = matches!(found, Found::User(_, Via::Token));
     if changes_state(request.method()) && route.csrf && !via_token {
         from_own_pages(request, services).map_err(|why| refuse(StatusCode::FORBIDDEN, why))?;
+    }
+    if via_token {
+        request.extensions_mut().insert(crate::accounts::ViaToken);
     }
     match found {
         Found::User(user, _) => {

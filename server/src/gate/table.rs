@@ -259,6 +259,14 @@ pub const TABLE: &[Route] = &[
         Page,
         Accounts
     ),
+    route!(
+        "/account/logout-others",
+        [Post],
+        Login,
+        Pages,
+        Page,
+        Accounts
+    ),
     route!("/api/account", [Get], Login, Chat, Api, Always),
     route!("/api/account/tokens", [Get, Post], Login, Chat, Api, Always),
     route!(

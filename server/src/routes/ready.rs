@@ -1,7 +1,9 @@
 //! `GET /readyz`: whether this process can serve chats now: every history's store answers
-//! (Redis `PING`, a writable folder) and a model is configured. 200 when ready, 503 with the
-//! reasons otherwise, so a load balancer sends no traffic to a process that would fail it,
-//! while `/healthz` (the process is alive) stays 200.
+//! (Redis `PING`, a writable folder) and a model is configured. 200 when ready, 503
+//! otherwise, so a load balancer sends no traffic to a process that would fail it, while
+//! `/healthz` (the process is alive) stays 200. Anyone learns ready or not; the reasons
+//! (store errors, tool servers' states, which may name commands and addresses) are for an
+//! admin's login or the admin token (`X-Parlor-Admin-Token`).
 
 use crate::state::AppState;
 use axum::extract::State;
@@ -13,6 +15,14 @@ use std::collections::BTreeMap;
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Readiness {
     pub ready: bool,
+    /// Why, for admins only.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub details: Option<ReadyDetails>,
+}
+
+/// What an admin sees of readiness.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ReadyDetails {
     /// Each history: `ok`, or why its store cannot be used.
     pub histories: BTreeMap<String, String>,
     /// Where replies come from: `mirror` (offline) or `openai`.
@@ -31,12 +41,18 @@ pub struct Readiness {
     get,
     path = "/readyz",
     responses(
-        (status = 200, description = "Every history's store answers", body = Readiness),
-        (status = 503, description = "A store cannot be used; the reasons per history", body = Readiness),
-    )
+        (status = 200, description = "Every history's store answers (the details for admins)", body = Readiness),
+        (status = 503, description = "A store cannot be used (the reasons per history for admins)", body = Readiness),
+    ),
+    security((), ("admin_token" = []))
 )]
-pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
+pub async fn get_ready(
+    State(app): State<AppState>,
+    user: Option<axum::Extension<crate::accounts::User>>,
+    token: Option<axum::Extension<crate::gate::AdminByToken>>,
+) -> (StatusCode, Json<Readiness>) {
     let services = &app.services;
+    let admin = token.is_some() || user.is_some_and(|axum::Extension(u)| u.admin);
     let mut histories = BTreeMap::new();
     for id in services.histories.ids() {
         let Some(history) = services.histories.get(id) else {
@@ -73,14 +89,11 @@ pub async fn get_ready(State(app): State<AppState>) -> (StatusCode, Json<Readine
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(Readiness {
-            ready,
-            histories,
-            upstream,
-            tool_servers,
-            login_provider,
-        }),
-    )
+    let details = admin.then_some(ReadyDetails {
+        histories,
+        upstream,
+        tool_servers,
+        login_provider,
+    });
+    (status, Json(Readiness { ready, details }))
 }

@@ -97,14 +97,36 @@ impl GroupSync {
 
 /// Writes `dir/name` atomically (creating `dir` when missing).
 pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    write_with_mode(dir, name, bytes, 0o666)
+}
+
+/// [`write_atomically`] for secrets (password hashes, login records): only the owner may read
+/// the file (0600), in a folder only the owner may enter when this makes it (0700).
+pub fn write_privately(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    if !dir.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    write_with_mode(dir, name, bytes, 0o600)
+}
+
+fn write_with_mode(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(
         ".{name}{TMP_MARK}{}",
         uuid::Uuid::new_v4().simple()
     ));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, dir.join(name))?;

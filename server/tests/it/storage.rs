@@ -233,20 +233,41 @@ async fn when_redis_goes_away_the_user_is_told_and_it_works_again_when_it_return
     let mut redis = RedisServer::start().unwrap();
     let config = redis_history(&redis.url(), "t:");
     let config_path = config.path().display().to_string();
-    let server = TestServer::start(&[("PARLOR_CONFIG", &config_path)]).await;
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_ADMIN_TOKEN", "ops"),
+    ])
+    .await;
     let reply = server.chat("general", json!({"message": "before"})).await;
     assert!(reply.done().is_some(), "{}", reply.body);
     assert_eq!(server.dialog_count(), 0, "nothing in files");
 
+    // Anyone learns ready or not; the reasons are the operator's.
     let (status, body) = server.get("/readyz", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, r#"{"ready":true}"#);
+    let readyz = || async {
+        let response = server
+            .http
+            .get(server.url("/readyz"))
+            .header("x-parlor-admin-token", "ops")
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    let (status, body) = readyz().await;
     assert_eq!(status, 200, "{body}");
     let ready: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(ready["histories"]["default"], "ok");
     assert_eq!(ready["upstream"], "mirror");
 
     redis.stop();
-    // Not ready while Redis is down, though alive.
+    // Not ready while Redis is down, though alive; only the admin learns why.
     let (status, body) = server.get("/readyz", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body, r#"{"ready":false}"#);
+    let (status, body) = readyz().await;
     assert_eq!(status, 503, "{body}");
     let ready: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(ready["ready"], false);
