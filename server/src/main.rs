@@ -70,7 +70,8 @@ async fn run() -> anyhow::Result<()> {
         init_stderr_logs(&config);
         let (agents, _) = AgentCatalog::load_dir(&config.agents_dir).unwrap_or_default();
         let setup = parlor_server::setup(&config, &agents).await?;
-        let output = parlor_server::cli::run_store(command, &setup.histories, &config)
+        let accounts = setup.account_store.as_deref();
+        let output = parlor_server::cli::run_store(command, &setup.histories, &config, accounts)
             .await
             .map_err(anyhow::Error::msg)?;
         print!("{output}");

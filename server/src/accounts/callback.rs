@@ -16,6 +16,18 @@ use std::collections::HashMap;
 const FLOW_COOKIE: &str = "parlor_oidc";
 
 /// The login page again, with why the login failed.
+/// What an OAuth error code (RFC 6749, OpenID Connect Core) means, in Parlor's words.
+fn refusal_text(code: &str) -> &'static str {
+    match code {
+        "access_denied" => "access was denied",
+        "login_required" | "interaction_required" => "you need to log in at the provider",
+        "consent_required" => "Parlor needs your consent at the provider",
+        "temporarily_unavailable" => "the provider is busy; try again in a moment",
+        "server_error" => "the provider had an error",
+        _ => "the provider did not complete the login",
+    }
+}
+
 fn failed(error: &OidcError, provider: &str) -> Response {
     let status = match error {
         OidcError::Unreachable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -93,8 +105,14 @@ pub async fn get_callback(
     };
     let name = provider.display_name();
     if let Some(error) = query.get("error") {
-        let detail = query.get("error_description").unwrap_or(error);
-        return failed(&OidcError::Refused(detail.clone()), &name);
+        // The page says only what the standard error code means: the description is text
+        // from a URL anyone can send (it goes to the log, cut short).
+        let detail: String = query
+            .get("error_description")
+            .map(|d| d.chars().take(200).collect())
+            .unwrap_or_default();
+        tracing::info!("the provider refused a login: {:.40} {detail:?}", error);
+        return failed(&OidcError::Refused(refusal_text(error).to_owned()), &name);
     }
     let jar = CookieJar::from_headers(&headers);
     let browser_state = jar.get(FLOW_COOKIE).map(|c| c.value().to_owned());

@@ -2,7 +2,7 @@
 //! trusted proxy's header, or a login cookie), and whether a browser's state-changing
 //! request really comes from Parlor's own pages (CSRF).
 
-use super::{Accounts, User, LOGIN_COOKIE};
+use super::{Accounts, User};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -76,7 +76,7 @@ async fn find(
         }
     }
     let jar = CookieJar::from_headers(headers);
-    let Some(cookie) = jar.get(LOGIN_COOKIE) else {
+    let Some(cookie) = jar.get(accounts.config.login_cookie) else {
         return Ok(Found::Nobody);
     };
     Ok(

@@ -24,8 +24,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 pub use store::{Account, AccountStore, FailureKey, Flow, Login, Token};
 
-/// The cookie of a login session.
-pub const LOGIN_COOKIE: &str = "parlor_login";
 /// What a personal access token starts with (so a leaked one is recognisable).
 pub const TOKEN_PREFIX: &str = "parlor_pat_";
 /// The longest name accepted at login before it is refused as input (not counted).
@@ -39,6 +37,16 @@ pub struct User {
     pub admin: bool,
 }
 
+/// What a store records as the owner of `account`'s conversations (as [`User::session`]
+/// owns them).
+pub fn owner_key_of(account: &Account) -> String {
+    crate::ops::browser::owner(&account_session(&account.id))
+}
+
+fn account_session(account_id: &str) -> BrowserSession {
+    BrowserSession(format!("account:{account_id}"))
+}
+
 /// In a request's extensions when it showed who it is by a personal token (which may not
 /// make other tokens).
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +56,7 @@ impl User {
     /// What this account's conversations are owned through: never a browser's session id
     /// (those are 32 hex digits).
     pub fn session(&self) -> BrowserSession {
-        BrowserSession(format!("account:{}", self.account_id))
+        account_session(&self.account_id)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::pages::{self, LoginView};
 use super::session::{logged_in_response, redirect_next, safe_next};
-use super::{Accounts, LoginError, LOGIN_COOKIE};
+use super::{Accounts, LoginError};
 use crate::gate::table::Mount;
 use crate::ops::browser::set_cookie;
 use crate::state::{AppState, Services};
@@ -107,9 +107,9 @@ async fn get_login(
             Some(_) => StatusCode::SERVICE_UNAVAILABLE,
             None => StatusCode::OK,
         };
-        let error = down.as_deref().or(query.get("error").map(String::as_str));
+        // Only Parlor's own words: never text from the URL (anyone can send a link).
         let view = LoginView {
-            error,
+            error: down.as_deref(),
             next: &safe_next(next),
             name: "",
             signup: false,
@@ -127,7 +127,7 @@ async fn get_login(
     pages::login(
         StatusCode::OK,
         &LoginView {
-            error: query.get("error").map(String::as_str),
+            error: None,
             next: &safe_next(next),
             name: "",
             signup: signup_open(accounts),
@@ -272,7 +272,7 @@ pub async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Res
         return api_not_found();
     };
     let jar = CookieJar::from_headers(&headers);
-    if let Some(login) = jar.get(LOGIN_COOKIE) {
+    if let Some(login) = jar.get(accounts.config.login_cookie) {
         if let Err(e) = accounts.end_login(login.value()).await {
             tracing::warn!("could not end a login: {e}");
             return (
@@ -288,7 +288,7 @@ pub async fn post_logout(State(app): State<AppState>, headers: HeaderMap) -> Res
     };
     let secure = services.config.cookie_secure;
     if let Some(cookie) = set_cookie(
-        LOGIN_COOKIE,
+        accounts.config.login_cookie,
         String::new(),
         "/",
         time::Duration::ZERO,

@@ -2,7 +2,7 @@
 //! browser carried ended), the browser's cookie conversations moved to the account, and the
 //! way on to where the user was going.
 
-use super::{Account, User, LOGIN_COOKIE};
+use super::{Account, User};
 use crate::ops::browser::{self, set_cookie};
 use crate::state::Services;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -62,7 +62,7 @@ pub async fn logged_in_response(
         .as_deref()
         .expect("logins are made only when accounts are on");
     let jar = CookieJar::from_headers(headers);
-    if let Some(old) = jar.get(LOGIN_COOKIE) {
+    if let Some(old) = jar.get(accounts.config.login_cookie) {
         if let Err(e) = accounts.end_login(old.value()).await {
             tracing::warn!("could not end the previous login: {e}");
         }
@@ -86,7 +86,7 @@ pub async fn logged_in_response(
     };
     let lasts = time::Duration::days(accounts.config.login_days as i64);
     let secure = services.config.cookie_secure;
-    if let Some(cookie) = set_cookie(LOGIN_COOKIE, secret, "/", lasts, secure) {
+    if let Some(cookie) = set_cookie(accounts.config.login_cookie, secret, "/", lasts, secure) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response

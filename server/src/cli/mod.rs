@@ -356,6 +356,18 @@ pub enum StoreCommand {
         /// The history to store it in.
         #[arg(long, default_value = DEFAULT_HISTORY)]
         history: String,
+        /// The account that owns it (with accounts on, a conversation without an owner is
+        /// reachable by admins only).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Give a stored conversation an owner: the account named (e.g. one made by an API
+    /// client before accounts were on, or by an MCP client).
+    Own {
+        #[command(flatten)]
+        target: Target,
+        /// The account's name.
+        owner: String,
     },
     /// Find conversations whose title or messages contain a text (case-insensitive), in
     /// every history or one; prints each with its first matching line.

@@ -1,6 +1,7 @@
 //! `parlor store …`: the operator's commands on stored conversations, one method each.
 
 use super::{info_or_bare, stats_report, CliError, StoreCommand, Target};
+use crate::accounts::AccountStore;
 use crate::store::histories::Histories;
 use crate::store::{ConversationStore, Listed};
 use parlor_domain::ConversationId;
@@ -11,8 +12,13 @@ pub async fn run_store(
     command: StoreCommand,
     histories: &Histories,
     config: &crate::config::Config,
+    accounts: Option<&dyn AccountStore>,
 ) -> Result<String, CliError> {
-    let cli = StoreCli { histories, config };
+    let cli = StoreCli {
+        histories,
+        config,
+        accounts,
+    };
     match command {
         StoreCommand::List { history } => cli.list(history).await,
         StoreCommand::Stats(target) => cli.stats(&target).await,
@@ -24,7 +30,9 @@ pub async fn run_store(
             file,
             agent,
             history,
-        } => cli.import(&file, agent, &history).await,
+            owner,
+        } => cli.import(&file, agent, &history, owner).await,
+        StoreCommand::Own { target, owner } => cli.own(&target, &owner).await,
         StoreCommand::Search { text, history } => cli.search(&text, history).await,
     }
 }
@@ -33,6 +41,8 @@ pub async fn run_store(
 struct StoreCli<'a> {
     histories: &'a Histories,
     config: &'a crate::config::Config,
+    /// Where accounts are (for `--owner`); none when the `default` history is in memory.
+    accounts: Option<&'a dyn AccountStore>,
 }
 
 type Store = std::sync::Arc<dyn ConversationStore>;
@@ -157,12 +167,47 @@ impl StoreCli<'_> {
         })
     }
 
+    /// What a store records as the owner of `name`'s conversations.
+    async fn owner_key(&self, name: &str) -> Result<String, CliError> {
+        let accounts = self.accounts.ok_or_else(|| {
+            CliError::Usage(
+                "accounts are kept with the `default` history, which is in memory".into(),
+            )
+        })?;
+        let parsed = parlor_domain::account::UserName::parse(name)
+            .map_err(|e| CliError::Usage(format!("{name:?}: {e}")))?;
+        let account = accounts
+            .user(&parsed)
+            .await?
+            .ok_or_else(|| CliError::Usage(format!("no account {parsed}")))?;
+        Ok(crate::accounts::owner_key_of(&account))
+    }
+
+    async fn own(&self, target: &Target, owner: &str) -> Result<String, CliError> {
+        let (store, id) = self.target(target)?;
+        let owner_key = self.owner_key(owner).await?;
+        let mut info = store.info(&id).await?.ok_or_else(|| {
+            CliError::Usage(format!("no conversation {id} in {}", target.history))
+        })?;
+        info.owner = Some(owner_key);
+        store.put_info(&info).await?;
+        Ok(format!(
+            "{id} now belongs to {}\n",
+            owner.trim().to_lowercase()
+        ))
+    }
+
     async fn import(
         &self,
         file: &std::path::Path,
         agent: Option<String>,
         history: &str,
+        owner: Option<String>,
     ) -> Result<String, CliError> {
+        let owner = match owner {
+            Some(name) => Some(self.owner_key(&name).await?),
+            None => None,
+        };
         let store = self.store_of(history)?;
         let text = std::fs::read_to_string(file)
             .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", file.display())))?;
@@ -170,7 +215,7 @@ impl StoreCli<'_> {
             Some(agent) => agent,
             None => agent_named_in(&text)?,
         };
-        let (info, messages) = crate::conversation::import(store.as_ref(), &agent, None, &text)
+        let (info, messages) = crate::conversation::import(store.as_ref(), &agent, owner, &text)
             .await
             .map_err(|e| match e {
                 crate::conversation::ConversationError::Store(e) => CliError::Store(e),

@@ -70,7 +70,15 @@ pub struct AuthConfig {
     /// The proxy's header naming the user (lower case).
     pub header: String,
     pub oidc: Option<OidcConfig>,
+    /// The login cookie's name: [`LOGIN_COOKIE`], or [`HOST_LOGIN_COOKIE`] over https.
+    pub login_cookie: &'static str,
 }
+
+/// The cookie of a login session.
+pub const LOGIN_COOKIE: &str = "parlor_login";
+/// The login cookie over https at the site's root: the `__Host-` prefix binds it to this
+/// host, `Secure` and `/`.
+pub const HOST_LOGIN_COOKIE: &str = "__Host-parlor_login";
 
 impl AuthConfig {
     /// Whether every route but the open ones needs a login.

@@ -122,10 +122,20 @@ impl Config {
         let env = Env::new(vars);
         let public_url = env.set(&PARLOR_PUBLIC_URL)?;
         let trusted_proxies = env.set(&PARLOR_TRUSTED_PROXIES)?.unwrap_or_default();
-        let auth = auth_config(&env, public_url.as_deref(), &trusted_proxies)?;
+        let mut auth = auth_config(&env, public_url.as_deref(), &trusted_proxies)?;
         let https = public_url
             .as_deref()
             .is_some_and(|u| u.starts_with("https://"));
+        let cookie_secure = env.set(&PARLOR_COOKIE_SECURE)?.unwrap_or(https);
+        // Served over https at the site's root: the login cookie takes the `__Host-` prefix,
+        // which browsers keep only when it is Secure, for `/`, and set by this very host (no
+        // sibling subdomain can plant or overwrite it).
+        let at_root = public_url.as_deref().is_none_or(|u| {
+            url::Url::parse(u).is_ok_and(|u| u.path() == "/" || u.path().is_empty())
+        });
+        if cookie_secure && at_root {
+            auth.login_cookie = auth::HOST_LOGIN_COOKIE;
+        }
         Ok(Config {
             llm: llm(&env)?,
             model_override: env.set(&PARLOR_MODEL)?,
@@ -150,7 +160,7 @@ impl Config {
             admin_token: env.set(&PARLOR_ADMIN_TOKEN)?,
             mcp_token: env.set(&PARLOR_MCP_TOKEN)?,
             cookie_key: env.set(&PARLOR_COOKIE_KEY)?,
-            cookie_secure: env.set(&PARLOR_COOKIE_SECURE)?.unwrap_or(https),
+            cookie_secure,
             public_url,
             shutdown_grace: Duration::from_secs(env.value(&PARLOR_SHUTDOWN_GRACE_SECS)?),
             rate_limit_chat: env.value(&PARLOR_RATE_LIMIT_CHAT)?,
@@ -241,6 +251,7 @@ fn auth_config(
         tokens_per_day: env.value(&PARLOR_TOKENS_PER_DAY)?,
         header: env.value(&PARLOR_AUTH_HEADER)?,
         oidc,
+        login_cookie: auth::LOGIN_COOKIE,
     })
 }
 

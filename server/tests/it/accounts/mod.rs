@@ -2,6 +2,7 @@
 //! proxy mode, quotas; on file and on Redis (two processes sharing one).
 
 mod attacks;
+mod holes;
 mod shared;
 
 use crate::support::TestServer;
