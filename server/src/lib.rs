@@ -165,7 +165,34 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
     // The metrics recorder is installed before anything is measured.
     ops::metrics::handle();
     spawn_reaper(&services);
+    spawn_account_sweeper(&services);
     services
+}
+
+/// How often expired account records (OpenID flows, logins, failure counts) are removed.
+const SWEEP_ACCOUNTS_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes expired account records every ten minutes, when accounts are on (a file backend
+/// would otherwise keep every abandoned login attempt).
+fn spawn_account_sweeper(services: &Arc<Services>) {
+    let (Ok(runtime), Some(_)) = (tokio::runtime::Handle::try_current(), &services.accounts) else {
+        return;
+    };
+    let weak = Arc::downgrade(services);
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_ACCOUNTS_EVERY);
+        loop {
+            tick.tick().await;
+            let Some(accounts) = weak.upgrade().and_then(|s| s.accounts.clone()) else {
+                return;
+            };
+            match accounts.store().sweep(store::now_ms()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("removed {n} expired account record(s)"),
+                Err(e) => tracing::warn!("could not remove expired account records: {e}"),
+            }
+        }
+    });
 }
 
 /// How often idle sessions are looked for.

@@ -325,6 +325,56 @@ impl AccountStore for FileAccounts {
         Ok(counted.filter(|f| f.is_current(now_ms)))
     }
 
+    async fn sweep(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let mut gone = 0;
+        for part in [FLOWS, LOGINS, FAILURES] {
+            let dir = self.dir(part);
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for entry in entries {
+                let path = entry?.path();
+                let Some(file) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".json"))
+                    .filter(|n| !n.starts_with('.'))
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                // A record that cannot be read is left for an operator to see.
+                let expired = match part {
+                    FLOWS => self
+                        .read::<Flow>(part, &file)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|f| f.expires_ms <= now_ms),
+                    LOGINS => self
+                        .read::<Login>(part, &file)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|l| l.expires_ms <= now_ms),
+                    _ => self
+                        .read::<Failures>(part, &file)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|f| !f.is_current(now_ms)),
+                };
+                if expired && self.remove(part, &file).await? {
+                    self.seen
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&path);
+                    gone += 1;
+                }
+            }
+        }
+        Ok(gone)
+    }
+
     async fn forgive(&self, key: &FailureKey, now_ms: i64) -> Result<(), StoreError> {
         let _one = self.writes.lock().await;
         let file = failure_file(key);
@@ -375,6 +425,35 @@ mod tests {
         let ada = UserName::parse("ada").unwrap();
         assert!(other.user(&ada).await.unwrap().is_some());
         assert_eq!(other.usage(&ada, 7).await.unwrap(), 42);
+    }
+
+    #[tokio::test]
+    async fn expired_flows_logins_and_failures_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileAccounts::new(dir.path().join("accounts"));
+        let login = |expires_ms| Login {
+            name: UserName::parse("ada").unwrap(),
+            account_id: "a".into(),
+            expires_ms,
+            started_ms: 0,
+        };
+        store.put_login("old", &login(1_000)).await.unwrap();
+        store.put_login("new", &login(10_000_000)).await.unwrap();
+        let flow = |expires_ms| Flow {
+            nonce: "n".into(),
+            pkce_verifier: "v".into(),
+            next: "/".into(),
+            expires_ms,
+        };
+        store.put_flow("old", &flow(1_000)).await.unwrap();
+        store.put_flow("new", &flow(10_000_000)).await.unwrap();
+        let key = FailureKey::Address("10.0.0.1".parse().unwrap());
+        store.fail(&key, 0).await.unwrap();
+        let later = parlor_domain::account::LOCKOUT_WINDOW_MS + 5_000;
+        assert_eq!(store.sweep(later).await.unwrap(), 3);
+        assert!(store.login("new", later).await.unwrap().is_some());
+        assert!(store.take_flow("new", later).await.unwrap().is_some());
+        assert_eq!(store.sweep(later).await.unwrap(), 0);
     }
 
     #[tokio::test]

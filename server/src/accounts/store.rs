@@ -147,6 +147,11 @@ pub trait AccountStore: Send + Sync {
     async fn failures(&self, key: &FailureKey, now_ms: i64)
         -> Result<Option<Failures>, StoreError>;
     async fn clear_failures(&self, key: &FailureKey) -> Result<(), StoreError>;
+    /// Removes what has expired by `now_ms` (OpenID flows, logins, failure counts): how many
+    /// records went. Backends whose records expire by themselves (Redis) have nothing to do.
+    async fn sweep(&self, _now_ms: i64) -> Result<usize, StoreError> {
+        Ok(0)
+    }
     /// Takes back one failure counted against `key` (an attempt counted before it was
     /// checked that turned out right); nothing when none is counted.
     async fn forgive(&self, key: &FailureKey, now_ms: i64) -> Result<(), StoreError>;
