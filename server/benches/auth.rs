@@ -39,6 +39,7 @@ async fn router(
         ("PARLOR_DATA_DIR".into(), data.display().to_string()),
         ("PARLOR_RATE_LIMIT_CHAT".into(), "0".into()),
         ("PARLOR_RATE_LIMIT_PAGES".into(), "0".into()),
+        ("PARLOR_RATE_LIMIT_LOGIN".into(), "0".into()),
         ("PARLOR_COOKIE_KEY".into(), COOKIE_KEY.into()),
         ("PARLOR_MIRROR_DELAY_MS".into(), "0".into()),
     ];

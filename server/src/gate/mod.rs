@@ -137,40 +137,11 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
     let refuse = |status, why: &str| refuse_as(route.kind == Kind::Api, status, why);
     match route.access {
         Access::Public if route.limit == Limit::None => return Ok(()),
-        Access::McpToken => {
-            let guess = gate
-                .limiters
-                .guess(request)
-                .map_err(IntoResponse::into_response)?;
-            let given = bearer_value(request);
-            if services.config.mcp_token_matches(given.as_deref()) {
-                gate.limiters.right(guess);
-                return Ok(());
-            }
-            let mut refused = refuse(
-                StatusCode::UNAUTHORIZED,
-                "send the MCP token (PARLOR_MCP_TOKEN) as a bearer token",
-            );
-            refused
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return Err(refused);
-        }
+        Access::McpToken => return admit_mcp(gate, route, request),
         Access::Admin => return admit_admin(gate, route, request).await,
         Access::Public | Access::Login => {}
     }
-    // An admin token sent along (admin chat commands, readiness's details) counts as a
-    // guess, as one on /metrics does; a right one is noted for the route.
-    if let Some(given) = header_text(request, "x-parlor-admin-token") {
-        let guess = gate
-            .limiters
-            .guess(request)
-            .map_err(IntoResponse::into_response)?;
-        if services.config.admin_token_matches(Some(&given)) {
-            gate.limiters.right(guess);
-            request.extensions_mut().insert(AdminByToken);
-        }
-    }
+    admin_token_along(gate, request)?;
     let Some(accounts) = services.accounts.as_deref() else {
         // Accounts off: only a request carrying the browser's cookie has anything a
         // foreign page could borrow.
@@ -202,6 +173,46 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
         Found::Nobody if open => Ok(()),
         Found::Nobody => Err(login_required(route, request)),
     }
+}
+
+/// `PARLOR_MCP_TOKEN` as a bearer, counted as a guess before it is checked.
+fn admit_mcp(gate: &Gate, route: &'static Route, request: &Request) -> Result<(), Response> {
+    let guess = gate
+        .limiters
+        .guess(request)
+        .map_err(IntoResponse::into_response)?;
+    let given = bearer_value(request);
+    if gate.services.config.mcp_token_matches(given.as_deref()) {
+        gate.limiters.right(guess);
+        return Ok(());
+    }
+    let mut refused = refuse_as(
+        route.kind == Kind::Api,
+        StatusCode::UNAUTHORIZED,
+        "send the MCP token (PARLOR_MCP_TOKEN) as a bearer token",
+    );
+    refused
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Err(refused)
+}
+
+/// An admin token sent along another route (admin chat commands, readiness's details)
+/// counts as a guess, as one on /metrics does; a right one is noted for the route
+/// ([`AdminByToken`]).
+fn admin_token_along(gate: &Gate, request: &mut Request) -> Result<(), Response> {
+    let Some(given) = header_text(request, "x-parlor-admin-token") else {
+        return Ok(());
+    };
+    let guess = gate
+        .limiters
+        .guess(request)
+        .map_err(IntoResponse::into_response)?;
+    if gate.services.config.admin_token_matches(Some(&given)) {
+        gate.limiters.right(guess);
+        request.extensions_mut().insert(AdminByToken);
+    }
+    Ok(())
 }
 
 /// The admin token (a bearer, or `X-Parlor-Admin-Token`) counted as a guess before it is

@@ -179,11 +179,8 @@ async fn resolve_conversation(
     history: &History,
     input: &TurnInput,
 ) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
-    let viewer = browser::viewer(
-        services,
-        input.browser.as_ref(),
-        input.user.as_ref().is_some_and(|u| u.admin),
-    );
+    let admin = input.user.as_ref().is_some_and(|u| u.admin);
+    let viewer = browser::viewer(services, input.browser.as_ref(), admin);
     let visible = |info: &Option<ConversationInfo>| match info {
         Some(info) => info.visible_to(&viewer, &input.agent.id),
         None => Ok(()),
@@ -203,10 +200,8 @@ async fn resolve_conversation(
         }
         (None, Some(id)) if !input.new_conversation => {
             let info = history.store.info(id).await?;
-            // The cookie is a hint, not a request: a conversation of another agent or
-            // browser is simply not continued, and, as for a proposed `session_id`, a name
-            // under which something else is stored (an MCP dialog's summary or messages)
-            // is never claimed; nor does a browser name its conversations.
+            // A hint, not a request: another agent's or browser's conversation is not
+            // continued, nor a name claimed (the `session_id` rule above).
             let claims =
                 info.is_none() && (input.browser.is_some() || history.store.exists(id).await?);
             match visible(&info) {
