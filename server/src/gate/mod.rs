@@ -176,6 +176,8 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
 }
 
 /// `PARLOR_MCP_TOKEN` as a bearer, counted as a guess before it is checked.
+// A refusal is a whole response, as the middleware's other steps return.
+#[allow(clippy::result_large_err)]
 fn admit_mcp(gate: &Gate, route: &'static Route, request: &Request) -> Result<(), Response> {
     let guess = gate
         .limiters
@@ -200,6 +202,7 @@ fn admit_mcp(gate: &Gate, route: &'static Route, request: &Request) -> Result<()
 /// An admin token sent along another route (admin chat commands, readiness's details)
 /// counts as a guess, as one on /metrics does; a right one is noted for the route
 /// ([`AdminByToken`]).
+#[allow(clippy::result_large_err)]
 fn admin_token_along(gate: &Gate, request: &mut Request) -> Result<(), Response> {
     let Some(given) = header_text(request, "x-parlor-admin-token") else {
         return Ok(());

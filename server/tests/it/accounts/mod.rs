@@ -56,15 +56,28 @@ pub async fn login_with(
     (response.status().as_u16(), cookie)
 }
 
-/// The `parlor_login=…` pair a response set (not a cleared one).
+/// The `parlor_login=…` pair a response set (not a cleared one); over https its name is
+/// `__Host-parlor_login`.
 pub fn login_cookie(response: &reqwest::Response) -> Option<String> {
     response
         .headers()
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
+        .map(|v| v.trim_start_matches("__Host-"))
         .find(|v| v.starts_with("parlor_login=") && !v.starts_with("parlor_login=;"))
         .map(|v| v.split(';').next().unwrap().to_owned())
+        .map(|pair| {
+            match response
+                .headers()
+                .get_all("set-cookie")
+                .iter()
+                .any(|v| v.to_str().is_ok_and(|v| v.starts_with("__Host-")))
+            {
+                true => format!("__Host-{pair}"),
+                false => pair,
+            }
+        })
 }
 
 /// Logs in and returns the cookie, or fails the test.
