@@ -13,6 +13,24 @@ const MAX_FN_LINES: usize = 60;
 const MAX_VIEW_LINES: usize = 120;
 const CRATES: [&str; 5] = ["domain", "app", "server", "frontend", "testing/fake-llm"];
 const BASELINE: &str = "docs/house-baseline.txt";
+/// The server's folders, from the top (what a request meets first) down. An arrow (one
+/// folder using another) may only run down: one running up is a finding.
+const SERVER_LAYERS: [&str; 14] = [
+    "cli",
+    "routes",
+    "gate",
+    "state",
+    "mcp",
+    "turn",
+    "accounts",
+    "conversation",
+    "llm",
+    "ops",
+    "store",
+    "tools",
+    "config",
+    "table",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -542,18 +560,54 @@ fn findings() -> Vec<String> {
                 }
             }
         }
-        for circle in circles(&module_graph(&sources)) {
+        let graph = module_graph(&sources);
+        for circle in circles(&graph) {
             found.push(format!("circle {krate} {}", circle.join(" ")));
+        }
+        if krate == "server" {
+            for (from, to) in up_arrows(&graph, &SERVER_LAYERS) {
+                found.push(format!("up {krate} {from} {to}"));
+            }
         }
     }
     found.sort();
     found
 }
 
-/// What a finding is about, and its size (circles have none).
+/// The arrows between top-level folders that run up `layers` (listed from the top): a
+/// folder using one listed above it. The crate's root and folders not listed are left out.
+fn up_arrows(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    layers: &[&str],
+) -> BTreeSet<(String, String)> {
+    let layer = |module: &str| {
+        let folder = module.split("::").next().unwrap_or_default();
+        layers
+            .iter()
+            .position(|l| *l == folder)
+            .map(|at| (folder.to_owned(), at))
+    };
+    let mut up = BTreeSet::new();
+    for (from, uses) in graph {
+        let Some((from_folder, from_at)) = layer(from) else {
+            continue;
+        };
+        for to in uses {
+            if let Some((to_folder, to_at)) = layer(to) {
+                if to_at < from_at {
+                    up.insert((from_folder.clone(), to_folder));
+                }
+            }
+        }
+    }
+    up
+}
+
+/// What a finding is about, and its size (circles and arrows have none).
 fn key_and_size(line: &str) -> (String, Option<usize>) {
+    let sized = !line.starts_with("circle ") && !line.starts_with("up ");
     match line.rsplit_once(' ') {
-        Some((key, size)) if !line.starts_with("circle ") => (key.to_owned(), size.parse().ok()),
+        Some((key, size)) if sized => (key.to_owned(), size.parse().ok()),
         _ => (line.to_owned(), None),
     }
 }
@@ -595,7 +649,7 @@ fn the_house_rules_hold_or_are_getting_better() {
     assert!(
         problems.is_empty(),
         "the house rules (files over {MAX_FILE_LINES} lines, functions over {MAX_FN_LINES} \
-         (views {MAX_VIEW_LINES}), import circles):\n{}\n\nwhat is found now:\n{}",
+         (views {MAX_VIEW_LINES}), import circles, the server's arrows that run up):\n{}\n\nwhat is found now:\n{}",
         problems.join("\n"),
         found.join("\n")
     );
@@ -628,4 +682,22 @@ fn the_checks_read_rust_as_the_compiler_does() {
     .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
     .collect();
     assert_eq!(circles(&graph), [vec!["a", "b", "c"]]);
+    let layered: BTreeMap<String, BTreeSet<String>> = [
+        ("top::x", vec!["low::y"]),
+        ("low::y", vec!["top", "mid"]),
+        ("mid", vec!["low"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    let up: Vec<(String, String)> = up_arrows(&layered, &["top", "mid", "low"])
+        .into_iter()
+        .collect();
+    assert_eq!(
+        up,
+        [
+            ("low".to_owned(), "mid".to_owned()),
+            ("low".to_owned(), "top".to_owned())
+        ]
+    );
 }

@@ -12,12 +12,12 @@ pub mod ops;
 pub mod routes;
 pub mod state;
 pub mod store;
+pub mod table;
 pub mod tools;
 pub mod turn;
 
 use crate::config::agents::AgentCatalog;
 use crate::config::{Config, LlmConfig};
-use crate::gate::table::Mount;
 use crate::llm::models;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::ops::{browser, cookie_key};
@@ -26,6 +26,7 @@ use crate::state::{AppState, Services};
 use crate::store::histories;
 use crate::store::histories::Histories;
 use crate::store::StoreError;
+use crate::table::Mount;
 use crate::turn::providers;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, HeaderValue};
@@ -338,8 +339,8 @@ fn pages_router(state: &AppState) -> Router<AppState> {
     let routes = ROUTES.get_or_init(|| generate_route_list(App)).clone();
     for listing in &routes {
         assert!(
-            gate::table::declared(listing.path()).is_some(),
-            "the page {} is not declared in the gate's table (server/src/gate/table.rs)",
+            table::declared(listing.path()).is_some(),
+            "the page {} is not declared in the gate's table (server/src/table.rs)",
             listing.path()
         );
     }

@@ -5,9 +5,9 @@
 use super::pages::{self, LoginView};
 use super::session::{logged_in_response, redirect_next, safe_next};
 use super::{Accounts, LoginError};
-use crate::gate::table::Mount;
 use crate::ops::browser::set_cookie;
 use crate::state::{AppState, Services};
+use crate::table::Mount;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};

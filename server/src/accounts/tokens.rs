@@ -5,8 +5,8 @@
 
 use super::pages;
 use super::{AccountError, Accounts, Token, User};
-use crate::gate::table::Mount;
 use crate::state::AppState;
+use crate::table::Mount;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

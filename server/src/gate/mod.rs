@@ -1,5 +1,5 @@
 //! The gate: the first thing every request meets. It reads the route table
-//! ([`table::TABLE`]) and nothing else to decide, in this order:
+//! ([`crate::table::TABLE`]) and nothing else to decide, in this order:
 //!
 //! 1. the path's spelling ([`path::check`]): one that could mean another path is a 400;
 //! 2. the route: a path the table does not name (or names for another configuration) is a
@@ -11,14 +11,14 @@
 //! 5. for a state-changing request carrying a browser's credentials, that it comes from
 //!    Parlor's own pages (CSRF).
 //!
-//! What passes carries its [`table::Route`] in the request's extensions.
+//! What passes carries its [`crate::table::Route`] in the request's extensions.
 
 pub mod path;
-pub mod table;
 
 use crate::accounts::gate::{identify, refuse_as, same_origin, Found, Via};
 use crate::ops::rate_limit::{Answer, Limiters};
 use crate::state::Services;
+use crate::table::{Access, Kind, Limit, Matcher, Route, When};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -26,7 +26,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashSet;
 use std::sync::Arc;
-use table::{Access, Kind, Limit, Matcher, Route, When};
 
 /// In a request's extensions when it carried the operator's admin token (checked, and
 /// counted as a guess when wrong).
@@ -338,7 +337,7 @@ fn login_required(route: &Route, request: &Request) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::table::{Kind, TABLE};
+    use crate::table::{Kind, TABLE};
 
     #[test]
     fn the_site_files_at_the_top_are_what_public_holds() {

@@ -101,7 +101,7 @@ pub fn http(
         server_config,
     );
     let services = services.clone();
-    assert!(crate::gate::table::declared("/mcp").is_some());
+    assert!(crate::table::declared("/mcp").is_some());
     Some(
         axum::Router::new()
             .nest_service("/mcp", service)

@@ -131,10 +131,8 @@ async fn legacy_owner(services: &Services, jar: &CookieJar) -> Option<BrowserSes
 /// the pages' server functions do; the site's files and clients that call themselves bots
 /// do not.
 fn takes_slot(request: &Request) -> bool {
-    let route = request
-        .extensions()
-        .get::<&'static crate::gate::table::Route>();
-    let file = route.is_some_and(|r| r.kind == crate::gate::table::Kind::File);
+    let route = request.extensions().get::<&'static crate::table::Route>();
+    let file = route.is_some_and(|r| r.kind == crate::table::Kind::File);
     !file && !is_bot(request.headers())
 }
 

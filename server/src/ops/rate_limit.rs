@@ -8,7 +8,7 @@
 //! client cannot choose its own address whatever its proxies append. IPv6 clients count
 //! by their /64 (one host usually holds a whole /64).
 
-use crate::gate::table::Limit;
+use crate::table::Limit;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderMap, Response, StatusCode};

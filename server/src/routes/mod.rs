@@ -32,7 +32,7 @@ macro_rules! routes {
         $(
             $(#[$doc])*
             pub fn $name() -> Router<AppState> {
-                use crate::gate::table::Mount;
+                use crate::table::Mount;
                 Router::new() $( .mount($path, axum::routing::MethodRouter::new() $( .$method($handler) )+ ) )*
             }
 

@@ -5,7 +5,7 @@
 //! sets no cookie and takes no session slot; what the table admits is served.
 
 use crate::support::TestServer;
-use parlor_server::gate::table::{Access, Kind, Limit, Matcher, Route, Verb, When, TABLE};
+use parlor_server::table::{Access, Kind, Limit, Matcher, Route, Verb, When, TABLE};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Conversation text only its owner may ever read.
@@ -696,7 +696,7 @@ async fn the_table_holds_behind_a_proxy() {
 #[test]
 fn every_route_a_router_serves_is_in_the_table() {
     // Mounting a path the table does not name stops the server at startup.
-    use parlor_server::gate::table::Mount;
+    use parlor_server::table::Mount;
     let undeclared = std::panic::catch_unwind(|| {
         axum::Router::<()>::new().mount("/undeclared", axum::routing::get(|| async { "" }))
     });

@@ -300,7 +300,7 @@ where
     fn mount(self, path: &'static str, handler: Self::Handler) -> Self {
         assert!(
             declared(path).is_some(),
-            "the route {path} is not declared in the gate's table (server/src/gate/table.rs)"
+            "the route {path} is not declared in the gate's table (server/src/table.rs)"
         );
         self.route(path, handler)
     }
