@@ -3,7 +3,9 @@
 // password field is ignored). Usage: node oidc-provider.mjs PORT REDIRECT_URI
 //
 // A login name is the account: `ada@example.com` gets the e-mail ada@example.com, the
-// preferred_username `ada`, and the group `parlor-admins` when the name starts with `admin`.
+// preferred_username `ada`, and the group `parlor-admins` when the name starts with `admin`;
+// a name starting with `unverified` gets `email_verified: false` (anyone may type any
+// address into an account at many providers).
 import Provider from 'oidc-provider';
 
 const [port, redirect] = process.argv.slice(2);
@@ -34,7 +36,7 @@ const provider = new Provider(issuer, {
         return {
           sub: `sub-${id}`,
           email: id,
-          email_verified: true,
+          email_verified: !id.startsWith('unverified'),
           preferred_username: id.split('@')[0],
           name: id,
           groups: id.startsWith('admin') ? ['parlor-admins', 'staff'] : ['staff'],

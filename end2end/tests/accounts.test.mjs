@@ -2,7 +2,7 @@
 // conversations, logout, a token made in the page and used as curl would, a browser's earlier
 // conversations moving to its account, and OpenID logins against a real provider
 // (npm oidc-provider), with a forged state, a replayed code, a changed nonce, a domain not
-// allowed and a provider that is down.
+// allowed, an unverified address, an admin's name chosen at the provider, and a provider that is down.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -164,6 +164,8 @@ describe('OpenID Connect', () => {
       PARLOR_OIDC_SCOPES: 'openid email profile groups',
       PARLOR_OIDC_ALLOWED_DOMAINS: 'example.com',
       PARLOR_OIDC_ADMIN_GROUP: 'parlor-admins',
+      PARLOR_OIDC_ADMIN_EMAILS: 'boss@example.com',
+      PARLOR_ADMINS: 'root',
     }, { port });
     browser = await launchBrowser();
   });
@@ -263,6 +265,32 @@ describe('OpenID Connect', () => {
     await throughProvider(page, 'eve@evil.test');
     await page.locator('.account-error', { hasText: 'evil.test may not log in' }).waitFor();
     assert.equal((await page.request.get(`${parlor.url}/api/account`)).status(), 401);
+    await context.close();
+  });
+
+  test('an unverified address is refused, an admin\'s name makes no admin, a verified listed address does', async () => {
+    let context = await browser.newContext();
+    let page = await context.newPage();
+    await throughProvider(page, 'unverified-eve@example.com');
+    await page.locator('.account-error', { hasText: 'not verified' }).waitFor();
+    assert.equal((await page.request.get(`${parlor.url}/api/account`)).status(), 401);
+    await context.close();
+
+    // `root` is in PARLOR_ADMINS, but a name chosen at the provider makes no admin.
+    context = await browser.newContext();
+    page = await context.newPage();
+    await throughProvider(page, 'root@example.com');
+    await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+    const root = await (await page.request.get(`${parlor.url}/api/account`)).json();
+    assert.equal(root.admin, false);
+    await context.close();
+
+    context = await browser.newContext();
+    page = await context.newPage();
+    await throughProvider(page, 'boss@example.com');
+    await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
+    const boss = await (await page.request.get(`${parlor.url}/api/account`)).json();
+    assert.equal(boss.admin, true, 'a verified address in PARLOR_OIDC_ADMIN_EMAILS');
     await context.close();
   });
 

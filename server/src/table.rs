@@ -113,6 +113,8 @@ pub struct Route {
     /// Whether a state-changing request sent with a browser's credentials must come from
     /// Parlor's own pages (`Origin`, or JSON from no other site).
     pub csrf: bool,
+    /// Described in the OpenAPI document (`/api/openapi.json`; its test reads this).
+    pub documented: bool,
     pub when: When,
 }
 
@@ -149,6 +151,7 @@ macro_rules! route {
             limit: Limit::$limit,
             kind: $kind,
             csrf: true,
+            documented: matches!($kind, Api),
             when: When::$when,
         }
     };
@@ -238,15 +241,24 @@ pub const TABLE: &[Route] = &[
     route!("/readyz", [Get], Public, Pages, Api, Always),
     route!("/metrics", [Get], Admin, AdminGuesses, Api, Always),
     Route {
+        // The MCP protocol, not Parlor's API: described by MCP itself.
         csrf: false,
+        documented: false,
         ..route!("/mcp", [Get, Post, Delete], McpToken, Chat, Api, Mcp)
     },
     // Accounts (the account API and the login form always exist: without accounts they
     // say there are none).
     route!("/login", [Get], Public, Pages, Page, Accounts),
     route!("/signup", [Get], Public, Pages, Page, Accounts),
-    route!("/auth/login", [Post], Public, Login, Page, Always),
-    route!("/auth/logout", [Post], Public, Login, Page, Always),
+    // Forms from the pages, and JSON from scripts (documented for those).
+    Route {
+        documented: true,
+        ..route!("/auth/login", [Post], Public, Login, Page, Always)
+    },
+    Route {
+        documented: true,
+        ..route!("/auth/logout", [Post], Public, Login, Page, Always)
+    },
     route!("/auth/signup", [Post], Public, Signup, Page, Accounts),
     route!("/auth/oidc", [Get], Public, Login, Page, Oidc),
     route!("/auth/callback", [Get], Public, Login, Page, Oidc),

@@ -636,15 +636,30 @@ async fn the_openapi_document_describes_every_route_and_every_chat_event() {
     assert_eq!(status, 200);
     let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
-    // Every route the API's routers answer (the same list builds them), and nothing else.
-    let served: Vec<(&str, &str)> = parlor_server::routes::ALL_ROUTES
+    // Every route the table says is documented, with each of its methods, and nothing else.
+    let served: Vec<(&str, String)> = parlor_server::table::TABLE
         .iter()
-        .flat_map(|list| list.iter().copied())
+        .filter(|route| route.documented)
+        .flat_map(|route| {
+            route
+                .verbs
+                .iter()
+                .map(|verb| (route.path, verb.name().to_ascii_lowercase()))
+        })
         .collect();
     assert!(served.len() > 10, "{served:?}");
+    // And those are the ones the API's routers mount (the same lists build them).
+    let mut mounted: Vec<(&str, String)> = parlor_server::routes::ALL_ROUTES
+        .iter()
+        .flat_map(|list| list.iter().map(|(p, m)| (*p, m.to_string())))
+        .collect();
+    let mut expected = served.clone();
+    mounted.sort();
+    expected.sort();
+    assert_eq!(mounted, expected);
     for (path, method) in &served {
         assert!(
-            doc["paths"][path][method].is_object(),
+            doc["paths"][path][method.as_str()].is_object(),
             "{method} {path} missing"
         );
     }
