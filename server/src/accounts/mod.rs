@@ -138,12 +138,13 @@ impl Accounts {
         trusted_proxies: Vec<IpAddr>,
         store: Arc<dyn AccountStore>,
     ) -> Accounts {
+        let checks = config.password_checks.unwrap_or_else(hashes_at_once);
         Accounts {
             provider: config.oidc.clone().map(oidc::Provider::new),
             config,
             trusted_proxies,
             store,
-            hashing: Arc::new(tokio::sync::Semaphore::new(hashes_at_once())),
+            hashing: Arc::new(tokio::sync::Semaphore::new(checks)),
             signing_up: tokio::sync::Mutex::new(()),
         }
     }

@@ -70,6 +70,8 @@ pub struct AuthConfig {
     /// The proxy's header naming the user (lower case).
     pub header: String,
     pub oidc: Option<OidcConfig>,
+    /// `PARLOR_PASSWORD_CHECKS`: password checks run at once (none: twice the cores).
+    pub password_checks: Option<usize>,
     /// The login cookie's name: [`LOGIN_COOKIE`], or [`HOST_LOGIN_COOKIE`] over https.
     pub login_cookie: &'static str,
 }

@@ -252,6 +252,7 @@ fn auth_config(
         header: env.value(&PARLOR_AUTH_HEADER)?,
         oidc,
         login_cookie: auth::LOGIN_COOKIE,
+        password_checks: env.set(&PARLOR_PASSWORD_CHECKS)?,
     })
 }
 

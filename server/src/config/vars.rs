@@ -199,6 +199,9 @@ variables! {
         "with PARLOR_AUTH=local, true lets visitors make accounts at /signup (the first is an admin)");
     PARLOR_LOGIN_DAYS: u64 = Var::new(
         Value("30"), read::at_least::<1>, "days a login lasts");
+    PARLOR_PASSWORD_CHECKS: usize = Var::new(
+        Unset("twice the cores"), read::count::<1>,
+        "password checks (Argon2id) a process runs at once; a login beyond them gets 503 with Retry-After");
     PARLOR_ADMINS: Vec<UserName> = Var::new(
         Unset("none"), auth_read::names,
         "comma-separated user names that are admins (the proxy mode's only admins)");

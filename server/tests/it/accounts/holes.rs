@@ -202,6 +202,8 @@ async fn hole_4_parallel_guesses_beat_no_lockout_on_files() {
     let server = local(&[
         ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
         ("PARLOR_RATE_LIMIT_LOGIN", "0"),
+        // As many checks at once as guesses: the count alone must stop them.
+        ("PARLOR_PASSWORD_CHECKS", "64"),
     ])
     .await;
     parallel_guesses_are_counted_before_they_are_checked(&server).await;
@@ -215,6 +217,7 @@ async fn hole_4_parallel_guesses_beat_no_lockout_on_redis() {
     let server = local(&[
         ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
         ("PARLOR_RATE_LIMIT_LOGIN", "0"),
+        ("PARLOR_PASSWORD_CHECKS", "64"),
         ("PARLOR_CONFIG", &path),
     ])
     .await;
@@ -238,6 +241,36 @@ async fn hole_4_logins_from_one_address_are_limited_before_anything_is_read() {
     let (status, _) =
         login_with(&server, "bob", PASSWORD, &[("x-forwarded-for", "10.1.1.2")]).await;
     assert_eq!(status, 204, "another address is not limited");
+}
+
+#[tokio::test]
+async fn hole_4_password_checks_beyond_the_limit_wait_and_count_nothing() {
+    let server = local(&[
+        ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
+        ("PARLOR_RATE_LIMIT_LOGIN", "0"),
+        ("PARLOR_PASSWORD_CHECKS", "1"),
+    ])
+    .await;
+    let url = server.url("/auth/login");
+    let logins = (0..6).map(|n| {
+        let (from, url) = (format!("10.2.0.{n}"), url.clone());
+        async move {
+            client()
+                .post(url)
+                .header("x-forwarded-for", from)
+                .json(&json!({ "username": "bob", "password": "not it, in parallel" }))
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let answers = futures::future::join_all(logins).await;
+    let busy: Vec<_> = answers.iter().filter(|r| r.status() == 503).collect();
+    assert!(!busy.is_empty(), "one check at a time: the others are turned away");
+    assert!(busy.iter().all(|r| r.headers().contains_key("retry-after")));
+    // Those turned away were not counted: bob is not locked.
+    let (status, _) = login_with(&server, "bob", PASSWORD, &[("x-forwarded-for", "10.2.1.1")]).await;
+    assert_eq!(status, 204);
 }
 
 #[tokio::test]
