@@ -385,7 +385,7 @@ fn api_router(services: &Arc<Services>) -> Router<AppState> {
         .merge(routes::health())
         .merge(routes::ready())
         .merge(routes::metrics())
-        .merge(mcp::http(services).unwrap_or_default())
+        .merge(mcp::http(&services.config, &services.histories).unwrap_or_default())
 }
 
 /// What every response gets: compression, security headers, the request id and its log.

@@ -2,7 +2,6 @@
 
 use super::{for_history, HistoryTools};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// Serves the tools on stdin/stdout until the client closes stdin.
 pub async fn serve_stdio(tools: HistoryTools) -> anyhow::Result<()> {
@@ -71,20 +70,24 @@ pub async fn serve_lines(
     Ok(())
 }
 
-/// `/mcp`: the same tools over streamable HTTP, only when `PARLOR_MCP_TOKEN` is set and only
-/// for requests carrying it (`Authorization: Bearer …`; 401 otherwise). A `Host` or `Origin`
-/// that is not this server's (loopback, or `PARLOR_PUBLIC_URL`'s) is refused with 403, so a
-/// web page cannot reach it through DNS rebinding. `None` when it is off.
-pub fn http(
-    services: &Arc<crate::state::Services>,
-) -> Option<axum::Router<crate::state::AppState>> {
+/// `/mcp`: the same tools over streamable HTTP, only when `PARLOR_MCP_TOKEN` is set. The
+/// gate lets through only requests carrying the token (`Authorization: Bearer …`; 401
+/// otherwise, counted as a guess). A `Host` or `Origin` that is not this server's (loopback,
+/// or `PARLOR_PUBLIC_URL`'s) is refused with 403, so a web page cannot reach it through DNS
+/// rebinding. `None` when it is off.
+pub fn http<S>(
+    config: &crate::config::Config,
+    histories: &crate::store::histories::Histories,
+) -> Option<axum::Router<S>>
+where
+    S: Clone + Send + Sync + 'static,
+{
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
-    let config = &services.config;
     config.mcp_token.as_ref()?;
-    let tools = match for_history(&services.histories, "default", config) {
+    let tools = match for_history(histories, "default", config) {
         Ok(tools) => tools,
         Err(e) => {
             tracing::error!("PARLOR_MCP_TOKEN is set but /mcp stays off: {e}");
@@ -100,17 +103,8 @@ pub fn http(
         LocalSessionManager::default().into(),
         server_config,
     );
-    let services = services.clone();
     assert!(crate::table::declared("/mcp").is_some());
-    Some(
-        axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn(
-                move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    bearer_only(services.clone(), request, next)
-                },
-            )),
-    )
+    Some(axum::Router::new().nest_service("/mcp", service))
 }
 
 /// The `Host` names and the `Origin`s that are this server's: loopback (any port for an
@@ -129,31 +123,6 @@ fn this_server(public_url: Option<&str>) -> (Vec<String>, Vec<String>) {
         }
     }
     (hosts, origins)
-}
-
-/// Lets through only requests carrying the MCP token as a bearer token.
-async fn bearer_only(
-    services: Arc<crate::state::Services>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::http::{header, StatusCode};
-    use axum::response::IntoResponse;
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if services.config.mcp_token_matches(token) {
-        return next.run(request).await;
-    }
-    let error = json!({"error": "send the MCP token (PARLOR_MCP_TOKEN) as a bearer token"});
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
-        axum::Json(error),
-    )
-        .into_response()
 }
 
 #[cfg(test)]

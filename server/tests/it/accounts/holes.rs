@@ -266,10 +266,14 @@ async fn hole_4_password_checks_beyond_the_limit_wait_and_count_nothing() {
     });
     let answers = futures::future::join_all(logins).await;
     let busy: Vec<_> = answers.iter().filter(|r| r.status() == 503).collect();
-    assert!(!busy.is_empty(), "one check at a time: the others are turned away");
+    assert!(
+        !busy.is_empty(),
+        "one check at a time: the others are turned away"
+    );
     assert!(busy.iter().all(|r| r.headers().contains_key("retry-after")));
     // Those turned away were not counted: bob is not locked.
-    let (status, _) = login_with(&server, "bob", PASSWORD, &[("x-forwarded-for", "10.2.1.1")]).await;
+    let (status, _) =
+        login_with(&server, "bob", PASSWORD, &[("x-forwarded-for", "10.2.1.1")]).await;
     assert_eq!(status, 204);
 }
 
