@@ -358,7 +358,7 @@ fn pages_router(state: &AppState) -> Router<AppState> {
         ))
         .layer(middleware::from_fn_with_state(
             services.clone(),
-            browser::ensure_browser_session,
+            gate::session::ensure_browser_session,
         ));
     // After the session's layer: reading a file takes no session.
     let pages = pages

@@ -14,6 +14,7 @@
 //! What passes carries its [`crate::table::Route`] in the request's extensions.
 
 pub mod path;
+pub mod session;
 
 use crate::accounts::gate::{identify, refuse_as, same_origin, Found, Via};
 use crate::ops::rate_limit::{Answer, Limiters};

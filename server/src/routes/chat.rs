@@ -9,8 +9,8 @@
 
 use super::error::{to_sse, ApiError, JsonBody};
 use super::first_value;
+use crate::gate::session::Requester;
 use crate::ops::browser;
-use crate::ops::browser::Requester;
 use crate::state::AppState;
 use crate::turn::{self, Turn, TurnInput};
 use axum::extract::{Path, Query, State};

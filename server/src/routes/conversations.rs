@@ -5,7 +5,7 @@
 use super::error::{ApiError, JsonBody};
 use super::first_value;
 use crate::conversation::{self, ForkAt, Hit, Summary};
-use crate::ops::browser::Requester;
+use crate::gate::session::Requester;
 use crate::state::AppState;
 use crate::store::histories::History;
 use crate::store::{ConversationInfo, StoreError};

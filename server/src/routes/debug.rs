@@ -6,7 +6,7 @@
 
 use super::error::ApiError;
 use super::first_value;
-use crate::ops::browser::Requester;
+use crate::gate::session::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, IntoResponse, Response};

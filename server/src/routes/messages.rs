@@ -5,7 +5,7 @@
 
 use super::error::{ApiError, JsonBody};
 use crate::conversation::marks::set_mark;
-use crate::ops::browser::Requester;
+use crate::gate::session::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::Json;

@@ -241,7 +241,8 @@ impl PageBackend {
         let info = store.info(&id).await?;
         // With accounts on, a page shows no conversation without an owner, not even to an
         // admin (who reaches those through the API, and can give them an owner).
-        let viewer = crate::ops::browser::viewer(&self.services, browser, false);
+        let accounts_on = self.services.accounts.is_some();
+        let viewer = crate::ops::browser::viewer(browser, false, accounts_on);
         let visible = info
             .as_ref()
             .is_some_and(|info| info.visible_to(&viewer, &agent.id).is_ok());

@@ -3,7 +3,7 @@
 //! ownership rules: only who may see the conversation may answer.
 
 use super::error::{ApiError, JsonBody};
-use crate::ops::browser::Requester;
+use crate::gate::session::Requester;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::Json;

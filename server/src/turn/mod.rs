@@ -180,7 +180,7 @@ async fn resolve_conversation(
     input: &TurnInput,
 ) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
     let admin = input.user.as_ref().is_some_and(|u| u.admin);
-    let viewer = browser::viewer(services, input.browser.as_ref(), admin);
+    let viewer = browser::viewer(input.browser.as_ref(), admin, services.accounts.is_some());
     let visible = |info: &Option<ConversationInfo>| match info {
         Some(info) => info.visible_to(&viewer, &input.agent.id),
         None => Ok(()),
