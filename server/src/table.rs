@@ -60,6 +60,8 @@ pub enum When {
     Mcp,
     /// `PARLOR_AUTH=oidc`.
     Oidc,
+    /// `PARLOR_AUTH=local` with `PARLOR_SIGNUP=true`.
+    Signup,
 }
 
 /// One HTTP method a route answers (HEAD is answered wherever GET is).
@@ -249,7 +251,7 @@ pub const TABLE: &[Route] = &[
     // Accounts (the account API and the login form always exist: without accounts they
     // say there are none).
     route!("/login", [Get], Public, Pages, Page, Accounts),
-    route!("/signup", [Get], Public, Pages, Page, Accounts),
+    route!("/signup", [Get], Public, Pages, Page, Signup),
     // Forms from the pages, and JSON from scripts (documented for those).
     Route {
         documented: true,
@@ -259,7 +261,7 @@ pub const TABLE: &[Route] = &[
         documented: true,
         ..route!("/auth/logout", [Post], Public, Login, Page, Always)
     },
-    route!("/auth/signup", [Post], Public, Signup, Page, Accounts),
+    route!("/auth/signup", [Post], Public, Signup, Page, Signup),
     route!("/auth/oidc", [Get], Public, Login, Page, Oidc),
     route!("/auth/callback", [Get], Public, Login, Page, Oidc),
     route!("/account/tokens", [Get, Post], Login, Pages, Page, Accounts),

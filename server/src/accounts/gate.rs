@@ -15,8 +15,8 @@ pub enum Found {
     User(User, Via),
 }
 
-/// How the request showed who it is.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// How the request showed who it is (in the request's extensions once the gate found it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {
     Token,
     Proxy,

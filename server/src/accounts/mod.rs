@@ -49,11 +49,6 @@ fn account_session(account_id: &str) -> BrowserSession {
     BrowserSession(format!("account:{account_id}"))
 }
 
-/// In a request's extensions when it showed who it is by a personal token (which may not
-/// make other tokens).
-#[derive(Clone, Copy, Debug)]
-pub struct ViaToken;
-
 impl User {
     /// What this account's conversations are owned through: never a browser's session id
     /// (those are 32 hex digits).

@@ -100,10 +100,12 @@ async fn post_page(
 }
 
 /// "Log out other sessions": every login of this account ends, on every process; this
-/// browser gets a new one.
+/// browser, when a login cookie is how it came, gets a new one (a proxy's user needs none:
+/// a login cookie would let them past the proxy).
 async fn post_logout_others(
     State(app): State<AppState>,
     Extension(user): Extension<User>,
+    Extension(via): Extension<super::gate::Via>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let Some(accounts) = app.services.accounts.as_deref() else {
@@ -111,6 +113,9 @@ async fn post_logout_others(
     };
     if let Err(e) = accounts.end_logins(user.name.as_str()).await {
         return unavailable(e);
+    }
+    if via != super::gate::Via::Cookie {
+        return Redirect::to("/account/tokens").into_response();
     }
     let account = match accounts.store().user(&user.name).await {
         Ok(Some(account)) => account,
@@ -249,14 +254,14 @@ pub struct MadeToken {
 pub async fn post_token(
     State(app): State<AppState>,
     user: Option<Extension<User>>,
-    via_token: Option<Extension<super::ViaToken>>,
+    via: Option<Extension<super::gate::Via>>,
     body: Bytes,
 ) -> Response {
     let (accounts, user) = match signed_in(&app, user) {
         Ok(found) => found,
         Err(refused) => return refused.into_response(),
     };
-    if via_token.is_some() {
+    if via.is_some_and(|Extension(via)| via == super::gate::Via::Token) {
         // A token that leaked must not be able to make itself a successor.
         return error(
             StatusCode::FORBIDDEN,

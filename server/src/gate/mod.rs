@@ -54,10 +54,14 @@ impl Gate {
             .as_ref()
             .is_some_and(|a| a.provider.is_some());
         let mcp = services.config.mcp_token.is_some();
+        let signup = services.accounts.as_ref().is_some_and(|a| {
+            a.config.signup && a.config.mode == crate::config::auth::AuthMode::Local
+        });
         let matcher = Matcher::new(|when| match when {
             When::Always => true,
             When::Accounts => accounts,
             When::Oidc => oidc,
+            When::Signup => signup,
             When::Mcp => mcp,
         });
         let limiters = Limiters::new(&services.config, ADMIN_GUESSES_PER_MINUTE);
@@ -136,12 +140,13 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
     let services = &gate.services;
     let refuse = |status, why: &str| refuse_as(route.kind == Kind::Api, status, why);
     match route.access {
-        Access::Public if route.limit == Limit::None => return Ok(()),
         Access::McpToken => return admit_mcp(gate, route, request),
         Access::Admin => return admit_admin(gate, route, request).await,
-        Access::Public | Access::Login => {}
+        Access::Public | Access::Login => admin_token_along(gate, request)?,
     }
-    admin_token_along(gate, request)?;
+    if route.access == Access::Public && route.limit == Limit::None {
+        return Ok(());
+    }
     let Some(accounts) = services.accounts.as_deref() else {
         // Accounts off: only a request carrying the browser's cookie has anything a
         // foreign page could borrow.
@@ -155,24 +160,32 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
     };
     let open = route.access == Access::Public;
     let found = identify(accounts, request, open, route.kind == Kind::Api).await?;
-    let via_token = matches!(found, Found::User(_, Via::Token));
-    if changes_state(request.method()) && route.csrf && !via_token {
+    let via = match &found {
+        Found::Nobody if open => None,
+        Found::Nobody => return Err(login_required(route, request)),
+        Found::User(_, via) => Some(*via),
+    };
+    // A personal token is for scripts on the API: the pages and their forms (which make
+    // tokens, log sessions out, hand out logins) want a browser's login.
+    if via == Some(Via::Token) && route.kind == Kind::Page {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "a personal token is for the API: log in to use the pages",
+        ));
+    }
+    if changes_state(request.method()) && route.csrf && via != Some(Via::Token) {
         from_own_pages(request, services).map_err(|why| refuse(StatusCode::FORBIDDEN, why))?;
     }
-    if via_token {
-        request.extensions_mut().insert(crate::accounts::ViaToken);
+    if let Some(via) = via {
+        request.extensions_mut().insert(via);
     }
-    match found {
-        Found::User(user, _) => {
-            request.extensions_mut().insert(user.session());
-            let name = parlor_app::ssr::SignedIn(user.name.to_string());
-            request.extensions_mut().insert(name);
-            request.extensions_mut().insert(user);
-            Ok(())
-        }
-        Found::Nobody if open => Ok(()),
-        Found::Nobody => Err(login_required(route, request)),
+    if let Found::User(user, _) = found {
+        request.extensions_mut().insert(user.session());
+        let name = parlor_app::ssr::SignedIn(user.name.to_string());
+        request.extensions_mut().insert(name);
+        request.extensions_mut().insert(user);
     }
+    Ok(())
 }
 
 /// `PARLOR_MCP_TOKEN` as a bearer, counted as a guess before it is checked.

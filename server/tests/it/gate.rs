@@ -295,6 +295,7 @@ impl Target {
             When::Always | When::Mcp => true,
             When::Accounts => accounts_on,
             When::Oidc => mode == Mode::Oidc,
+            When::Signup => false,
         });
         let server_fn = leptos::server_fn::axum::server_fn_paths()
             .map(|(path, _)| path.to_owned())
@@ -400,7 +401,11 @@ impl Target {
             Access::Public => {
                 route.limit == Limit::None || !self.accounts_on() || cred != Cred::ForgedToken
             }
-            Access::Login => !self.accounts_on() || user,
+            // A personal token is for the API, never the pages and their forms.
+            Access::Login => {
+                !self.accounts_on()
+                    || (user && !(cred == Cred::BobToken && route.kind == Kind::Page))
+            }
             Access::Admin => matches!(cred, Cred::AdminToken | Cred::Root),
             Access::McpToken => cred == Cred::McpToken,
         }
@@ -412,6 +417,8 @@ impl Target {
             When::Always | When::Mcp => true,
             When::Accounts => self.accounts_on(),
             When::Oidc => self.mode == Mode::Oidc,
+            // The suite's servers leave sign-up off.
+            When::Signup => false,
         }
     }
 }

@@ -607,9 +607,54 @@ async fn hole_14_a_personal_token_cannot_make_tokens() {
         .await
         .unwrap();
     assert_eq!(response.status(), 403);
+    // Nor through the pages' forms, nor by trading itself for a login.
+    for path in ["/account/tokens", "/account/logout-others"] {
+        let answer = raw(
+            &server,
+            "POST",
+            path,
+            &headers(&[
+                ("authorization", &format!("Bearer {token}")),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ]),
+            "label=successor",
+        )
+        .await;
+        assert_eq!(answer.status, 403, "{path}: {answer:?}");
+        assert!(!answer.head.contains("set-cookie"), "{path}");
+        assert!(!answer.body.contains("parlor_pat_"), "{path}");
+    }
     let accounts = server.services.accounts.clone().unwrap();
     let bob = parlor_domain::account::UserName::parse("bob").unwrap();
     assert_eq!(accounts.store().tokens(&bob).await.unwrap().len(), 1);
+    // The cookie bob logged in with still works: nothing ended it.
+    assert_eq!(
+        get(&server, "/api/account", &Auth::Cookie(&cookie)).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn hole_14_a_proxys_user_gets_no_login_cookie_to_go_around_the_proxy() {
+    let server = TestServer::start(&[
+        ("PARLOR_AUTH", "proxy"),
+        ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
+    ])
+    .await;
+    let answer = raw(
+        &server,
+        "POST",
+        "/account/logout-others",
+        &headers(&[
+            ("x-forwarded-user", "ada"),
+            ("origin", &server.url("")),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ]),
+        "",
+    )
+    .await;
+    assert_eq!(answer.status, 303, "{answer:?}");
+    assert!(!answer.head.contains("parlor_login"), "{answer:?}");
 }
 
 #[tokio::test]
