@@ -155,10 +155,12 @@ async fn serve() -> anyhow::Result<()> {
     }
     let replies = services.replies.clone();
     let tools = services.tools.clone();
+    let limits = parlor_server::ops::connections::Limits::of(&services.config);
     let app = parlor_server::router(leptos, services);
     let listener = listen(addr).with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!("Parlor is listening on http://{bound}");
+    let listener = parlor_server::ops::connections::Guarded::new(listener, limits);
     let served = serve_until_stopped(listener, app, replies, grace, signals).await;
     // The tool servers Parlor started end with it (waited for: no process is left).
     tools.shutdown().await;
@@ -260,19 +262,14 @@ async fn serve_metrics(
 /// to finish, then store what they have (marked incomplete); then Parlor exits, open
 /// connections or not.
 async fn serve_until_stopped(
-    listener: tokio::net::TcpListener,
+    listener: parlor_server::ops::connections::Guarded,
     app: axum::Router,
     replies: parlor_server::state::Replies,
     grace: std::time::Duration,
     signals: StopSignals,
 ) -> anyhow::Result<()> {
-    // Pages are streamed in parts (their head first) and chat replies as events: each part
-    // goes out when written, not held back until the browser acknowledges the previous one.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
-        }
-    });
+    // (The guarded listener sets TCP_NODELAY itself; the tap gives it axum's connect info.)
+    let listener = listener.tap_io(|_| {});
     let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)

@@ -82,6 +82,8 @@ pub struct Config {
     pub cookie_secure: bool,
     /// `PARLOR_SHUTDOWN_GRACE_SECS`: how long replies may run on after SIGTERM.
     pub shutdown_grace: Duration,
+    /// What a connection may hold and take (`PARLOR_MAX_CONNECTIONS_PER_ADDRESS`, …).
+    pub connections: Connections,
     /// Requests per minute per client address (0: no limit).
     pub rate_limit_chat: u32,
     pub rate_limit_pages: u32,
@@ -163,6 +165,7 @@ impl Config {
             cookie_secure,
             public_url,
             shutdown_grace: Duration::from_secs(env.value(&PARLOR_SHUTDOWN_GRACE_SECS)?),
+            connections: Connections::from_env(&env)?,
             rate_limit_chat: env.value(&PARLOR_RATE_LIMIT_CHAT)?,
             rate_limit_pages: env.value(&PARLOR_RATE_LIMIT_PAGES)?,
             rate_limit_login: env.value(&PARLOR_RATE_LIMIT_LOGIN)?,
@@ -200,6 +203,27 @@ impl Config {
             }
             _ => false,
         }
+    }
+}
+
+/// What a connection may hold and how long it may take (see `crate::ops::connections`).
+#[derive(Clone, Debug)]
+pub struct Connections {
+    /// Connections one client address may hold (0: no limit).
+    pub per_address: usize,
+    /// How long a new connection may take to send its first request's head.
+    pub request_head: Duration,
+    /// How long a connection may stay still.
+    pub idle: Duration,
+}
+
+impl Connections {
+    fn from_env(env: &Env) -> Result<Connections, ConfigError> {
+        Ok(Connections {
+            per_address: env.value(&PARLOR_MAX_CONNECTIONS_PER_ADDRESS)?,
+            request_head: Duration::from_secs(env.value(&PARLOR_REQUEST_HEAD_TIMEOUT_SECS)?),
+            idle: Duration::from_secs(env.value(&PARLOR_IDLE_TIMEOUT_SECS)?),
+        })
     }
 }
 

@@ -171,6 +171,15 @@ variables! {
     PARLOR_SHUTDOWN_GRACE_SECS: u64 = Var::new(
         Value("10"), read::at_least::<0>,
         "on SIGTERM, seconds replies in progress may take to finish before what they have is stored");
+    PARLOR_MAX_CONNECTIONS_PER_ADDRESS: usize = Var::new(
+        Value("256"), read::count::<0>,
+        "connections one client address may hold open at once (a trusted proxy any number; 0: no limit)");
+    PARLOR_REQUEST_HEAD_TIMEOUT_SECS: u64 = Var::new(
+        Value("30"), read::at_least::<1>,
+        "seconds a new connection may take to send its first request's head");
+    PARLOR_IDLE_TIMEOUT_SECS: u64 = Var::new(
+        Value("120"), read::at_least::<1>,
+        "seconds a connection may stay with nothing read or written before it is closed");
     PARLOR_RATE_LIMIT_CHAT: u32 = Var::new(
         Value("60"), read::per_minute,
         "chat API requests a client address may make per minute (0: no limit)");

@@ -2,6 +2,7 @@
 //! sessions for `max_users`, rate limits per client address, and metrics.
 
 pub mod browser;
+pub mod connections;
 pub mod cookie_key;
 pub mod live;
 pub mod metrics;

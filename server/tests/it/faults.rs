@@ -637,3 +637,89 @@ async fn a_save_made_while_an_edit_or_a_regenerate_reads_is_never_lost() {
     assert_eq!(now[now.len() - 2], "second, edited", "{now:?}");
     assert!(now.contains(&"saved over MCP during a regenerate".to_owned()));
 }
+
+/// Reads until the server closes the connection (or `limit` passes): whether it closed.
+async fn closed_within(stream: &mut tokio::net::TcpStream, limit: std::time::Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 64 * 1024];
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_connection_that_never_finishes_its_request_is_closed() {
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start(&[
+        ("PARLOR_REQUEST_HEAD_TIMEOUT_SECS", "1"),
+        ("PARLOR_IDLE_TIMEOUT_SECS", "2"),
+        // The offline model's reply takes several seconds, word by word.
+        ("PARLOR_MIRROR_DELAY_MS", "80"),
+    ])
+    .await;
+    // Slowloris: a head that never ends, a byte at a time.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nhost: parlor\r\n")
+        .await
+        .unwrap();
+    let trickle = async {
+        for _ in 0..6 {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            if slow.write_all(b"x").await.is_err() {
+                return;
+            }
+        }
+    };
+    trickle.await;
+    assert!(
+        closed_within(&mut slow, std::time::Duration::from_secs(3)).await,
+        "a head trickling in for longer than its time is cut off"
+    );
+    // A connection that answered one request and then stays idle goes too.
+    let mut idle = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: parlor\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(closed_within(&mut idle, std::time::Duration::from_secs(6)).await);
+    // A reply that streams for longer than the idle time is not cut: it moves.
+    let started = std::time::Instant::now();
+    let reply = server
+        .chat(
+            "general",
+            serde_json::json!({"message": "a question worth a long answer"}),
+        )
+        .await;
+    assert!(reply.done().is_some(), "{}", reply.body);
+    assert!(
+        started.elapsed() > std::time::Duration::from_secs(2),
+        "the reply outlasted the idle time"
+    );
+}
+
+#[tokio::test]
+async fn one_address_holds_a_limited_number_of_connections() {
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start(&[("PARLOR_MAX_CONNECTIONS_PER_ADDRESS", "3")]).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        held.push(stream);
+    }
+    // The fourth is closed at once, before anything is read from it.
+    let mut fourth = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let _ = fourth
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: parlor\r\n\r\n")
+        .await;
+    assert!(closed_within(&mut fourth, std::time::Duration::from_secs(3)).await);
+    // One let go: there is room again.
+    held.pop();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (status, _, body) = raw_get(&server, "/healthz").await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -101,8 +101,13 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         // Every test server runs on one shared multi-threaded runtime, as Parlor does in
         // production; each test's own runtime only runs its client side.
+        // The same guarded listener the binary serves with.
+        let limits = parlor_server::ops::connections::Limits::of(&services.config);
         let task = server_runtime().spawn(async move {
+            use axum::serve::ListenerExt;
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let listener =
+                parlor_server::ops::connections::Guarded::new(listener, limits).tap_io(|_| {});
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app).await.expect("serve");
         });
