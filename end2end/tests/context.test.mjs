@@ -17,7 +17,7 @@ describe('attachments with retention', () => {
   });
   after(async () => {
     await browser?.close();
-    parlor?.stop();
+    await parlor?.stop();
   });
 
   test('a text file kept for the next turn is seen on its turn and the next, then expires', async () => {

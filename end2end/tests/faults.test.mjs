@@ -18,12 +18,16 @@ describe('forged cookies', () => {
       PARLOR_CONFIG: config,
       PARLOR_RATE_LIMIT_PAGES: '0',
       PARLOR_RATE_LIMIT_CHAT: '0',
+      // The forgers and the real browser all come from loopback, and the forgers leave their
+      // answers unread (each holds its connection): this is about session slots, not the
+      // connections one address may hold (faults.rs tests those).
+      PARLOR_MAX_CONNECTIONS_PER_ADDRESS: '0',
     });
     browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();
-    parlor?.stop();
+    await parlor?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 

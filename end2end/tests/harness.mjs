@@ -89,8 +89,11 @@ export async function startParlor(env = {}, { port: chosenPort, data: keptData }
         ? Promise.resolve()
         : new Promise((ok) => proc.child.once('exit', ok));
       proc.child.kill();
-      if (!keptData) rmSync(data, { recursive: true, force: true });
-      return exited;
+      // Removed once the process is gone: a server still finishing a write would put files
+      // back into a folder being removed (ENOTEMPTY).
+      return exited.then(() => {
+        if (!keptData) rmSync(data, { recursive: true, force: true });
+      });
     },
   };
 }

@@ -61,10 +61,10 @@ describe('MCP conformance of /mcp', () => {
     proxy = await startProxy(parlor.url, port);
     url = `http://127.0.0.1:${port}/mcp`;
   });
-  after(() => {
+  after(async () => {
     proxy?.closeAllConnections();
     proxy?.close();
-    parlor?.stop();
+    await parlor?.stop();
   });
 
   test('without the token /mcp answers 401', async () => {

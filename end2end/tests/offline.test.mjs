@@ -11,7 +11,7 @@ describe('offline, with the mirror model', () => {
   });
   after(async () => {
     await browser?.close();
-    parlor?.stop();
+    await parlor?.stop();
   });
 
   test('the home page lists the agents and links to their chats', async () => {

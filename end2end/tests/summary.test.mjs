@@ -19,7 +19,7 @@ describe('rolling summary', () => {
   });
   after(async () => {
     await browser?.close();
-    parlor?.stop();
+    await parlor?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 

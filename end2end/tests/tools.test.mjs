@@ -69,7 +69,7 @@ describe('tool calls', () => {
   });
   after(async () => {
     await browser?.close();
-    parlor?.stop();
+    await parlor?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -165,9 +165,9 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
         Found::Nobody => return Err(login_required(route, request)),
         Found::User(_, via) => Some(*via),
     };
-    // A personal token is for scripts on the API: the pages and their forms (which make
-    // tokens, log sessions out, hand out logins) want a browser's login.
-    if via == Some(Via::Token) && route.kind == Kind::Page {
+    // A personal token is for scripts on the API: the pages, their data and their forms
+    // (which make tokens, log sessions out, hand out logins) want a browser's login.
+    if via == Some(Via::Token) && matches!(route.kind, Kind::Page | Kind::ServerFn) {
         return Err(refuse(
             StatusCode::FORBIDDEN,
             "a personal token is for the API: log in to use the pages",
@@ -297,6 +297,15 @@ fn from_own_pages(request: &Request, services: &Services) -> Result<(), &'static
         )
     {
         return Ok(());
+    }
+    // HTTP/2 names the host in `:authority`, not in a `Host` header.
+    let authority = request.uri().authority().map(|a| a.as_str());
+    if let (false, Some(authority)) = (headers.contains_key(header::HOST), authority) {
+        let mut with_host = headers.clone();
+        if let Ok(host) = HeaderValue::from_str(authority) {
+            with_host.insert(header::HOST, host);
+        }
+        return same_origin(&with_host, services.config.public_url.as_deref());
     }
     same_origin(headers, services.config.public_url.as_deref())
 }

@@ -46,6 +46,10 @@ impl Limits {
     }
 }
 
+/// How often a chat reply's event stream sends a keep-alive: an idle time under twice this
+/// would cut a reply whose model pauses.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 type Open = Arc<Mutex<HashMap<IpAddr, usize>>>;
 
 /// A listener that applies [`Limits`] to every connection it accepts.

@@ -127,7 +127,7 @@ fn stream(turn: Turn, secure_cookie: bool) -> Response {
         .chain(rest)
         .map(|event| Ok::<_, Infallible>(to_sse(&event)));
     let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(KeepAlive::new().interval(crate::ops::connections::KEEP_ALIVE))
         .into_response();
     if let Some(cookie) = chat_cookie {
         response.headers_mut().append(SET_COOKIE, cookie);

@@ -404,7 +404,9 @@ impl Target {
             // A personal token is for the API, never the pages and their forms.
             Access::Login => {
                 !self.accounts_on()
-                    || (user && !(cred == Cred::BobToken && route.kind == Kind::Page))
+                    || (user
+                        && !(cred == Cred::BobToken
+                            && matches!(route.kind, Kind::Page | Kind::ServerFn)))
             }
             Access::Admin => matches!(cred, Cred::AdminToken | Cred::Root),
             Access::McpToken => cred == Cred::McpToken,

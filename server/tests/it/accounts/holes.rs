@@ -704,3 +704,33 @@ async fn hole_15_head_answers_as_get_and_dropped_requests_panic_nothing() {
     );
     assert_eq!(PANICS.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn over_http2_parlors_own_page_is_still_its_own() {
+    // HTTP/2 names the host in `:authority`: the cross-site check must read it there.
+    let server = local(&[]).await;
+    let cookie = cookie_of(&server, "bob").await;
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let own = h2
+        .post(server.url("/api/account/tokens"))
+        .header("cookie", &cookie)
+        .header("origin", server.url(""))
+        .json(&json!({ "label": "over h2" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.version(), reqwest::Version::HTTP_2);
+    assert_eq!(own.status(), 201);
+    let foreign = h2
+        .post(server.url("/api/account/tokens"))
+        .header("cookie", &cookie)
+        .header("origin", "http://evil.test")
+        .json(&json!({ "label": "from elsewhere" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+}
