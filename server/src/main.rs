@@ -156,14 +156,7 @@ async fn serve() -> anyhow::Result<()> {
     let replies = services.replies.clone();
     let tools = services.tools.clone();
     let limits = parlor_server::ops::connections::Limits::of(&services.config);
-    if limits.idle < parlor_server::ops::connections::KEEP_ALIVE * 2 {
-        tracing::warn!(
-            "PARLOR_IDLE_TIMEOUT_SECS={} is under twice the chat stream's keep-alive ({} s): \
-             a reply whose model pauses that long is cut",
-            limits.idle.as_secs(),
-            parlor_server::ops::connections::KEEP_ALIVE.as_secs()
-        );
-    }
+    limits.warn_if_replies_would_be_cut();
     let app = parlor_server::router(leptos, services);
     let listener = listen(addr).with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);

@@ -50,6 +50,21 @@ impl Limits {
 /// would cut a reply whose model pauses.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+impl Limits {
+    /// Warns when the idle time is under twice the chat stream's keep-alive: a reply whose
+    /// model pauses that long would be cut.
+    pub fn warn_if_replies_would_be_cut(&self) {
+        if self.idle < KEEP_ALIVE * 2 {
+            tracing::warn!(
+                "PARLOR_IDLE_TIMEOUT_SECS={} is under twice the chat stream's keep-alive ({} s): \
+                 a reply whose model pauses that long is cut",
+                self.idle.as_secs(),
+                KEEP_ALIVE.as_secs()
+            );
+        }
+    }
+}
+
 type Open = Arc<Mutex<HashMap<IpAddr, usize>>>;
 
 /// A listener that applies [`Limits`] to every connection it accepts.
