@@ -123,9 +123,10 @@ pub fn tokens(user: &str, made: Option<&str>, list: &[Token], error: Option<&str
          <form method=\"post\" action=\"/account/tokens\" class=\"account-form\">\
          <label>Label <input name=\"label\" maxlength=\"100\" placeholder=\"e.g. laptop script\">\
          </label><button type=\"submit\">Make a token</button></form>\
-         <h2>Sessions</h2><form method=\"post\" action=\"/account/logout-others\">\
+         <h2>Sessions</h2><div class=\"account-sessions\">\
+         <form method=\"post\" action=\"/account/logout-others\">\
          <button type=\"submit\" class=\"logout-others\">Log out other sessions</button></form>\
-         <form method=\"post\" action=\"/auth/logout\"><button type=\"submit\">Log out</button></form>",
+         <form method=\"post\" action=\"/auth/logout\"><button type=\"submit\">Log out</button></form></div>",
         escape(user),
         error_line(error),
     );
