@@ -202,6 +202,27 @@ impl GuardedIo {
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
         self.deadline.as_mut().poll(cx).is_ready()
     }
+
+    /// What a write came to: written bytes are activity; a client that reads nothing back
+    /// holds the connection as surely as one that sends nothing, so a blocked write ends at
+    /// the deadline too.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.moved();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out(self.head_is_in()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 fn timed_out(head_is_in: bool) -> io::Error {
@@ -240,18 +261,8 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.tcp).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.moved();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            // A client that reads nothing back holds the connection as surely.
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out(self.head_is_in()))),
-            Poll::Pending => Poll::Pending,
-        }
+        let written = Pin::new(&mut self.tcp).poll_write(cx, data);
+        self.wrote(cx, written)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -267,17 +278,8 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.moved();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out(self.head_is_in()))),
-            Poll::Pending => Poll::Pending,
-        }
+        let written = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        self.wrote(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -271,25 +271,7 @@ impl Target {
         assert_eq!(reply.status, 200, "{}", reply.body);
         let ada_conversation = reply.session_id();
         // A conversation without an owner, as an import or an MCP dialog makes one.
-        let store = server
-            .services
-            .histories
-            .get("default")
-            .unwrap()
-            .store
-            .clone();
-        let orphan = parlor_domain::ConversationId::parse("imported-orphan").unwrap();
-        store
-            .put_info(&parlor_server::store::ConversationInfo {
-                agent_id: "general".into(),
-                ..parlor_server::store::ConversationInfo::bare(&orphan, Some(1))
-            })
-            .await
-            .unwrap();
-        store
-            .append(&orphan, &[parlor_domain::Message::user(ORPHAN_SECRET, 1)])
-            .await
-            .unwrap();
+        let orphan = crate::support::ownerless(&server, "imported-orphan", ORPHAN_SECRET).await;
         let accounts_on = mode != Mode::None;
         let matcher = Matcher::new(|when| match when {
             When::Always | When::Mcp => true,
@@ -306,7 +288,7 @@ impl Target {
             server,
             headers,
             ada_conversation,
-            orphan: orphan.to_string(),
+            orphan,
             matcher,
             server_fn,
         }

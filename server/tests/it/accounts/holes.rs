@@ -10,26 +10,7 @@ const SECRET: &str = "SECRET-of-an-orphan-0d1e";
 
 /// A conversation without an owner, as an import or an MCP client makes one.
 async fn orphan(server: &TestServer) -> String {
-    let store = server
-        .services
-        .histories
-        .get("default")
-        .unwrap()
-        .store
-        .clone();
-    let id = parlor_domain::ConversationId::parse("an-old-import").unwrap();
-    store
-        .put_info(&parlor_server::store::ConversationInfo {
-            agent_id: "general".into(),
-            ..parlor_server::store::ConversationInfo::bare(&id, Some(1))
-        })
-        .await
-        .unwrap();
-    store
-        .append(&id, &[parlor_domain::Message::user(SECRET, 1)])
-        .await
-        .unwrap();
-    id.to_string()
+    crate::support::ownerless(server, "an-old-import", SECRET).await
 }
 
 fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -281,6 +281,25 @@ pub fn redis_history(url: &str, key_prefix: &str) -> tempfile::NamedTempFile {
     ))
 }
 
+/// A conversation of `general` without an owner, holding one user message `text`, as an
+/// import or an MCP client makes one.
+pub async fn ownerless(server: &TestServer, id: &str, text: &str) -> String {
+    let store = &server.services.histories.get("default").unwrap().store;
+    let id = parlor_domain::ConversationId::parse(id).unwrap();
+    store
+        .put_info(&parlor_server::store::ConversationInfo {
+            agent_id: "general".into(),
+            ..parlor_server::store::ConversationInfo::bare(&id, Some(1))
+        })
+        .await
+        .unwrap();
+    store
+        .append(&id, &[parlor_domain::Message::user(text, 1)])
+        .await
+        .unwrap();
+    id.to_string()
+}
+
 /// A configuration file with `text`, removed when dropped.
 pub fn config_file(text: &str) -> tempfile::NamedTempFile {
     let file = tempfile::NamedTempFile::new().expect("temp file");
