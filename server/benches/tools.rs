@@ -115,6 +115,8 @@ fn spec(transport: Transport) -> ServerSpec {
         transport,
         timeout: Duration::from_secs(30),
         max_result_bytes: 65536,
+        max_read_bytes: parlor_server::tools::spec::DEFAULT_MAX_READ_BYTES,
+        max_result_items: parlor_server::tools::spec::DEFAULT_MAX_RESULT_ITEMS,
         confirm: parlor_domain::tool::Confirm::Never,
         allow: Some(vec!["echo".into()]),
         save: parlor_domain::context::Save::Always,

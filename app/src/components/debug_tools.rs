@@ -16,7 +16,12 @@ pub fn ToolServers(servers: Vec<ServerReport>) -> impl IntoView {
                 <ul class="tool-servers">
                     {servers.into_iter().map(|s| {
                         let line = format!("{}: {}", s.id, s.state);
-                        view! { <li data-server=s.id>{line}</li> }
+                        let warnings = (!s.warnings.is_empty()).then(|| view! {
+                            <ul class="tool-warnings">
+                                {s.warnings.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}
+                            </ul>
+                        });
+                        view! { <li data-server=s.id>{line}{warnings}</li> }
                     }).collect_view()}
                 </ul>
             </dd>

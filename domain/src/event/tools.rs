@@ -100,4 +100,8 @@ pub struct ToolsReport {
 pub struct ServerReport {
     pub id: String,
     pub state: String,
+    /// Tools of its list that were dropped or changed, and why (`fetch: dropped: its input
+    /// schema has an array without items at /properties/urls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }

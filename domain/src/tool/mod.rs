@@ -5,6 +5,7 @@
 //! The MCP client, the loop and storage build on these; nothing here runs a tool.
 
 pub mod calls;
+pub mod list;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,12 +28,16 @@ pub struct Offered {
 /// The longest tool name a model is given.
 pub const MAX_TOOL_NAME: usize = 64;
 
-/// Whether `id` may name a tool server: 1 to 32 of `a-z`, `0-9`, `_` and `-`.
+/// Whether `id` may name a tool server: 1 to 32 of `a-z`, `0-9`, `_` and `-`, without `__`
+/// and not ending in `_`. So the first `__` of a model's name ends the server id, and no two
+/// servers' tools can be given one name (`a__b` + `c` and `a` + `b__c` would be).
 pub fn is_server_id(id: &str) -> bool {
     (1..=32).contains(&id.len())
         && id
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && !id.contains("__")
+        && !id.ends_with('_')
 }
 
 /// The name the model sees for `tool` of server `server`: `<server>__<tool>`, every
@@ -212,7 +217,16 @@ mod tests {
         for ok in ["clock", "a", "my-server_2", &"x".repeat(32)] {
             assert!(is_server_id(ok), "{ok}");
         }
-        for bad in ["", "Clock", "has space", "dot.ted", &"x".repeat(33), "é"] {
+        for bad in [
+            "",
+            "Clock",
+            "has space",
+            "dot.ted",
+            &"x".repeat(33),
+            "é",
+            "a__b",
+            "a_",
+        ] {
             assert!(!is_server_id(bad), "{bad}");
         }
     }

@@ -64,6 +64,12 @@ pub struct McpServerEntry {
     pub timeout_secs: Option<i64>,
     /// The longest result kept, in bytes (default 65536); a longer one is cut, saying so.
     pub max_result_bytes: Option<i64>,
+    /// The largest read from the server (a stdio line, an HTTP body, one SSE event), in
+    /// bytes (65536..=67108864; default 8 MiB, or twice max_result_bytes and 64 KiB more);
+    /// a larger one ends the call with a tool error.
+    pub max_read_bytes: Option<i64>,
+    /// The most content items of one result (1..=10000, default 64); more is a tool error.
+    pub max_result_items: Option<i64>,
     /// `never` (default), `always`, or `first` (the first use in a conversation).
     pub confirm: Option<String>,
     /// The tools offered (default: every tool the server lists).

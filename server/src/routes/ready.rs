@@ -27,10 +27,14 @@ pub struct ReadyDetails {
     pub histories: BTreeMap<String, String>,
     /// Where replies come from: `mirror` (offline) or `openai`.
     pub upstream: &'static str,
-    /// Each tool server: `ready (n tools)`, `starting`, or why it is down. A tool server
-    /// that is down does not make Parlor unready: its calls answer a tool error.
+    /// Each tool server: `ready (n tools)`, `starting`, or why it is down. Parlor is not
+    /// ready until each has started or failed once; a server that is down later does not
+    /// make it unready (its calls answer a tool error).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_servers: BTreeMap<String, String>,
+    /// Each tool server's tools that were dropped or changed, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_warnings: BTreeMap<String, Vec<String>>,
     /// The OpenID provider (`PARLOR_AUTH=oidc`): `ok`, or why it cannot be reached. Logins
     /// already made go on working, so it does not make Parlor unready.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,7 +68,8 @@ pub async fn get_ready(
         };
         histories.insert(id.to_owned(), state);
     }
-    let ready = histories.values().all(|state| state == "ok");
+    // Until every tool server has started or failed, a turn could wait for one.
+    let ready = histories.values().all(|state| state == "ok") && services.tools.settled();
     let upstream = if services.config.uses_mirror() {
         "mirror"
     } else {
@@ -93,6 +98,7 @@ pub async fn get_ready(
         histories,
         upstream,
         tool_servers,
+        tool_warnings: services.tools.warnings().into_iter().collect(),
         login_provider,
     });
     (status, Json(Readiness { ready, details }))

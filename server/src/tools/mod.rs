@@ -6,11 +6,13 @@
 
 pub mod approval;
 pub mod builtin;
+pub mod connect;
 pub mod result;
 pub mod server;
 pub mod spec;
 
 use parlor_domain::message::ToolCall;
+use parlor_domain::tool::list::MAX_TOOLS;
 use parlor_domain::tool::{model_name, Limits, Offered};
 use parlor_domain::Agent;
 pub use result::Outcome;
@@ -100,21 +102,66 @@ impl Tools {
         self.server(id).map(|s| &s.spec)
     }
 
-    /// The state of each server `agent` may use, for the debug panel.
-    pub fn reports(&self, agent: &Agent) -> Vec<parlor_domain::event::tools::ServerReport> {
+    /// What was dropped from or changed in each server's tool list (servers with none left
+    /// out).
+    pub fn warnings(&self) -> Vec<(String, Vec<String>)> {
+        self.servers
+            .iter()
+            .map(|s| (s.spec.id.clone(), s.warnings()))
+            .filter(|(_, w)| !w.is_empty())
+            .collect()
+    }
+
+    /// Whether every server's first start has ended (ready or failed).
+    pub fn settled(&self) -> bool {
+        self.servers
+            .iter()
+            .all(|s| s.spec.transport == Transport::Builtin || s.settled())
+    }
+
+    /// The servers `agent` may use.
+    fn used_by<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Arc<ToolServer>> + 'a {
         let uses = |id: &str| {
             agent
                 .tools
                 .iter()
                 .any(|t| t == id || t.split_once('.').is_some_and(|(s, _)| s == id))
         };
-        self.statuses()
-            .into_iter()
-            .filter(|(id, _)| uses(id))
-            .map(|(id, status)| parlor_domain::event::tools::ServerReport {
-                id,
-                state: status.to_string(),
+        self.servers.iter().filter(move |s| uses(&s.spec.id))
+    }
+
+    /// The state of each server `agent` may use, for the debug panel.
+    pub fn reports(&self, agent: &Agent) -> Vec<parlor_domain::event::tools::ServerReport> {
+        let statuses = self.statuses();
+        self.used_by(agent)
+            .map(|s| {
+                let state = statuses
+                    .iter()
+                    .find(|(id, _)| *id == s.spec.id)
+                    .map(|(_, status)| status.to_string())
+                    .unwrap_or_default();
+                parlor_domain::event::tools::ServerReport {
+                    id: s.spec.id.clone(),
+                    state,
+                    warnings: s.warnings(),
+                }
             })
+            .collect()
+    }
+
+    /// Waits for the servers `agent` may use that are starting, each at most its start
+    /// timeout; returns those still not ready, with their state.
+    pub async fn started_for(&self, agent: &Agent) -> Vec<(String, Status)> {
+        let starting: Vec<_> = self
+            .used_by(agent)
+            .filter(|s| s.spec.transport != Transport::Builtin)
+            .map(|s| s.started(s.start_timeout()))
+            .collect();
+        futures::future::join_all(starting).await;
+        self.used_by(agent)
+            .filter(|s| s.spec.transport != Transport::Builtin)
+            .map(|s| (s.spec.id.clone(), s.status()))
+            .filter(|(_, status)| !matches!(status, Status::Ready { .. }))
             .collect()
     }
 
@@ -123,7 +170,9 @@ impl Tools {
     }
 
     /// The tools `agent` is offered now: those of its servers that answer, as each server's
-    /// `allow` and the agent's list let through. A name two tools share goes to the first.
+    /// `allow` and the agent's list let through, at most [`MAX_TOOLS`]. Names cannot clash:
+    /// a server's own list is refused when two of its tools share one, and server ids
+    /// cannot make one (see [`parlor_domain::tool::is_server_id`]).
     pub fn offered(&self, agent: &Agent) -> Vec<Offered> {
         let mut out: Vec<Offered> = Vec::new();
         for entry in &agent.tools {
@@ -142,6 +191,13 @@ impl Tools {
                     .is_none_or(|a| a.contains(&tool.tool));
                 let chosen = only.is_none_or(|t| t == tool.tool);
                 if allowed && chosen && !out.iter().any(|o| o.name == tool.name) {
+                    if out.len() == MAX_TOOLS {
+                        tracing::warn!(
+                            "agent {:?} is given more than {MAX_TOOLS} tools; the rest are left out",
+                            agent.id
+                        );
+                        return out;
+                    }
                     out.push(tool);
                 }
             }
@@ -190,23 +246,14 @@ impl Tools {
             return Outcome::error(format!("Tool server {:?} is not declared.", tool.server));
         };
         let spec = &server.spec;
-        let running = async {
-            match &spec.transport {
-                Transport::Builtin => recall.call(&tool.tool, arguments).await,
-                _ => remote(server, &tool.tool, arguments).await,
-            }
-        };
-        tokio::select! {
-            outcome = running => outcome,
-            _ = tokio::time::sleep(spec.timeout) => Outcome::error(format!(
-                "{} did not answer within {} s (its timeout); the call was cancelled.",
-                call.name,
-                spec.timeout.as_secs()
-            )),
-            _ = stop.cancelled() => Outcome::error(format!(
-                "{} was cancelled: the user stopped the turn.", call.name
-            )),
+        if spec.transport == Transport::Builtin {
+            return tokio::select! {
+                outcome = recall.call(&tool.tool, arguments) => outcome.bounded(spec.max_result_bytes),
+                _ = tokio::time::sleep(spec.timeout) => timed_out(&call.name, spec.timeout),
+                _ = stop.cancelled() => stopped(&call.name),
+            };
         }
+        remote(server, &call.name, &tool.tool, arguments, stop).await
     }
 
     /// Tells every server to end, without waiting.
@@ -246,7 +293,7 @@ fn arguments(text: &str) -> Result<Arguments, String> {
     }
 }
 
-/// The tools a server lists now, as the model would see them.
+/// The tools a server offers now, as the model would see them.
 fn listed(server: &ToolServer) -> Vec<Offered> {
     let spec: &ServerSpec = &server.spec;
     let offered = |tool: &str, description: &str, parameters: serde_json::Value| Offered {
@@ -267,36 +314,99 @@ fn listed(server: &ToolServer) -> Vec<Offered> {
     };
     live.tools
         .iter()
-        .map(|t| {
-            let schema = serde_json::Value::Object((*t.input_schema).clone());
-            offered(
-                &t.name,
-                t.description.as_deref().unwrap_or_default(),
-                schema,
-            )
-        })
+        .map(|t| offered(&t.name, &t.description, t.schema.clone()))
         .collect()
 }
 
-/// A call to a server over MCP; dropping it (timeout, Stop) sends MCP's cancellation.
-async fn remote(server: &ToolServer, tool: &str, arguments: Arguments) -> Outcome {
+fn timed_out(name: &str, timeout: std::time::Duration) -> Outcome {
+    Outcome::error(format!(
+        "{name} did not answer within {} s (its timeout); the call was cancelled.",
+        timeout.as_secs()
+    ))
+}
+
+fn stopped(name: &str) -> Outcome {
+    Outcome::error(format!("{name} was cancelled: the user stopped the turn."))
+}
+
+/// A call to a server over MCP, within its timeout. A call that times out or is stopped is
+/// cancelled at the server (`notifications/cancelled`, with the reason); a server whose calls
+/// keep timing out is started again.
+async fn remote(
+    server: &ToolServer,
+    name: &str,
+    tool: &str,
+    arguments: Arguments,
+    stop: &CancellationToken,
+) -> Outcome {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    let spec = &server.spec;
     let Some(live) = server.live() else {
         let why = match server.status() {
             Status::Down { error, .. } => error,
             Status::Starting => "it is starting".into(),
-            other => format!("{other:?}"),
+            other => other.to_string(),
         };
-        return Outcome::error(format!(
-            "Tool server {:?} is not running ({why}).",
-            server.spec.id
-        ));
+        return Outcome::error(format!("Tool server {:?} is not running ({why}).", spec.id));
+    };
+    let failed = |e: String| {
+        let why = server.fault().unwrap_or(e);
+        Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
     };
     let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    match live.peer.call_tool(params).await {
-        Ok(result) => {
-            let json = serde_json::to_value(&result).unwrap_or_default();
-            result::read(&json, server.spec.max_result_bytes)
-        }
-        Err(e) => Outcome::error(format!("Tool server {:?} failed: {e}", server.spec.id)),
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let options = rmcp::service::PeerRequestOptions::no_options();
+    let mut handle = match live.peer.send_cancellable_request(request, options).await {
+        Ok(handle) => handle,
+        Err(e) => return failed(e.to_string()),
+    };
+    let timeout = tokio::select! {
+        answer = &mut handle.rx => return answered(server, answer),
+        _ = tokio::time::sleep(spec.timeout) => true,
+        _ = stop.cancelled() => false,
+    };
+    if timeout {
+        let reason = format!("no answer within {} s", spec.timeout.as_secs());
+        cancel(handle, reason).await;
+        server.timed_out();
+        timed_out(name, spec.timeout)
+    } else {
+        cancel(handle, "the user stopped the turn".into()).await;
+        stopped(name)
     }
+}
+
+type Answer = Result<
+    Result<rmcp::model::ServerResult, rmcp::ServiceError>,
+    tokio::sync::oneshot::error::RecvError,
+>;
+
+/// What a server's answer to a call comes to.
+fn answered(server: &ToolServer, answer: Answer) -> Outcome {
+    let spec = &server.spec;
+    let failed = |e: String| {
+        let why = server.fault().unwrap_or(e);
+        Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
+    };
+    match answer {
+        Ok(Ok(rmcp::model::ServerResult::CallToolResult(result))) => {
+            server.answered();
+            let json = serde_json::to_value(&result).unwrap_or_default();
+            drop(result);
+            result::read(&json, spec.max_result_bytes, spec.max_result_items)
+        }
+        Ok(Ok(_)) => {
+            server.answered();
+            failed("it answered something other than a tool result".into())
+        }
+        Ok(Err(e)) => failed(e.to_string()),
+        Err(_) => failed("the connection ended".into()),
+    }
+}
+
+/// Tells the server a call is abandoned, waiting at most a second (a server that does not
+/// read its input must not hold the turn).
+async fn cancel(handle: rmcp::service::RequestHandle<rmcp::RoleClient>, reason: String) {
+    let sending = handle.cancel(Some(reason));
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), sending).await;
 }

@@ -27,6 +27,15 @@ impl Outcome {
         }
     }
 
+    /// The answer within `max_bytes`, cut with a marker as a server's result is (the built-in
+    /// server's answers are bounded like any other).
+    pub fn bounded(mut self, max_bytes: usize) -> Outcome {
+        let total = self.content.iter().map(size).sum::<usize>() as u64;
+        self.bytes = self.bytes.max(total);
+        self.content = cut(self.content, max_bytes, total);
+        self
+    }
+
     /// The answer's text, images named, as one string (previews, search).
     pub fn text(&self) -> String {
         let parts: Vec<String> = self
@@ -49,13 +58,18 @@ fn media(url: &str) -> &str {
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// A `tools/call` result (as JSON) as kept: each content item a part, cut to `max_bytes`
-/// with a marker saying so.
-pub fn read(result: &Value, max_bytes: usize) -> Outcome {
+/// with a marker saying so. A result of more than `max_items` content items is a tool error.
+pub fn read(result: &Value, max_bytes: usize, max_items: usize) -> Outcome {
     let ok = result["isError"].as_bool() != Some(true);
-    let mut parts: Vec<Part> = result["content"]
-        .as_array()
-        .map(|items| items.iter().map(part).collect())
-        .unwrap_or_default();
+    let items = result["content"].as_array().map_or(&[][..], Vec::as_slice);
+    if items.len() > max_items {
+        return Outcome::error(format!(
+            "The result held {} content items; at most {max_items} are accepted \
+             (max_result_items).",
+            group(items.len())
+        ));
+    }
+    let mut parts: Vec<Part> = items.iter().map(part).collect();
     if parts.is_empty() {
         if let Some(structured) = result.get("structuredContent") {
             parts.push(Part::Text {
@@ -70,6 +84,10 @@ pub fn read(result: &Value, max_bytes: usize) -> Outcome {
         bytes,
         ms: 0,
     }
+}
+
+fn group(n: usize) -> String {
+    parlor_domain::numbers::group_digits(n as u64)
 }
 
 fn size(part: &Part) -> usize {
@@ -155,7 +173,7 @@ mod tests {
             {"type": "image", "mimeType": "image/tiff", "data": "AAAA"},
             {"type": "resource", "resource": {"uri": "file:///a", "text": "body"}},
         ], "isError": true});
-        let outcome = read(&result, 1000);
+        let outcome = read(&result, 1000, 64);
         assert!(!outcome.ok);
         assert_eq!(
             outcome.content[0],
@@ -176,15 +194,38 @@ mod tests {
             }
         );
         assert!(outcome.text().contains("[resource file:///a]\nbody"));
-        let structured = read(&json!({"content": [], "structuredContent": {"a": 1}}), 100);
+        let structured = read(
+            &json!({"content": [], "structuredContent": {"a": 1}}),
+            100,
+            64,
+        );
         assert!(structured.ok);
         assert_eq!(structured.text(), r#"{"a":1}"#);
     }
 
     #[test]
+    fn more_items_than_allowed_is_a_tool_error() {
+        let items: Vec<Value> = (0..100_000)
+            .map(|_| json!({"type": "text", "text": ""}))
+            .collect();
+        let outcome = read(&json!({"content": items}), 1000, 64);
+        assert!(!outcome.ok);
+        assert_eq!(outcome.content.len(), 1);
+        assert!(
+            outcome.text().contains("100,000 content items; at most 64"),
+            "{}",
+            outcome.text()
+        );
+        let few: Vec<Value> = (0..64)
+            .map(|_| json!({"type": "text", "text": "a"}))
+            .collect();
+        assert!(read(&json!({"content": few}), 1000, 64).ok);
+    }
+
+    #[test]
     fn a_long_result_is_cut_with_a_marker() {
         let result = json!({"content": [{"type": "text", "text": "é".repeat(100)}]});
-        let outcome = read(&result, 51);
+        let outcome = read(&result, 51, 64);
         assert_eq!(outcome.bytes, 200);
         let Part::Text { text } = &outcome.content[0] else {
             panic!()

@@ -1,15 +1,20 @@
 //! One tool server, kept running: a stdio server is started, restarted with backoff when it
-//! exits, and ended (its standard input closed, then SIGTERM, then kill) when Parlor stops;
-//! a streamable HTTP server is connected to, and reconnected to the same way. While it is
-//! down its calls answer a tool error; its status is what `/readyz` and the debug panel show.
+//! exits, and ended (its standard input closed, then SIGTERM, then kill, to its whole
+//! process group) when Parlor stops; a streamable HTTP server is connected to, and
+//! reconnected to the same way. A server whose calls time out [`HUNG_AFTER`] times in a row
+//! is taken down and started again. While it is down its calls answer a tool error; its
+//! status is what `/readyz` and the debug panel show.
 
-use super::spec::{ServerSpec, Transport};
-use rmcp::model::Tool;
-use rmcp::service::{Peer, RunningService};
-use rmcp::{RoleClient, ServiceExt};
+use super::connect::{self, Client, Connection, Fault};
+use super::spec::ServerSpec;
+use parlor_domain::tool::list::Listed;
+use rmcp::service::Peer;
+use rmcp::RoleClient;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 /// The first pause before a server is started again; it doubles up to [`MAX_BACKOFF`].
@@ -18,6 +23,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Starting a server (and listing its tools) may take as long as one of its calls, and at
 /// least this long.
 const MIN_START_TIMEOUT: Duration = Duration::from_secs(2);
+/// Calls timed out in a row after which a server is taken to have stopped answering.
+pub const HUNG_AFTER: u32 = 3;
 
 /// What a server is doing, as `/readyz` and the debug panel report it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -27,7 +34,8 @@ pub enum Status {
     Ready {
         tools: usize,
     },
-    /// It failed to start or exited; it is started again after `retry_secs`.
+    /// It failed to start, exited or stopped answering; it is started again after
+    /// `retry_secs`.
     Down {
         error: String,
         retry_secs: u64,
@@ -48,18 +56,28 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// A server that answers: the peer to call and the tools it lists.
+/// A server that answers: the peer to call and the tools it offers (checked).
 #[derive(Clone)]
 pub struct Live {
     pub peer: Peer<RoleClient>,
-    pub tools: Arc<Vec<Tool>>,
+    pub tools: Arc<Vec<Listed>>,
 }
 
 /// One declared server and its current connection.
 pub struct ToolServer {
     pub spec: ServerSpec,
     live: RwLock<Option<Live>>,
-    status: RwLock<Status>,
+    status: watch::Sender<Status>,
+    /// What was dropped from or changed in its tool list, and why.
+    warnings: RwLock<Vec<String>>,
+    /// Why Parlor closed the current connection, when it did.
+    fault: Fault,
+    /// Calls timed out in a row.
+    timeouts: AtomicU32,
+    /// Asks the supervisor to take the server down and start it again.
+    restart: Notify,
+    /// The first start has ended (ready or failed).
+    settled: AtomicBool,
 }
 
 impl ToolServer {
@@ -67,15 +85,27 @@ impl ToolServer {
         Arc::new(ToolServer {
             spec,
             live: RwLock::new(None),
-            status: RwLock::new(Status::Starting),
+            status: watch::Sender::new(Status::Starting),
+            warnings: RwLock::default(),
+            fault: Fault::default(),
+            timeouts: AtomicU32::new(0),
+            restart: Notify::new(),
+            settled: AtomicBool::new(false),
         })
     }
 
     pub fn status(&self) -> Status {
-        self.status
-            .read()
-            .map(|s| s.clone())
-            .unwrap_or(Status::Stopped)
+        self.status.borrow().clone()
+    }
+
+    /// Whether its first start has ended, ready or not.
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
+    }
+
+    /// What was dropped from or changed in its tool list.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.read().map(|w| w.clone()).unwrap_or_default()
     }
 
     /// The connection, when the server answers.
@@ -83,13 +113,55 @@ impl ToolServer {
         self.live.read().ok().and_then(|l| l.clone())
     }
 
-    fn set(&self, status: Status, live: Option<Live>) {
-        if let Ok(mut s) = self.status.write() {
-            *s = status;
+    /// Why Parlor closed the last connection, if it did.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// How long a start may take.
+    pub fn start_timeout(&self) -> Duration {
+        self.spec.timeout.max(MIN_START_TIMEOUT)
+    }
+
+    /// Waits while the server is starting, at most `limit`.
+    pub async fn started(&self, limit: Duration) {
+        let mut status = self.status.subscribe();
+        let _ = tokio::time::timeout(limit, status.wait_for(|s| *s != Status::Starting)).await;
+    }
+
+    /// A call answered: the count of timeouts in a row starts again.
+    pub fn answered(&self) {
+        self.timeouts.store(0, Ordering::Relaxed);
+    }
+
+    /// A call timed out; after [`HUNG_AFTER`] in a row the server is started again.
+    pub fn timed_out(&self) {
+        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= HUNG_AFTER {
+            self.restart.notify_one();
         }
+    }
+
+    fn set(&self, status: Status, live: Option<Live>) {
         if let Ok(mut l) = self.live.write() {
             *l = live;
         }
+        if !matches!(status, Status::Starting) {
+            self.settled.store(true, Ordering::Relaxed);
+        }
+        self.status.send_replace(status);
+    }
+
+    fn offer(&self, checked: parlor_domain::tool::list::Checked, peer: Peer<RoleClient>) {
+        if let Ok(mut w) = self.warnings.write() {
+            *w = checked.warnings.iter().map(ToString::to_string).collect();
+        }
+        let live = Live {
+            peer,
+            tools: Arc::new(checked.tools),
+        };
+        let count = live.tools.len();
+        tracing::info!("tool server {:?} is ready ({count} tools)", self.spec.id);
+        self.set(Status::Ready { tools: count }, Some(live));
     }
 
     /// Keeps the server running until `stop` is cancelled; returns once it has ended.
@@ -97,26 +169,36 @@ impl ToolServer {
         let mut backoff = FIRST_BACKOFF;
         loop {
             self.set(Status::Starting, None);
+            if let Ok(mut fault) = self.fault.lock() {
+                *fault = None;
+            }
+            self.timeouts.store(0, Ordering::Relaxed);
+            let client = Client::default();
             // Started on a task of its own: a panic in a transport is a start that failed.
-            let limit = self.spec.timeout.max(MIN_START_TIMEOUT);
+            let limit = self.start_timeout();
             let starting = tokio::spawn({
                 let server = self.clone();
-                async move { tokio::time::timeout(limit, server.connect()).await }
+                let client = client.clone();
+                async move {
+                    let connecting = connect::connect(&server.spec, client, server.fault.clone());
+                    tokio::time::timeout(limit, connecting).await
+                }
             });
-            let started = starting
-                .await
-                .unwrap_or_else(|e| Ok(Err(format!("the client failed ({e})"))));
+            tokio::pin!(starting);
+            let started = tokio::select! {
+                started = &mut starting => started,
+                _ = stop.cancelled() => {
+                    // Dropping the start kills what it started (its whole process group).
+                    starting.abort();
+                    let _ = starting.await;
+                    break;
+                }
+            };
+            let started = started.unwrap_or_else(|e| Ok(Err(format!("the client failed ({e})"))));
             let error = match started {
-                Ok(Ok((service, tools))) => {
+                Ok(Ok(connection)) => {
                     backoff = FIRST_BACKOFF;
-                    let live = Live {
-                        peer: service.peer().clone(),
-                        tools: Arc::new(tools),
-                    };
-                    let count = live.tools.len();
-                    tracing::info!("tool server {:?} is ready ({count} tools)", self.spec.id);
-                    self.set(Status::Ready { tools: count }, Some(live));
-                    match self.serve(service, &stop).await {
+                    match self.serve(connection, client, &stop).await {
                         Ended::Stopped => break,
                         Ended::Exited(why) => why,
                     }
@@ -136,56 +218,54 @@ impl ToolServer {
         self.set(Status::Stopped, None);
     }
 
-    /// Waits for the connection to end, or ends it when Parlor stops.
+    /// Offers the server's tools (listed again when it says they changed) until the
+    /// connection ends, Parlor stops, or the server is taken to be hung.
     async fn serve(
         &self,
-        service: RunningService<RoleClient, ()>,
+        connection: Connection,
+        client: Client,
         stop: &CancellationToken,
     ) -> Ended {
+        let Connection {
+            service,
+            process,
+            checked,
+        } = connection;
+        let peer = service.peer().clone();
+        self.offer(checked, peer.clone());
         let token = service.cancellation_token();
         let waiting = service.waiting();
         tokio::pin!(waiting);
-        tokio::select! {
-            _ = stop.cancelled() => {
-                token.cancel();
-                // Closing the transport ends a stdio server (stdin closed, then SIGTERM, then
-                // kill): waited for, so no process outlives Parlor's shutdown.
-                let _ = waiting.await;
-                Ended::Stopped
+        let ended = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break Ended::Stopped,
+                _ = self.restart.notified() => break Ended::Exited(format!(
+                    "it stopped answering ({HUNG_AFTER} calls in a row timed out)"
+                )),
+                _ = client.tools_changed.notified() => {
+                    match connect::tools(&self.spec.id, &peer).await {
+                        Ok(checked) => self.offer(checked, peer.clone()),
+                        Err(e) => tracing::warn!("tool server {:?}: {e}", self.spec.id),
+                    }
+                }
+                quit = &mut waiting => {
+                    let why = self.fault().unwrap_or_else(|| format!("the connection ended ({quit:?})"));
+                    if let Some(group) = process {
+                        group.end().await;
+                    }
+                    return Ended::Exited(why);
+                }
             }
-            quit = &mut waiting => Ended::Exited(format!("the connection ended ({quit:?})")),
-        }
-    }
-
-    async fn connect(&self) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String> {
-        let service = match &self.spec.transport {
-            Transport::Stdio { command, args, env } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).env_clear().envs(env).kill_on_drop(true);
-                let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::inherit())
-                    .spawn()
-                    .map_err(|e| format!("cannot start {command:?}: {e}"))?;
-                ().serve(transport).await.map_err(|e| e.to_string())?
-            }
-            Transport::Http { url, headers } => {
-                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                config.custom_headers = headers
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
-                    .collect();
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                ().serve(transport).await.map_err(|e| e.to_string())?
-            }
-            Transport::Builtin => return Err("the built-in server runs in process".into()),
         };
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("cannot list its tools: {e}"))?;
-        Ok((service, tools))
+        // Closing the transport closes a stdio server's input; the group is then given time
+        // to end, then SIGTERM, then killed: waited for, so no process outlives Parlor.
+        token.cancel();
+        self.set(Status::Starting, None);
+        let _ = waiting.await;
+        if let Some(group) = process {
+            group.end().await;
+        }
+        ended
     }
 }
 

@@ -418,6 +418,7 @@ impl TurnContext<'_> {
         Some(tools::ToolRun {
             tools: services.tools.clone(),
             offered: services.tools.offered(self.agent),
+            agent: self.agent.clone(),
             recall: Arc::new(recall),
             session: info.session_id.clone(),
             approved: Arc::new(std::sync::Mutex::new(info.approved_tools.clone())),

@@ -110,6 +110,9 @@ impl Reply {
             let mut text = String::new();
             let mut exchanges = Vec::new();
             let mut progress = Progress::default();
+            if let Some(run) = self.tools.as_mut() {
+                run.wait_for_servers().await;
+            }
             let reply = async {
                 match request {
                     Ok((client, request)) => {

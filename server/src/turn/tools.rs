@@ -25,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct ToolRun {
     pub tools: Arc<Tools>,
     pub offered: Vec<Offered>,
+    /// The agent (its servers are waited for while they start).
+    pub agent: Arc<parlor_domain::Agent>,
     pub recall: Arc<dyn Recall>,
     /// The conversation (calls wait for approval under it).
     pub session: ConversationId,
@@ -54,6 +56,25 @@ pub(super) struct Round {
 }
 
 impl ToolRun {
+    /// Waits for the agent's servers that are starting (the first turn after a restart),
+    /// each at most its start timeout, then offers what they list. A server still not ready
+    /// after that is left out; the debug panel says why.
+    pub(super) async fn wait_for_servers(&mut self) {
+        let starting = self
+            .tools
+            .reports(&self.agent)
+            .iter()
+            .any(|r| r.state == "starting");
+        if !starting {
+            return;
+        }
+        let missing = self.tools.started_for(&self.agent).await;
+        for (id, status) in missing {
+            tracing::warn!("tool server {id:?} is {status}: this turn goes on without its tools");
+        }
+        self.offered = self.tools.offered(&self.agent);
+    }
+
     /// The debug panel's report of the turn's tools.
     pub(super) fn report(&self, progress: Progress) -> ToolsReport {
         ToolsReport {

@@ -14,6 +14,13 @@ pub const BUILTIN_PARLOR: &str = "parlor";
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// The longest result kept when the entry sets no `max_result_bytes`.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 64 * 1024;
+/// The largest read from a server (a stdio line, an HTTP body, one SSE event) when the entry
+/// sets no `max_read_bytes`: this, or twice `max_result_bytes` and 64 KiB more when larger.
+pub const DEFAULT_MAX_READ_BYTES: usize = 8 * 1024 * 1024;
+/// The most content items a result may hold when the entry sets no `max_result_items`.
+pub const DEFAULT_MAX_RESULT_ITEMS: usize = 64;
+/// The range of `max_read_bytes`.
+pub const READ_BYTES: std::ops::RangeInclusive<i64> = 65_536..=67_108_864;
 
 /// How Parlor reaches a tool server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +48,11 @@ pub struct ServerSpec {
     pub transport: Transport,
     pub timeout: Duration,
     pub max_result_bytes: usize,
+    /// The largest message (one stdio line, HTTP body or SSE event) read from the server;
+    /// a larger one ends the connection and the calls waiting on it.
+    pub max_read_bytes: usize,
+    /// The most content items of one result; a result with more is a tool error.
+    pub max_result_items: usize,
     pub confirm: Confirm,
     /// The tools offered; `None`: every tool the server lists.
     pub allow: Option<Vec<String>>,
@@ -141,7 +153,9 @@ fn server(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ServerSpec, Refusal> {
     if !is_server_id(&entry.id) {
-        let rule = "must be 1 to 32 of a-z, 0-9, _ and -".to_owned();
+        let rule = "must be 1 to 32 of a-z, 0-9, _ and -, without __ and not ending in _ \
+            (the model sees its tools as <id>__<tool>)"
+            .to_owned();
         return Err(("id", rule));
     }
     let transport = transport(entry, var)?;
@@ -163,6 +177,27 @@ fn server(
             return Err(("max_result_bytes", rule));
         }
     };
+    let max_read_bytes = match entry.max_read_bytes {
+        None => DEFAULT_MAX_READ_BYTES.max(max_result_bytes * 2 + 65_536),
+        Some(n) if !READ_BYTES.contains(&n) => {
+            let (low, high) = (READ_BYTES.start(), READ_BYTES.end());
+            let rule = format!("must be between {low} and {high} (got {n})");
+            return Err(("max_read_bytes", rule));
+        }
+        Some(n) if (n as usize) < max_result_bytes => {
+            let rule = format!("must be at least max_result_bytes ({max_result_bytes}; got {n})");
+            return Err(("max_read_bytes", rule));
+        }
+        Some(n) => n as usize,
+    };
+    let max_result_items = match entry.max_result_items {
+        None => DEFAULT_MAX_RESULT_ITEMS,
+        Some(n @ 1..=10_000) => n as usize,
+        Some(n) => {
+            let rule = format!("must be between 1 and 10000 (got {n})");
+            return Err(("max_result_items", rule));
+        }
+    };
     let confirm = match entry.confirm.as_deref() {
         None | Some("never") => Confirm::Never,
         Some("always") => Confirm::Always,
@@ -182,6 +217,8 @@ fn server(
         transport,
         timeout: Duration::from_secs(timeout),
         max_result_bytes,
+        max_read_bytes,
+        max_result_items,
         confirm,
         allow: entry.allow.clone(),
         save: entry.save.unwrap_or(Save::Always),

@@ -4,6 +4,7 @@
 
 mod approval;
 mod chat;
+mod hostile;
 mod limits;
 mod processes;
 mod servers;
@@ -32,6 +33,8 @@ fn spec(id: &str, transport: Transport) -> ServerSpec {
         transport,
         timeout: Duration::from_secs(20),
         max_result_bytes: 65536,
+        max_read_bytes: parlor_server::tools::spec::DEFAULT_MAX_READ_BYTES,
+        max_result_items: parlor_server::tools::spec::DEFAULT_MAX_RESULT_ITEMS,
         confirm: parlor_domain::tool::Confirm::Never,
         allow: None,
         save: parlor_domain::context::Save::Always,

@@ -1,0 +1,307 @@
+//! Reaching one tool server, with Parlor's bounds on everything it sends: a stdio server is
+//! started in a process group of its own that dies with Parlor, and its output is read a
+//! bounded line at a time; a streamable HTTP server's bodies and events are bounded the same
+//! way; its tool list is paged a bounded number of times and checked
+//! ([`parlor_domain::tool::list`]) before a model sees it.
+
+use super::spec::{ServerSpec, Transport};
+use parlor_domain::tool::list::{self, Checked, Listed};
+use rmcp::model::PaginatedRequestParams;
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::Notify;
+
+/// The most pages of `tools/list` read, and the most tools kept from them before checking.
+const MAX_PAGES: usize = 16;
+const MAX_LISTED: usize = 1024;
+/// How long a stdio server has to end after its input closes, and again after SIGTERM.
+const END_GRACE: Duration = Duration::from_secs(3);
+
+/// Parlor's side of the connection: it hears a server's `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct Client {
+    pub tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
+
+/// Why a connection was closed by Parlor rather than by the server (a message too large),
+/// for the calls that were waiting on it.
+pub type Fault = Arc<Mutex<Option<String>>>;
+
+/// A connected server: the MCP service, and for stdio the process group it runs in.
+pub struct Connection {
+    pub service: RunningService<RoleClient, Client>,
+    pub process: Option<Group>,
+    pub checked: Checked,
+}
+
+/// Connects to `spec`'s server and lists its tools; `fault` learns why Parlor closed it.
+pub async fn connect(
+    spec: &ServerSpec,
+    client: Client,
+    fault: Fault,
+) -> Result<Connection, String> {
+    let (service, process) = match &spec.transport {
+        Transport::Stdio { command, args, env } => {
+            let (group, stdout, stdin) = Group::spawn(command, args, env)?;
+            let reader = Ceiling::new(stdout, spec.max_read_bytes, fault);
+            // rmcp's own bound is left above Parlor's, which ends the connection instead of
+            // dropping the line (a dropped line leaves its call waiting for its timeout).
+            let transport = AsyncRwTransport::new_client(reader, stdin)
+                .with_max_line_length(spec.max_read_bytes.saturating_add(1));
+            let service = client.serve(transport).await.map_err(|e| e.to_string())?;
+            (service, Some(group))
+        }
+        Transport::Http { url, headers } => {
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(
+                    headers
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+                        .collect(),
+                )
+                .max_sse_event_size(spec.max_read_bytes)
+                .max_json_response_size(spec.max_read_bytes);
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let service = client.serve(transport).await.map_err(|e| e.to_string())?;
+            (service, None)
+        }
+        Transport::Builtin => return Err("the built-in server runs in process".into()),
+    };
+    let checked = tools(&spec.id, service.peer()).await?;
+    Ok(Connection {
+        service,
+        process,
+        checked,
+    })
+}
+
+/// The server's tools, paged at most [`MAX_PAGES`] times, checked.
+pub async fn tools(server: &str, peer: &Peer<RoleClient>) -> Result<Checked, String> {
+    let mut listed: Vec<Listed> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut truncated = false;
+    for page in 0.. {
+        if page == MAX_PAGES || listed.len() >= MAX_LISTED {
+            truncated = true;
+            break;
+        }
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let result = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("cannot list its tools: {e}"))?;
+        listed.extend(result.tools.into_iter().map(|t| Listed {
+            name: t.name.into_owned(),
+            description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+            schema: serde_json::Value::Object((*t.input_schema).clone()),
+        }));
+        match result.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => break,
+        }
+    }
+    listed.truncate(MAX_LISTED);
+    let mut checked = list::check(server, listed).map_err(|clash| clash.to_string())?;
+    if truncated {
+        checked.warnings.push(list::Warning {
+            tool: "the rest".into(),
+            why: format!("not read: at most {MAX_PAGES} pages and {MAX_LISTED} tools are listed"),
+        });
+    }
+    for warning in &checked.warnings {
+        tracing::warn!("tool server {server:?}: {warning}");
+    }
+    Ok(checked)
+}
+
+/// A stdio server's process, leader of its own process group. On Linux it is killed when
+/// Parlor dies (even by SIGKILL); Parlor ends the whole group when the server ends or is
+/// stopped, so helpers it started do not outlive it either.
+pub struct Group {
+    child: tokio::process::Child,
+    pgid: Option<i32>,
+}
+
+type Spawned = (
+    Group,
+    tokio::process::ChildStdout,
+    tokio::process::ChildStdin,
+);
+
+impl Group {
+    fn spawn(
+        command: &str,
+        args: &[String],
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Spawned, String> {
+        let mut cmd = tokio::process::Command::new(command);
+        cmd.args(args)
+            .env_clear()
+            .envs(env)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .process_group(0);
+        #[cfg(target_os = "linux")]
+        {
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // Parlor died before the signal was armed.
+                    if libc::getppid() != parent {
+                        return Err(std::io::Error::other("Parlor has exited"));
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(format!("cannot start {command:?}: no pipes"));
+        };
+        let pgid = child.id().map(|id| id as i32);
+        Ok((Group { child, pgid }, stdout, stdin))
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: kill(2) on a process group Parlor created; errors (gone) are fine.
+            unsafe {
+                libc::kill(-pgid, signal);
+            }
+        }
+    }
+
+    /// Ends the group after its input was closed: waits, then SIGTERM, then SIGKILL.
+    pub async fn end(mut self) {
+        if tokio::time::timeout(END_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.signal(libc::SIGTERM);
+            if tokio::time::timeout(END_GRACE, self.child.wait())
+                .await
+                .is_err()
+            {
+                self.signal(libc::SIGKILL);
+                let _ = self.child.wait().await;
+            }
+        }
+        // The leader is gone; what it started goes too.
+        self.signal(libc::SIGKILL);
+        self.pgid = None;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+/// A reader that refuses a line longer than `max` bytes: the read fails, which ends the
+/// connection, and `fault` says why.
+struct Ceiling<R> {
+    inner: R,
+    line: usize,
+    max: usize,
+    fault: Fault,
+}
+
+impl<R> Ceiling<R> {
+    fn new(inner: R, max: usize, fault: Fault) -> Self {
+        Ceiling {
+            inner,
+            line: 0,
+            max,
+            fault,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Ceiling<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        let fresh = &buf.filled()[before..];
+        let mut start = 0;
+        let mut over = false;
+        for newline in memchr::memchr_iter(b'\n', fresh) {
+            over |= this.line + (newline - start) > this.max;
+            this.line = 0;
+            start = newline + 1;
+        }
+        this.line += fresh.len() - start;
+        if over || this.line > this.max {
+            let why = format!(
+                "it sent a message larger than {} bytes (max_read_bytes); Parlor closed \
+                 the connection",
+                this.max
+            );
+            if let Ok(mut fault) = this.fault.lock() {
+                *fault = Some(why.clone());
+            }
+            // A failed read hands over nothing.
+            buf.set_filled(before);
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                why,
+            )));
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    async fn read_all(input: &[u8], max: usize) -> (std::io::Result<Vec<u8>>, Option<String>) {
+        let fault = Fault::default();
+        let mut reader = Ceiling::new(input, max, fault.clone());
+        let mut out = Vec::new();
+        let result = reader.read_to_end(&mut out).await.map(|_| out);
+        let why = fault.lock().unwrap().clone();
+        (result, why)
+    }
+
+    #[tokio::test]
+    async fn lines_up_to_the_ceiling_pass_and_a_longer_one_ends_the_read() {
+        let (ok, why) = read_all(b"12345\n1234\n123", 5).await;
+        assert_eq!(ok.unwrap(), b"12345\n1234\n123");
+        assert!(why.is_none());
+        let (refused, why) = read_all(b"12\n123456\n1", 5).await;
+        assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+        assert!(why.unwrap().contains("larger than 5 bytes"));
+        // A line that never ends.
+        let endless = vec![b'x'; 100_000];
+        let (refused, _) = read_all(&endless, 1000).await;
+        assert!(refused.is_err());
+    }
+}

@@ -1,0 +1,296 @@
+//! Tool servers that misbehave on purpose (`testing/hostile-mcp.py`, over stdio and HTTP):
+//! answers larger than Parlor reads, answers that never end, floods of content items, calls
+//! that hang, tool lists a provider would refuse, names that clash. None of them may hold a
+//! turn past its timeout, grow Parlor's memory past its bounds, or break the next turn.
+
+use super::{agent, call, run, spec, wait_for};
+use parlor_server::tools::server::Status;
+use parlor_server::tools::spec::{ToolSpecs, Transport};
+use parlor_server::tools::Tools;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testing/hostile-mcp.py")
+}
+
+/// The hostile server over stdio; what it receives is logged to `log`.
+pub fn stdio(log: &std::path::Path, tools: &str) -> Transport {
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+    env.insert("HOSTILE_LOG".into(), log.display().to_string());
+    env.insert("HOSTILE_TOOLS".into(), tools.into());
+    Transport::Stdio {
+        command: "python3".into(),
+        // The log's path names the process among those of other tests.
+        args: vec![script().display().to_string(), log.display().to_string()],
+        env,
+    }
+}
+
+/// The hostile server over streamable HTTP, on a free port.
+pub struct HostileHttp {
+    child: Child,
+    pub url: String,
+}
+
+impl HostileHttp {
+    pub fn start(log: &std::path::Path) -> HostileHttp {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .arg(script())
+            .args(["--http", "0"])
+            .env("HOSTILE_LOG", log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().rsplit(' ').next().unwrap().to_owned();
+        HostileHttp {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+
+    pub fn transport(&self) -> Transport {
+        Transport::Http {
+            url: self.url.clone(),
+            headers: Default::default(),
+        }
+    }
+}
+
+impl Drop for HostileHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The messages the server logged, as JSON.
+fn received(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The cancellations the server received.
+fn cancellations(log: &std::path::Path) -> Vec<serde_json::Value> {
+    received(log)
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect()
+}
+
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..100 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}");
+}
+
+/// Every hostile answer of one transport: the call ends with a tool error saying why, and
+/// the server answers again afterwards.
+async fn hostile_answers(transport: Transport, log: &std::path::Path, restarts: bool) {
+    let mut hostile = spec("hostile", transport);
+    hostile.timeout = Duration::from_secs(3);
+    hostile.max_read_bytes = 1024 * 1024;
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![hostile],
+        ..Default::default()
+    });
+    wait_for(&tools, "hostile", "ready").await;
+    let all = agent(&["hostile"]);
+    let echo = run(&tools, &all, &call("hostile__echo", r#"{"text": "hello"}"#)).await;
+    assert!(echo.ok && echo.text() == "hello", "{echo:?}");
+
+    for ask in [r#"{"mb": 40}"#, r#"{"mb": 2}"#] {
+        let huge = run(&tools, &all, &call("hostile__huge", ask)).await;
+        assert!(!huge.ok, "{huge:?}");
+        let text = huge.text();
+        assert!(
+            !text.contains("did not answer within"),
+            "not a timeout: {text}"
+        );
+        if restarts {
+            assert!(
+                text.contains("larger than 1048576 bytes (max_read_bytes)"),
+                "{text}"
+            );
+            wait_for(&tools, "hostile", "down").await;
+            wait_for(&tools, "hostile", "ready").await;
+        }
+    }
+    let endless = run(&tools, &all, &call("hostile__endless", "{}")).await;
+    assert!(!endless.ok, "{endless:?}");
+    assert!(
+        !endless.text().contains("did not answer within"),
+        "{}",
+        endless.text()
+    );
+    if restarts {
+        wait_for(&tools, "hostile", "down").await;
+        wait_for(&tools, "hostile", "ready").await;
+    }
+
+    let items = run(&tools, &all, &call("hostile__items", r#"{"count": 5000}"#)).await;
+    assert!(!items.ok);
+    assert!(
+        items.text().contains("5,000 content items; at most 64"),
+        "{}",
+        items.text()
+    );
+
+    // A call that never answers is cancelled at the server, with the reason.
+    let before = cancellations(log).len();
+    let hung = run(&tools, &all, &call("hostile__hang", "{}")).await;
+    assert!(
+        hung.text().contains("did not answer within 3 s"),
+        "{}",
+        hung.text()
+    );
+    eventually("the server got notifications/cancelled", || {
+        cancellations(log).len() > before
+    })
+    .await;
+    let cancelled = cancellations(log).pop().unwrap();
+    assert_eq!(cancelled["params"]["reason"], "no answer within 3 s");
+    // The request it cancels is the hung call's.
+    let asked = received(log)
+        .into_iter()
+        .rfind(|m| m["params"]["name"] == "hang")
+        .unwrap();
+    assert_eq!(cancelled["params"]["requestId"], asked["id"]);
+
+    let after = run(
+        &tools,
+        &all,
+        &call("hostile__echo", r#"{"text": "still here"}"#),
+    )
+    .await;
+    assert!(after.ok && after.text() == "still here", "{after:?}");
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hostile_stdio_server_cannot_flood_or_hold_a_call() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    hostile_answers(stdio(log.path(), ""), log.path(), true).await;
+}
+
+#[tokio::test]
+async fn a_hostile_http_server_cannot_flood_or_hold_a_call() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = HostileHttp::start(log.path());
+    hostile_answers(server.transport(), log.path(), false).await;
+}
+
+#[tokio::test]
+async fn a_server_whose_calls_keep_timing_out_is_started_again() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut hostile = spec("hostile", stdio(log.path(), ""));
+    hostile.timeout = Duration::from_secs(1);
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![hostile],
+        ..Default::default()
+    });
+    wait_for(&tools, "hostile", "ready").await;
+    let all = agent(&["hostile"]);
+    let mine = log.path().display().to_string();
+    let pid = super::servers::children_running(&mine);
+    assert_eq!(pid.len(), 1);
+    for _ in 0..3 {
+        let hung = run(&tools, &all, &call("hostile__hang", "{}")).await;
+        assert!(!hung.ok);
+    }
+    let Status::Down { error, .. } = wait_for(&tools, "hostile", "down").await else {
+        unreachable!()
+    };
+    assert!(
+        error.contains("stopped answering (3 calls in a row timed out)"),
+        "{error}"
+    );
+    wait_for(&tools, "hostile", "ready").await;
+    let now = super::servers::children_running(&mine);
+    assert_eq!(now.len(), 1, "one process");
+    assert_ne!(now, pid, "a new process");
+    let echo = run(&tools, &all, &call("hostile__echo", r#"{"text": "back"}"#)).await;
+    assert!(echo.ok, "{echo:?}");
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![
+            spec("bad", stdio(log.path(), "bad")),
+            spec("clash", stdio(log.path(), "clash")),
+            spec("grows", stdio(log.path(), "")),
+        ],
+        ..Default::default()
+    });
+    wait_for(&tools, "bad", "ready").await;
+    let bad = agent(&["bad"]);
+    let offered = tools.offered(&bad);
+    assert_eq!(offered.len(), 128, "at most 128 tools");
+    let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+    assert!(!names.contains(&"bad__no_items") && !names.contains(&"bad__not_object"));
+    let warnings = tools
+        .warnings()
+        .into_iter()
+        .find(|(id, _)| id == "bad")
+        .unwrap()
+        .1;
+    let all = warnings.join("\n");
+    assert!(
+        all.contains(
+            "no_items: dropped: its input schema has an array without items at /properties/urls"
+        ),
+        "{all}"
+    );
+    assert!(all.contains("not_object: dropped"), "{all}");
+    assert!(
+        all.contains("78 more: dropped: a server may offer at most 128 tools"),
+        "{all}"
+    );
+    let report = tools.reports(&bad);
+    assert_eq!(report[0].warnings, warnings, "the debug panel shows them");
+
+    let Status::Down { error, .. } = wait_for(&tools, "clash", "down").await else {
+        unreachable!()
+    };
+    assert!(
+        error.contains(
+            "tools clash.read.file and clash.read_file would both be called \"clash__read_file\""
+        ),
+        "{error}"
+    );
+
+    wait_for(&tools, "grows", "ready").await;
+    let grows = agent(&["grows"]);
+    assert!(!tools
+        .offered(&grows)
+        .iter()
+        .any(|t| t.name == "grows__extra"));
+    let grown = run(&tools, &grows, &call("grows__grow", "{}")).await;
+    assert!(grown.ok);
+    eventually("the list was read again after list_changed", || {
+        tools
+            .offered(&grows)
+            .iter()
+            .any(|t| t.name == "grows__extra")
+    })
+    .await;
+    tools.shutdown().await;
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""A scripted MCP tool server that misbehaves on purpose, for Parlor's tests.
+
+Standard library only. Over stdio by default (other arguments are ignored: tests pass one
+to tell their processes apart); `--http PORT` serves streamable HTTP at `/mcp` instead. Every message it receives is appended, one JSON line each, to the file named
+by HOSTILE_LOG (when set), so a test can see what Parlor sent (cancellations included).
+
+Tools (what `tools/call` does):
+  echo {text}            answers the text
+  huge {mb}              answers one message of `mb` megabytes (one stdio line, one HTTP body)
+  endless                starts an answer that never ends (a line with no newline; over HTTP,
+                         one SSE event that never ends)
+  items {count}          answers `count` empty text items
+  hang                   never answers
+  grow                   adds a tool `extra` and says the list changed
+
+HOSTILE_TOOLS changes the list: `bad` adds tools whose schemas providers refuse and 200
+more tools; `clash` adds two tools the model would see under one name.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+LOG = os.environ.get("HOSTILE_LOG")
+LOCK = threading.Lock()
+EXTRA = []
+
+
+def log(message):
+    if LOG:
+        with LOCK, open(LOG, "a") as f:
+            f.write(json.dumps(message) + "\n")
+
+
+def tool(name, properties=None):
+    return {
+        "name": name,
+        "description": f"{name} (hostile)",
+        "inputSchema": {"type": "object", "properties": properties or {}},
+    }
+
+
+def tools():
+    listed = [
+        tool("echo", {"text": {"type": "string"}}),
+        tool("huge", {"mb": {"type": "number"}}),
+        tool("endless"),
+        tool("items", {"count": {"type": "integer"}}),
+        tool("hang"),
+        tool("grow"),
+    ] + EXTRA
+    kind = os.environ.get("HOSTILE_TOOLS", "")
+    if kind == "bad":
+        listed.append(tool("no_items", {"urls": {"type": "array"}}))
+        listed.append({"name": "not_object", "inputSchema": {"type": "string"}})
+        listed += [tool(f"many_{i}") for i in range(200)]
+    if kind == "clash":
+        listed += [tool("read.file"), tool("read_file")]
+    return listed
+
+
+def result(id, value):
+    return {"jsonrpc": "2.0", "id": id, "result": value}
+
+
+def text(value):
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def answer(message):
+    """The reply to one request (None: no reply), and what to stream instead if anything."""
+    method = message.get("method")
+    id = message.get("id")
+    if method == "initialize":
+        return result(id, {
+            "protocolVersion": message["params"].get("protocolVersion", "2025-03-26"),
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "hostile", "version": "1"},
+        })
+    if method == "tools/list":
+        return result(id, {"tools": tools()})
+    if method == "ping":
+        return result(id, {})
+    if method == "tools/call":
+        name = message["params"]["name"]
+        args = message["params"].get("arguments") or {}
+        if name == "echo":
+            return result(id, text(args.get("text", "")))
+        if name == "huge":
+            return result(id, text("x" * int(float(args.get("mb", 40)) * 1024 * 1024)))
+        if name == "items":
+            items = [{"type": "text", "text": ""}] * int(args.get("count", 1000))
+            return result(id, {"content": items})
+        if name in ("endless", "hang"):
+            return name
+        if name == "grow":
+            if not EXTRA:
+                EXTRA.append(tool("extra"))
+            return "grow", result(id, text("grown"))
+        return {"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "no such tool"}}
+    if id is not None:
+        return {"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no method"}}
+    return None
+
+
+CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def stdio():
+    out = sys.stdout.buffer
+
+    def send(message):
+        out.write(json.dumps(message).encode() + b"\n")
+        out.flush()
+
+    for line in sys.stdin.buffer:
+        message = json.loads(line)
+        log(message)
+        reply = answer(message)
+        if reply == "endless":
+            try:
+                while True:
+                    out.write(b"x" * 65536)
+                    out.flush()
+            except BrokenPipeError:
+                return
+        elif reply == "hang":
+            continue
+        elif isinstance(reply, tuple):
+            send(reply[1])
+            send(CHANGED)
+        elif reply is not None:
+            send(reply)
+
+
+def http(port):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_DELETE(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            message = json.loads(self.rfile.read(length))
+            log(message)
+            reply = answer(message)
+            if reply is None:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if reply == "hang":
+                time.sleep(3600)
+                return
+            if reply == "endless":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    self.wfile.write(b"event: message\ndata: ")
+                    while True:
+                        self.wfile.write(b"x" * 65536)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+            if isinstance(reply, tuple):
+                reply = reply[1]
+            body = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Mcp-Session-Id", "hostile-session")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    print(f"listening on {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        http(int(sys.argv[2]))
+    else:
+        stdio()
