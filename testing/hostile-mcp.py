@@ -11,7 +11,9 @@ Tools (what `tools/call` does):
   endless                starts an answer that never ends (a line with no newline; over HTTP,
                          one SSE event that never ends)
   items {count}          answers `count` empty text items
-  hang                   never answers
+  hang                   never answers (and goes on reading its input)
+  busy                   works for ten minutes without reading its input (a server busy in
+                         a call does not notice its input closing)
   grow                   adds a tool `extra` and says the list changed
 
 HOSTILE_TOOLS changes the list: `bad` adds tools whose schemas providers refuse and 200
@@ -50,6 +52,7 @@ def tools():
         tool("endless"),
         tool("items", {"count": {"type": "integer"}}),
         tool("hang"),
+        tool("busy"),
         tool("grow"),
     ] + EXTRA
     kind = os.environ.get("HOSTILE_TOOLS", "")
@@ -94,7 +97,7 @@ def answer(message):
         if name == "items":
             items = [{"type": "text", "text": ""}] * int(args.get("count", 1000))
             return result(id, {"content": items})
-        if name in ("endless", "hang"):
+        if name in ("endless", "hang", "busy"):
             return name
         if name == "grow":
             if not EXTRA:
@@ -129,6 +132,8 @@ def stdio():
                 return
         elif reply == "hang":
             continue
+        elif reply == "busy":
+            time.sleep(600)
         elif isinstance(reply, tuple):
             send(reply[1])
             send(CHANGED)

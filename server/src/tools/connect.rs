@@ -4,17 +4,15 @@
 //! way; its tool list is paged a bounded number of times and checked
 //! ([`parlor_domain::tool::list`]) before a model sees it.
 
+use super::bounds::{Bounds, GuardedHttp, Lines};
 use super::spec::{ServerSpec, Transport};
 use parlor_domain::tool::list::{self, Checked, Listed};
 use rmcp::model::PaginatedRequestParams;
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::Notify;
 
 /// The most pages of `tools/list` read, and the most tools kept from them before checking.
@@ -35,9 +33,7 @@ impl ClientHandler for Client {
     }
 }
 
-/// Why a connection was closed by Parlor rather than by the server (a message too large),
-/// for the calls that were waiting on it.
-pub type Fault = Arc<Mutex<Option<String>>>;
+pub use super::bounds::Fault;
 
 /// A connected server: the MCP service, and for stdio the process group it runs in.
 pub struct Connection {
@@ -52,10 +48,14 @@ pub async fn connect(
     client: Client,
     fault: Fault,
 ) -> Result<Connection, String> {
+    let bounds = Bounds {
+        max_bytes: spec.max_read_bytes,
+        max_items: spec.max_result_items,
+    };
     let (service, process) = match &spec.transport {
         Transport::Stdio { command, args, env } => {
             let (group, stdout, stdin) = Group::spawn(command, args, env)?;
-            let reader = Ceiling::new(stdout, spec.max_read_bytes, fault);
+            let reader = Lines::new(stdout, bounds, fault);
             // rmcp's own bound is left above Parlor's, which ends the connection instead of
             // dropping the line (a dropped line leaves its call waiting for its timeout).
             let transport = AsyncRwTransport::new_client(reader, stdin)
@@ -74,7 +74,12 @@ pub async fn connect(
                 )
                 .max_sse_event_size(spec.max_read_bytes)
                 .max_json_response_size(spec.max_read_bytes);
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let http = GuardedHttp {
+                inner: reqwest_rmcp::Client::new(),
+                bounds,
+            };
+            let transport =
+                rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
             let service = client.serve(transport).await.map_err(|e| e.to_string())?;
             (service, None)
         }
@@ -214,94 +219,18 @@ impl Group {
 }
 
 impl Drop for Group {
+    /// A start that is abandoned (Parlor stops meanwhile): the group is killed and the
+    /// leader reaped before Parlor goes on (death by SIGKILL takes a moment, not more).
     fn drop(&mut self) {
+        if self.pgid.is_none() {
+            return;
+        }
         self.signal(libc::SIGKILL);
-    }
-}
-
-/// A reader that refuses a line longer than `max` bytes: the read fails, which ends the
-/// connection, and `fault` says why.
-struct Ceiling<R> {
-    inner: R,
-    line: usize,
-    max: usize,
-    fault: Fault,
-}
-
-impl<R> Ceiling<R> {
-    fn new(inner: R, max: usize, fault: Fault) -> Self {
-        Ceiling {
-            inner,
-            line: 0,
-            max,
-            fault,
-        }
-    }
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Ceiling<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        let fresh = &buf.filled()[before..];
-        let mut start = 0;
-        let mut over = false;
-        for newline in memchr::memchr_iter(b'\n', fresh) {
-            over |= this.line + (newline - start) > this.max;
-            this.line = 0;
-            start = newline + 1;
-        }
-        this.line += fresh.len() - start;
-        if over || this.line > this.max {
-            let why = format!(
-                "it sent a message larger than {} bytes (max_read_bytes); Parlor closed \
-                 the connection",
-                this.max
-            );
-            if let Ok(mut fault) = this.fault.lock() {
-                *fault = Some(why.clone());
+        for _ in 0..200 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                break;
             }
-            // A failed read hands over nothing.
-            buf.set_filled(before);
-            return Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                why,
-            )));
+            std::thread::sleep(Duration::from_millis(1));
         }
-        Poll::Ready(Ok(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::AsyncReadExt;
-
-    async fn read_all(input: &[u8], max: usize) -> (std::io::Result<Vec<u8>>, Option<String>) {
-        let fault = Fault::default();
-        let mut reader = Ceiling::new(input, max, fault.clone());
-        let mut out = Vec::new();
-        let result = reader.read_to_end(&mut out).await.map(|_| out);
-        let why = fault.lock().unwrap().clone();
-        (result, why)
-    }
-
-    #[tokio::test]
-    async fn lines_up_to_the_ceiling_pass_and_a_longer_one_ends_the_read() {
-        let (ok, why) = read_all(b"12345\n1234\n123", 5).await;
-        assert_eq!(ok.unwrap(), b"12345\n1234\n123");
-        assert!(why.is_none());
-        let (refused, why) = read_all(b"12\n123456\n1", 5).await;
-        assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::InvalidData);
-        assert!(why.unwrap().contains("larger than 5 bytes"));
-        // A line that never ends.
-        let endless = vec![b'x'; 100_000];
-        let (refused, _) = read_all(&endless, 1000).await;
-        assert!(refused.is_err());
     }
 }

@@ -5,6 +5,7 @@
 //! an error result for the model ([`result`]), and ends the servers when Parlor stops.
 
 pub mod approval;
+pub mod bounds;
 pub mod builtin;
 pub mod connect;
 pub mod result;
@@ -391,6 +392,10 @@ fn answered(server: &ToolServer, answer: Answer) -> Outcome {
     match answer {
         Ok(Ok(rmcp::model::ServerResult::CallToolResult(result))) => {
             server.answered();
+            // Counted before anything is copied: a flood of items is refused as it came.
+            if let Some(refused) = result::too_many(result.content.len(), spec.max_result_items) {
+                return refused;
+            }
             let json = serde_json::to_value(&result).unwrap_or_default();
             drop(result);
             result::read(&json, spec.max_result_bytes, spec.max_result_items)

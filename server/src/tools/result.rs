@@ -57,17 +57,24 @@ fn media(url: &str) -> &str {
 /// The image types a result may carry as an image (others are named in text).
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
+/// The error of a result of `items` content items when at most `max_items` are accepted.
+pub fn too_many(items: usize, max_items: usize) -> Option<Outcome> {
+    (items > max_items).then(|| {
+        Outcome::error(format!(
+            "The result held {} content items; at most {max_items} are accepted \
+             (max_result_items).",
+            group(items)
+        ))
+    })
+}
+
 /// A `tools/call` result (as JSON) as kept: each content item a part, cut to `max_bytes`
 /// with a marker saying so. A result of more than `max_items` content items is a tool error.
 pub fn read(result: &Value, max_bytes: usize, max_items: usize) -> Outcome {
     let ok = result["isError"].as_bool() != Some(true);
     let items = result["content"].as_array().map_or(&[][..], Vec::as_slice);
-    if items.len() > max_items {
-        return Outcome::error(format!(
-            "The result held {} content items; at most {max_items} are accepted \
-             (max_result_items).",
-            group(items.len())
-        ));
+    if let Some(refused) = too_many(items.len(), max_items) {
+        return refused;
     }
     let mut parts: Vec<Part> = items.iter().map(part).collect();
     if parts.is_empty() {

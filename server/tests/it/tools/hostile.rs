@@ -294,3 +294,262 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     .await;
     tools.shutdown().await;
 }
+
+/// A folder with one agent `tooled` that may use `servers`.
+pub fn agent_folder(servers: &[&str]) -> tempfile::TempDir {
+    let agents = tempfile::tempdir().unwrap();
+    let template = serde_json::json!({
+        "agentId": "tooled", "name": "Tooled",
+        "chatSettings": {"tools": servers, "historyPolicy": "all"},
+    });
+    let folder = agents.path().join("tooled");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join("template.json"), template.to_string()).unwrap();
+    agents
+}
+
+/// The peak resident memory of process `pid`, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib / 1024
+}
+
+const ADMIN: &str = "hostile-test-admin-token-0123456789";
+
+/// Waits until `/readyz` says server `id` is ready.
+fn ready(parlor: &crate::support::process::Running, id: &str) {
+    for _ in 0..300 {
+        let body: serde_json::Value = reqwest::blocking::Client::new()
+            .get(parlor.url("/readyz"))
+            .header("x-parlor-admin-token", ADMIN)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if body["tool_servers"][id]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ready"))
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{id} never became ready");
+}
+
+/// One turn of agent `tooled`; the event stream as text.
+fn turn(parlor: &crate::support::process::Running, message: &str) -> String {
+    reqwest::blocking::Client::new()
+        .post(parlor.url("/api/chat/tooled"))
+        .header(
+            "cookie",
+            crate::support::browser("0123456789abcdef0123456789abcdef"),
+        )
+        .json(&serde_json::json!({"message": message}))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap()
+}
+
+#[test]
+fn floods_over_stdio_and_http_leave_parlor_under_256_mib_and_the_next_turn_answers() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let http = HostileHttp::start(log.path());
+    let Transport::Stdio { args, .. } = stdio(log.path(), "") else {
+        unreachable!()
+    };
+    let config = crate::support::config_file(&format!(
+        "[[mcp_servers]]\nid = \"flood\"\ncommand = \"python3\"\nargs = {args:?}\ntimeout_secs = 20\n\n\
+         [[mcp_servers]]\nid = \"floodweb\"\nurl = {:?}\ntimeout_secs = 20\n",
+        http.url
+    ));
+    let agents = agent_folder(&["flood", "floodweb"]);
+    let data = tempfile::tempdir().unwrap();
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let parlor = crate::support::process::start(
+        &[
+            ("PARLOR_CONFIG", &config_path),
+            ("PARLOR_AGENTS_DIR", &agents_path),
+            ("PARLOR_ADMIN_TOKEN", ADMIN),
+        ],
+        data.path(),
+    );
+    let pid = parlor.child.id();
+    let floods = [
+        (
+            "flood",
+            r#"flood__huge {"mb": 40}"#,
+            "larger than 8388608 bytes",
+        ),
+        ("flood", r#"flood__endless {}"#, "larger than 8388608 bytes"),
+        ("floodweb", r#"floodweb__huge {"mb": 40}"#, "failed"),
+        ("floodweb", r#"floodweb__endless {}"#, "failed"),
+        (
+            "floodweb",
+            r#"floodweb__items {"count": 1000000}"#,
+            "failed",
+        ),
+        (
+            "floodweb",
+            r#"floodweb__items {"count": 250000}"#,
+            "250,000 content items",
+        ),
+        (
+            "flood",
+            r#"flood__items {"count": 250000}"#,
+            "250,000 content items",
+        ),
+    ];
+    let mut peaks = Vec::new();
+    for (server, ask, why) in floods {
+        ready(&parlor, server);
+        let events = turn(&parlor, &format!("/tool {ask}"));
+        assert!(events.contains("event: tool_result"), "{ask}: {events}");
+        assert!(
+            events.contains(r#""ok":false"#) && events.contains(why),
+            "{ask}: {events}"
+        );
+        assert!(
+            events.contains("event: done"),
+            "the turn ended: {ask}: {events}"
+        );
+        peaks.push(peak_mib(pid));
+    }
+    ready(&parlor, "flood");
+    let after = turn(&parlor, r#"/tool flood__echo {"text": "calm again"}"#);
+    assert!(
+        after.contains("calm again") && after.contains("event: done"),
+        "{after}"
+    );
+    let peak = peak_mib(pid);
+    eprintln!("peak resident memory after each flood: {peaks:?} MiB; at the end {peak} MiB");
+    assert!(peak < 256, "Parlor's peak memory was {peak} MiB");
+}
+
+/// Whether `pid` has exited (gone, or a zombie).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        let state = stat.rsplit(')').next().unwrap_or_default().trim_start();
+        state.starts_with('Z')
+    })
+}
+
+/// Parlor with `server` (a `[[mcp_servers]]` entry's lines after its id) as `busy`, killed
+/// with SIGKILL while `ask` runs: the server's process does not outlive it.
+fn killed_mid_call(entry: &str, ask: &str, needle: &str) {
+    let config = crate::support::config_file(&format!(
+        "[[mcp_servers]]\nid = \"busy\"\n{entry}\ntimeout_secs = 300\n"
+    ));
+    let agents = agent_folder(&["busy"]);
+    let data = tempfile::tempdir().unwrap();
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let mut parlor = crate::support::process::start(
+        &[
+            ("PARLOR_CONFIG", &config_path),
+            ("PARLOR_AGENTS_DIR", &agents_path),
+            ("PARLOR_ADMIN_TOKEN", ADMIN),
+        ],
+        data.path(),
+    );
+    ready(&parlor, "busy");
+    let servers: Vec<u32> = super::servers::children_running(needle)
+        .into_iter()
+        .filter(|&p| super::servers::descends(p, parlor.child.id()))
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let url = parlor.url("/api/chat/tooled");
+    let ask = format!("/tool {ask}");
+    let asked = std::thread::spawn(move || {
+        let _ = reqwest::blocking::Client::new()
+            .post(url)
+            .header(
+                "cookie",
+                crate::support::browser("0123456789abcdef0123456789abcdef"),
+            )
+            .json(&serde_json::json!({"message": ask}))
+            .send()
+            .and_then(|r| r.text());
+    });
+    // The call is running (the stream has started and the server has it) when Parlor dies.
+    std::thread::sleep(Duration::from_millis(1500));
+    parlor.kill();
+    let _ = asked.join();
+    let since = std::time::Instant::now();
+    while !gone(servers[0]) {
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the busy server outlived Parlor"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_busy_stdio_server_dies_with_parlor_when_parlor_is_killed() {
+    // A server busy in a call, not reading its input: only the kernel can end it.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let Transport::Stdio { args, .. } = stdio(log.path(), "") else {
+        unreachable!()
+    };
+    let needle = log.path().display().to_string();
+    killed_mid_call(
+        &format!("command = \"python3\"\nargs = {args:?}"),
+        "busy__busy {}",
+        &needle,
+    );
+    // server-everything's long-running operation.
+    let Transport::Stdio { command, args, .. } = super::servers::Everything::stdio() else {
+        unreachable!()
+    };
+    killed_mid_call(
+        &format!("command = {command:?}\nargs = {args:?}"),
+        r#"busy__trigger-long-running-operation {"duration": 600, "steps": 600}"#,
+        "mcp-server-everything",
+    );
+}
+
+#[tokio::test]
+async fn a_turn_waits_for_a_starting_server_and_readyz_says_not_ready_meanwhile() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = crate::support::config_file(&format!(
+        "[[mcp_servers]]\nid = \"slow\"\ncommand = \"sh\"\n\
+         args = [\"-c\", \"sleep 2; exec python3 {} {}\"]\ntimeout_secs = 10\n",
+        script().display(),
+        log.path().display()
+    ));
+    let agents = agent_folder(&["slow"]);
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let server = crate::support::TestServer::start(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_AGENTS_DIR", &agents_path),
+    ])
+    .await;
+    let (status, body) = server.get("/readyz", None).await;
+    assert_eq!(status, 503, "not ready while a tool server starts: {body}");
+    let reply = server
+        .chat(
+            "tooled",
+            serde_json::json!({"message": r#"/tool slow__echo {"text": "waited"}"#}),
+        )
+        .await;
+    let result = reply.events.iter().find_map(|e| match e {
+        parlor_domain::ChatEvent::ToolResult(r) => Some(r.clone()),
+        _ => None,
+    });
+    let result = result.expect("the tool was offered and called");
+    assert!(result.ok && result.preview.contains("waited"), "{result:?}");
+    let (status, _) = server.get("/readyz", None).await;
+    assert_eq!(status, 200);
+}

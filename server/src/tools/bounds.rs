@@ -1,0 +1,454 @@
+//! What a tool server sends is bounded before rmcp parses it: a message longer than
+//! `max_read_bytes` ends the connection (stdio) or the call (HTTP), and a call's answer with
+//! more than `max_result_items` content items is replaced, unparsed, by a JSON-RPC error.
+//! (Parsed into typed content, a quarter of a million empty items within 8 MiB costs
+//! Parlor hundreds of MiB; counted here they cost nothing.)
+
+use futures::{StreamExt, TryStreamExt};
+use reqwest_rmcp::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// Why Parlor closed a connection (a message too large), for the calls waiting on it.
+pub type Fault = Arc<Mutex<Option<String>>>;
+
+/// The bounds of one server.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub max_bytes: usize,
+    pub max_items: usize,
+}
+
+/// The error that replaces `message` when it answers a call with more than `max_items`
+/// content items; `None` when it does not (or is not an answer Parlor can read cheaply).
+pub fn too_many_items(message: &[u8], max_items: usize) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct Shallow {
+        id: Option<serde_json::Value>,
+        result: Option<ShallowResult>,
+    }
+    #[derive(Deserialize)]
+    struct ShallowResult {
+        content: Option<Count>,
+    }
+    let shallow: Shallow = serde_json::from_slice(message).ok()?;
+    let items = shallow.result?.content?.0;
+    if items <= max_items {
+        return None;
+    }
+    let text = format!(
+        "The result held {} content items; at most {max_items} are accepted (max_result_items).",
+        parlor_domain::numbers::group_digits(items as u64)
+    );
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": shallow.id?,
+        "error": {"code": -32603, "message": text},
+    });
+    serde_json::to_vec(&error).ok()
+}
+
+/// The length of a JSON array, its items skipped unread.
+struct Count(usize);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        struct Counting;
+        impl<'de> Visitor<'de> for Counting {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_seq(Counting)
+    }
+}
+
+/// A stdio server's output, a line at a time: a line longer than `max_bytes` fails the
+/// read (which ends the connection, `fault` saying why); an answer with too many items is
+/// handed on as an error instead.
+pub struct Lines<R> {
+    inner: R,
+    bounds: Bounds,
+    fault: Fault,
+    /// The line being read.
+    line: Vec<u8>,
+    /// Whole lines ready to hand on, from `ready_at`.
+    ready: Vec<u8>,
+    ready_at: usize,
+}
+
+impl<R> Lines<R> {
+    pub fn new(inner: R, bounds: Bounds, fault: Fault) -> Self {
+        Lines {
+            inner,
+            bounds,
+            fault,
+            line: Vec::new(),
+            ready: Vec::new(),
+            ready_at: 0,
+        }
+    }
+
+    /// Takes in `fresh`; an error when a line grows past the bound.
+    fn take(&mut self, fresh: &[u8]) -> std::io::Result<()> {
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', fresh) {
+            self.grow(&fresh[start..newline])?;
+            let line = std::mem::take(&mut self.line);
+            match too_many_items(&line, self.bounds.max_items) {
+                Some(error) => self.ready.extend_from_slice(&error),
+                None => self.ready.extend_from_slice(&line),
+            }
+            self.ready.push(b'\n');
+            start = newline + 1;
+        }
+        self.grow(&fresh[start..])
+    }
+
+    fn grow(&mut self, piece: &[u8]) -> std::io::Result<()> {
+        if self.line.len() + piece.len() > self.bounds.max_bytes {
+            let why = format!(
+                "it sent a message larger than {} bytes (max_read_bytes); Parlor closed the \
+                 connection",
+                self.bounds.max_bytes
+            );
+            if let Ok(mut fault) = self.fault.lock() {
+                *fault = Some(why.clone());
+            }
+            self.line = Vec::new();
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+        }
+        self.line.extend_from_slice(piece);
+        Ok(())
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Lines<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.ready_at < this.ready.len() {
+                let n = buf.remaining().min(this.ready.len() - this.ready_at);
+                buf.put_slice(&this.ready[this.ready_at..this.ready_at + n]);
+                this.ready_at += n;
+                if this.ready_at == this.ready.len() {
+                    this.ready.clear();
+                    this.ready_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let mut read = ReadBuf::new(&mut chunk);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+            if read.filled().is_empty() {
+                // The end: a line without its newline is not a message.
+                return Poll::Ready(Ok(()));
+            }
+            this.take(read.filled())?;
+        }
+    }
+}
+
+/// rmcp's reqwest client, with the answers to `tools/call` read by Parlor: the body (JSON)
+/// or the whole event stream (SSE) bounded, and an answer with too many items replaced by an
+/// error before it is parsed. Every other request is rmcp's own.
+#[derive(Clone)]
+pub struct GuardedHttp {
+    pub inner: reqwest_rmcp::Client,
+    pub bounds: Bounds,
+}
+
+type HttpError = StreamableHttpError<reqwest_rmcp::Error>;
+
+impl GuardedHttp {
+    async fn call(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let mut request = self
+            .inner
+            .post(uri.as_ref())
+            .header(ACCEPT, "text/event-stream, application/json");
+        if let Some(auth) = auth {
+            request = request.bearer_auth(auth);
+        }
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        if let Some(session) = &session_id {
+            request = request.header("mcp-session-id", session.as_ref());
+        }
+        let response = request
+            .json(&message)
+            .send()
+            .await
+            .map_err(HttpError::Client)?;
+        let status = response.status();
+        if matches!(status.as_u16(), 202 | 204) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status.as_u16() == 404 && session_id.is_some() {
+            return Err(HttpError::SessionExpired);
+        }
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .or(session_id.map(|s| s.to_string()));
+        let kind = response_kind(
+            &response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_ascii_lowercase(),
+        );
+        let sse = matches!(kind, Kind::Sse);
+        if !status.is_success() {
+            return Err(HttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "HTTP {status}"
+            ))));
+        }
+        let max = self.bounds.max_bytes;
+        let mut total = 0usize;
+        // The whole answer is bounded (an event stream too: twice the bound, for the
+        // progress events that come before the result).
+        let bytes = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            total += chunk.len();
+            let limit = if sse { max * 2 } else { max };
+            match total > limit {
+                true => Err(std::io::Error::other(format!(
+                    "it sent an answer larger than {limit} bytes (max_read_bytes)"
+                ))),
+                false => Ok(chunk),
+            }
+        });
+        match kind {
+            Kind::Json => {
+                let mut body = Vec::new();
+                let mut bytes = Box::pin(bytes);
+                while let Some(chunk) = bytes.next().await {
+                    body.extend_from_slice(&chunk.map_err(HttpError::Io)?);
+                }
+                let body = too_many_items(&body, self.bounds.max_items).unwrap_or(body);
+                let parsed: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
+                Ok(StreamableHttpPostResponse::Json(parsed, session))
+            }
+            Kind::Sse => {
+                let max_items = self.bounds.max_items;
+                let events =
+                    sse_stream::SseStream::from_bytes_stream(bytes).map_ok(move |mut event| {
+                        if let Some(data) = event.data.as_deref() {
+                            if let Some(error) = too_many_items(data.as_bytes(), max_items) {
+                                event.data = Some(String::from_utf8_lossy(&error).into_owned());
+                            }
+                        }
+                        event
+                    });
+                Ok(StreamableHttpPostResponse::Sse(events.boxed(), session))
+            }
+            Kind::Other(kind) => Err(HttpError::UnexpectedContentType(kind)),
+        }
+    }
+}
+
+enum Kind {
+    Json,
+    Sse,
+    Other(Option<String>),
+}
+
+fn response_kind(kind: &str) -> Kind {
+    if kind.starts_with("application/json") {
+        Kind::Json
+    } else if kind.starts_with("text/event-stream") {
+        Kind::Sse
+    } else {
+        Kind::Other((!kind.is_empty()).then(|| kind.to_owned()))
+    }
+}
+
+fn is_call(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        rmcp::model::JsonRpcMessage::Request(request)
+            if matches!(request.request, rmcp::model::ClientRequest::CallToolRequest(_))
+    )
+}
+
+impl StreamableHttpClient for GuardedHttp {
+    type Error = reqwest_rmcp::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let limits = self.limits();
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if is_call(&message) {
+            return self
+                .call(uri, message, session_id, auth_header, custom_headers)
+                .await;
+        }
+        self.inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError>
+    {
+        self.inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                self.bounds.max_bytes,
+            )
+            .await
+    }
+}
+
+impl GuardedHttp {
+    fn limits(&self) -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = self.bounds.max_bytes;
+        limits.max_json_response_size = self.bounds.max_bytes;
+        limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn bounds(max_bytes: usize) -> Bounds {
+        Bounds {
+            max_bytes,
+            max_items: 3,
+        }
+    }
+
+    async fn read_all(input: &[u8], max: usize) -> (std::io::Result<Vec<u8>>, Option<String>) {
+        let fault = Fault::default();
+        let mut reader = Lines::new(input, bounds(max), fault.clone());
+        let mut out = Vec::new();
+        let result = reader.read_to_end(&mut out).await.map(|_| out);
+        let why = fault.lock().unwrap().clone();
+        (result, why)
+    }
+
+    #[tokio::test]
+    async fn lines_up_to_the_bound_pass_and_a_longer_one_ends_the_read() {
+        let (ok, why) = read_all(b"12345\n1234\n", 5).await;
+        assert_eq!(ok.unwrap(), b"12345\n1234\n");
+        assert!(why.is_none());
+        let (refused, why) = read_all(b"12\n123456\n1", 5).await;
+        assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+        assert!(why.unwrap().contains("larger than 5 bytes"));
+        let endless = vec![b'x'; 100_000];
+        assert!(read_all(&endless, 1000).await.0.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_with_too_many_items_becomes_an_error_before_it_is_parsed() {
+        let many = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{},{},{},{}]}}"#;
+        let few = br#"{"jsonrpc":"2.0","id":8,"result":{"content":[{},{},{}]}}"#;
+        let input = [&many[..], b"\n", &few[..], b"\n"].concat();
+        let (out, _) = read_all(&input, 1000).await;
+        let out = String::from_utf8(out.unwrap()).unwrap();
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["id"], 7);
+        assert_eq!(
+            lines[0]["error"]["message"],
+            "The result held 4 content items; at most 3 are accepted (max_result_items)."
+        );
+        assert_eq!(lines[1]["result"]["content"].as_array().unwrap().len(), 3);
+        // Not an answer, or not JSON: handed on as it came.
+        assert!(too_many_items(br#"{"method":"x","params":{"content":[1,2,3,4]}}"#, 3).is_none());
+        assert!(too_many_items(b"not json", 3).is_none());
+    }
+}
