@@ -143,6 +143,35 @@ fn subschema(node: &Map<String, Value>, at: &str, depth: usize) -> Result<(), St
     {
         return Err(format!("has an array without items at {}", place()));
     }
+    children(node, at, depth)?;
+    if let Some(required) = node.get("required") {
+        let strings = required
+            .as_array()
+            .is_some_and(|r| r.iter().all(Value::is_string));
+        if !strings {
+            return Err(format!(
+                "has required that is not a list of names at {}",
+                place()
+            ));
+        }
+    }
+    if let Some(values) = node.get("enum") {
+        if values.as_array().is_none_or(|v| v.is_empty()) {
+            return Err(format!("has an enum that is not a list at {}", place()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the subschemas of `node` (properties, items, combinators, definitions).
+fn children(node: &Map<String, Value>, at: &str, depth: usize) -> Result<(), String> {
+    let place = || {
+        if at.is_empty() {
+            "/".to_owned()
+        } else {
+            at.to_owned()
+        }
+    };
     let child = |value: &Value, key: &str| -> Result<(), String> {
         let at = format!("{at}/{key}");
         match value {
@@ -182,22 +211,6 @@ fn subschema(node: &Map<String, Value>, at: &str, depth: usize) -> Result<(), St
                 }
             }
             Some(_) => return Err(format!("has {key} that is not a list at {}", place())),
-        }
-    }
-    if let Some(required) = node.get("required") {
-        let strings = required
-            .as_array()
-            .is_some_and(|r| r.iter().all(Value::is_string));
-        if !strings {
-            return Err(format!(
-                "has required that is not a list of names at {}",
-                place()
-            ));
-        }
-    }
-    if let Some(values) = node.get("enum") {
-        if values.as_array().is_none_or(|v| v.is_empty()) {
-            return Err(format!("has an enum that is not a list at {}", place()));
         }
     }
     Ok(())

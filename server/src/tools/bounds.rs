@@ -223,6 +223,20 @@ impl GuardedHttp {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .or(session_id.map(|s| s.to_string()));
+        if !status.is_success() {
+            return Err(HttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "HTTP {status}"
+            ))));
+        }
+        self.answer(response, session).await
+    }
+
+    /// Reads a call's answer (JSON or an event stream) within the bounds.
+    async fn answer(
+        &self,
+        response: reqwest_rmcp::Response,
+        session: Option<String>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
         let kind = response_kind(
             &response
                 .headers()
@@ -232,11 +246,6 @@ impl GuardedHttp {
                 .to_ascii_lowercase(),
         );
         let sse = matches!(kind, Kind::Sse);
-        if !status.is_success() {
-            return Err(HttpError::UnexpectedServerResponse(Cow::Owned(format!(
-                "HTTP {status}"
-            ))));
-        }
         let max = self.bounds.max_bytes;
         let mut total = 0usize;
         // The whole answer is bounded (an event stream too: twice the bound, for the

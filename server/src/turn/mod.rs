@@ -403,8 +403,7 @@ impl TurnContext<'_> {
         (accounts.config.tokens_per_day > 0).then_some(reply::QuotaUse { accounts, user })
     }
 
-    /// The agent's tools on this turn, when it has any (the owner of `info` is whose
-    /// conversations the built-in server recalls).
+    /// The agent's tools on this turn, if any (the built-in server recalls `info`'s owner's).
     fn tool_run(&self, info: &ConversationInfo) -> Option<tools::ToolRun> {
         let services = self.services;
         if self.agent.tools.is_empty() || services.tools.is_empty() {

@@ -159,45 +159,12 @@ fn server(
         return Err(("id", rule));
     }
     let transport = transport(entry, var)?;
-    let timeout = match entry.timeout_secs {
-        None => DEFAULT_TIMEOUT_SECS,
-        Some(n @ 1..=600) => n as u64,
-        Some(n) => {
-            return Err((
-                "timeout_secs",
-                format!("must be between 1 and 600 (got {n})"),
-            ))
-        }
-    };
-    let max_result_bytes = match entry.max_result_bytes {
-        None => DEFAULT_MAX_RESULT_BYTES,
-        Some(n @ 1..=16_777_216) => n as usize,
-        Some(n) => {
-            let rule = format!("must be between 1 and 16777216 (got {n})");
-            return Err(("max_result_bytes", rule));
-        }
-    };
-    let max_read_bytes = match entry.max_read_bytes {
-        None => DEFAULT_MAX_READ_BYTES.max(max_result_bytes * 2 + 65_536),
-        Some(n) if !READ_BYTES.contains(&n) => {
-            let (low, high) = (READ_BYTES.start(), READ_BYTES.end());
-            let rule = format!("must be between {low} and {high} (got {n})");
-            return Err(("max_read_bytes", rule));
-        }
-        Some(n) if (n as usize) < max_result_bytes => {
-            let rule = format!("must be at least max_result_bytes ({max_result_bytes}; got {n})");
-            return Err(("max_read_bytes", rule));
-        }
-        Some(n) => n as usize,
-    };
-    let max_result_items = match entry.max_result_items {
-        None => DEFAULT_MAX_RESULT_ITEMS,
-        Some(n @ 1..=10_000) => n as usize,
-        Some(n) => {
-            let rule = format!("must be between 1 and 10000 (got {n})");
-            return Err(("max_result_items", rule));
-        }
-    };
+    let Numbers {
+        timeout,
+        max_result_bytes,
+        max_read_bytes,
+        max_result_items,
+    } = numbers(entry)?;
     let confirm = match entry.confirm.as_deref() {
         None | Some("never") => Confirm::Never,
         Some("always") => Confirm::Always,
@@ -215,7 +182,7 @@ fn server(
     Ok(ServerSpec {
         id: entry.id.clone(),
         transport,
-        timeout: Duration::from_secs(timeout),
+        timeout: Duration::from_secs(timeout as u64),
         max_result_bytes,
         max_read_bytes,
         max_result_items,
@@ -223,6 +190,70 @@ fn server(
         allow: entry.allow.clone(),
         save: entry.save.unwrap_or(Save::Always),
     })
+}
+
+/// An entry's numbers, checked.
+struct Numbers {
+    timeout: usize,
+    max_result_bytes: usize,
+    max_read_bytes: usize,
+    max_result_items: usize,
+}
+
+fn numbers(entry: &McpServerEntry) -> Result<Numbers, Refusal> {
+    let timeout = within(
+        "timeout_secs",
+        entry.timeout_secs,
+        1..=600,
+        DEFAULT_TIMEOUT_SECS as i64,
+    )?;
+    let max_result_bytes = within(
+        "max_result_bytes",
+        entry.max_result_bytes,
+        1..=16_777_216,
+        DEFAULT_MAX_RESULT_BYTES as i64,
+    )?;
+    let default_read = DEFAULT_MAX_READ_BYTES.max(max_result_bytes * 2 + 65_536);
+    let max_read_bytes = within(
+        "max_read_bytes",
+        entry.max_read_bytes,
+        READ_BYTES,
+        default_read as i64,
+    )?;
+    if max_read_bytes < max_result_bytes {
+        let rule =
+            format!("must be at least max_result_bytes ({max_result_bytes}; got {max_read_bytes})");
+        return Err(("max_read_bytes", rule));
+    }
+    let max_result_items = within(
+        "max_result_items",
+        entry.max_result_items,
+        1..=10_000,
+        DEFAULT_MAX_RESULT_ITEMS as i64,
+    )?;
+    Ok(Numbers {
+        timeout,
+        max_result_bytes,
+        max_read_bytes,
+        max_result_items,
+    })
+}
+
+/// `value` (`default` when unset) when it is in `range`; else the refusal naming `field`.
+fn within(
+    field: &'static str,
+    value: Option<i64>,
+    range: std::ops::RangeInclusive<i64>,
+    default: i64,
+) -> Result<usize, Refusal> {
+    match value {
+        None => Ok(default as usize),
+        Some(n) if range.contains(&n) => Ok(n as usize),
+        Some(n) => {
+            let (low, high) = (range.start(), range.end());
+            Err((field, format!("must be between {low} and {high} (got {n})")))
+        }
+    }
 }
 
 fn transport(
