@@ -116,8 +116,11 @@ def stdio():
     out = sys.stdout.buffer
 
     def send(message):
-        out.write(json.dumps(message).encode() + b"\n")
-        out.flush()
+        try:
+            out.write(json.dumps(message).encode() + b"\n")
+            out.flush()
+        except BrokenPipeError:
+            sys.exit(0)  # Parlor closed the connection (an answer too large)
 
     for line in sys.stdin.buffer:
         message = json.loads(line)

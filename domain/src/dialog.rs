@@ -85,14 +85,23 @@ pub fn stamp(entries: &[Entry], latest_stored: Option<i64>, now_ms: i64) -> Vec<
 /// 1..=200 (default 50).
 pub fn since(messages: &[Message], since_ts: Option<i64>, limit: Option<i64>) -> Vec<&Message> {
     let limit = limit.unwrap_or(50).clamp(1, 200) as usize;
-    match since_ts {
-        None => messages[messages.len().saturating_sub(limit)..]
-            .iter()
-            .collect(),
+    let picked: Vec<usize> = match since_ts {
+        None => (messages.len().saturating_sub(limit)..messages.len()).collect(),
         // Every newer message, wherever it is: a file written by hand or by another tool
         // may hold an older time after a newer one.
-        Some(ts) => messages.iter().filter(|m| m.ts > ts).take(limit).collect(),
-    }
+        Some(ts) => (0..messages.len())
+            .filter(|&i| messages[i].ts > ts)
+            .take(limit)
+            .collect(),
+    };
+    // Whole tool exchanges: a window never begins or ends inside one.
+    let mut whole: Vec<usize> = picked
+        .into_iter()
+        .flat_map(|i| crate::exchange::span(messages, i))
+        .collect();
+    whole.sort_unstable();
+    whole.dedup();
+    whole.into_iter().map(|i| &messages[i]).collect()
 }
 
 /// `history_get_dialog_detail`'s `recentTurns`: how many of the last messages (not pairs)

@@ -158,6 +158,113 @@ pub fn reports(
         .collect()
 }
 
+/// The messages of the exchange `index` falls in: its opening message and every `tool`
+/// message right after it; just `index` for a message outside any exchange.
+pub fn span(messages: &[Message], index: usize) -> std::ops::Range<usize> {
+    if index >= messages.len() {
+        return index..index;
+    }
+    let mut start = index;
+    while start > 0 && messages[start].tool.is_some() {
+        start -= 1;
+    }
+    if !opens(&messages[start]) {
+        return index..index + 1;
+    }
+    let end = (start + 1..messages.len())
+        .find(|&j| messages[j].tool.is_none())
+        .unwrap_or(messages.len());
+    start..end
+}
+
+/// Where a cut that drops the messages before `at` lands so that it splits no exchange:
+/// moved past the results of an exchange whose call it drops (they go with their call).
+pub fn cut_after(messages: &[Message], at: usize) -> usize {
+    let mut at = at.min(messages.len());
+    if at == 0 {
+        return 0;
+    }
+    while at < messages.len() && messages[at].tool.is_some() {
+        at += 1;
+    }
+    at
+}
+
+/// The length of a prefix of `messages` that keeps at least the first `len` and splits no
+/// exchange: extended over the rest of an exchange it would split.
+pub fn prefix_end(messages: &[Message], len: usize) -> usize {
+    match len {
+        0 => 0,
+        len if len >= messages.len() => messages.len(),
+        len => span(messages, len - 1).end.max(len),
+    }
+}
+
+/// Where a window of `messages` that begins at `start` begins so that it holds whole
+/// exchanges: moved back to the call of results it would begin with. `None` when that call
+/// is not in `messages` (read further back).
+pub fn window_start(messages: &[Message], start: usize) -> Option<usize> {
+    if start >= messages.len() || messages[start].tool.is_none() {
+        return Some(start);
+    }
+    let mut begins = start;
+    while begins > 0 && messages[begins].tool.is_some() {
+        begins -= 1;
+    }
+    if opens(&messages[begins]) {
+        Some(begins)
+    } else if messages[begins].tool.is_some() {
+        None
+    } else {
+        // Results after a message that asked for nothing: no call to find.
+        Some(start)
+    }
+}
+
+/// The longest result text a summary or a flat view shows of one call.
+pub const LINE_RESULT_BYTES: usize = 400;
+
+/// A message as one line of text for a summary or a flat view: its text, then, for a tool
+/// call, the tools and arguments asked for, and for a result, the tool and the start of what
+/// it answered (at most [`LINE_RESULT_BYTES`]).
+pub fn line(message: &Message) -> String {
+    if let Some(answer) = &message.tool {
+        let text: String = message
+            .context
+            .iter()
+            .filter_map(|b| b.part.sent_text())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let verdict = if answer.ok { "answered" } else { "failed" };
+        return format!(
+            "[{} {verdict}: {}]",
+            answer.name,
+            cut(&text, LINE_RESULT_BYTES)
+        );
+    }
+    let calls: Vec<String> = message
+        .tool_calls
+        .iter()
+        .map(|c| format!("{} {}", c.name, cut(&c.arguments, LINE_RESULT_BYTES)))
+        .collect();
+    match (message.text.is_empty(), calls.is_empty()) {
+        (_, true) => message.text.clone(),
+        (true, false) => format!("[called {}]", calls.join("; ")),
+        (false, false) => format!("{} [called {}]", message.text, calls.join("; ")),
+    }
+}
+
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end]).into()
+}
+
 /// Whether every `tool` message of `messages` follows its call and every call is answered:
 /// what every request Parlor sends satisfies.
 pub fn paired(messages: &[Message]) -> bool {
@@ -223,6 +330,66 @@ mod tests {
             text: "12:00".into(),
         };
         Message::tool_result(answer, vec![text], None, ts)
+    }
+
+    #[test]
+    fn cuts_forks_pins_and_windows_never_split_an_exchange() {
+        // 0 user, 1 call(a,b), 2 a, 3 b, 4 assistant, 5 call(c), 6 c
+        let messages = vec![
+            Message::user("hi", 1),
+            call(&["a", "b"], 2),
+            answer("a", 3),
+            answer("b", 4),
+            Message::assistant("done", 5),
+            call(&["c"], 6),
+            answer("c", 7),
+        ];
+        assert_eq!(span(&messages, 0), 0..1);
+        for i in 1..4 {
+            assert_eq!(span(&messages, i), 1..4, "{i}");
+        }
+        assert_eq!(span(&messages, 6), 5..7);
+        // A cap that would keep results without their call drops them too.
+        assert_eq!(cut_after(&messages, 2), 4);
+        assert_eq!(cut_after(&messages, 3), 4);
+        assert_eq!(cut_after(&messages, 1), 1);
+        assert_eq!(cut_after(&messages, 0), 0);
+        assert!(paired(&messages[cut_after(&messages, 2)..]));
+        // A fork through the call, or before one of its results, keeps the exchange whole.
+        assert_eq!(prefix_end(&messages, 2), 4);
+        assert_eq!(prefix_end(&messages, 3), 4);
+        assert_eq!(prefix_end(&messages, 1), 1);
+        assert_eq!(prefix_end(&messages, 6), 7);
+        for len in 0..=messages.len() {
+            assert!(paired(&messages[..prefix_end(&messages, len)]), "{len}");
+        }
+        // A window beginning with results begins with their call; when it is not loaded,
+        // read further.
+        assert_eq!(window_start(&messages, 3), Some(1));
+        assert_eq!(window_start(&messages, 4), Some(4));
+        assert_eq!(window_start(&messages[2..], 0), None);
+        // A result without its call (written by another tool) is its own span.
+        let orphan = vec![Message::user("x", 1), answer("z", 2)];
+        assert_eq!(span(&orphan, 1), 1..2);
+    }
+
+    #[test]
+    fn a_tool_exchange_reads_as_lines_with_a_bounded_result() {
+        let mut asked = call(&["a"], 1);
+        asked.text = "Let me look.".into();
+        assert_eq!(line(&asked), "Let me look. [called clock__now {}]");
+        assert_eq!(line(&call(&["a"], 1)), "[called clock__now {}]");
+        assert_eq!(line(&answer("a", 2)), "[clock__now answered: 12:00]");
+        let mut long = answer("a", 2);
+        long.context[0].part = Part::Text {
+            text: "é".repeat(400),
+        };
+        let shown = line(&long);
+        assert!(
+            shown.len() < LINE_RESULT_BYTES + 40 && shown.ends_with("…]"),
+            "{shown}"
+        );
+        assert_eq!(line(&Message::user("hi", 1)), "hi");
     }
 
     use crate::chain::Outgoing;

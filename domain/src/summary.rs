@@ -197,7 +197,8 @@ pub fn flat(
     }
     for message in messages {
         let tag = if message.role == Role::User { "U" } else { "A" };
-        lines.push(format!("{tag}: {}", escape_line(&message.text)));
+        let text = crate::exchange::line(message);
+        lines.push(format!("{tag}: {}", escape_line(&text)));
     }
     lines.join("\n")
 }

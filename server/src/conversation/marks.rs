@@ -51,13 +51,19 @@ async fn apply(
 ) -> Result<MarkReply, MarkError> {
     let id = &info.session_id;
     let mut messages = store.load(id).await?;
+    let Some(at) = messages.iter().position(|m| m.id() == message_id) else {
+        return Err(MarkError::NoMessage(message_id.to_owned()));
+    };
+    if messages[at].role == Role::System {
+        return Err(MarkError::SystemMessage);
+    }
+    // A mark on part of a tool exchange marks all of it (a call is sent with its results or
+    // not at all).
+    let span = parlor_domain::exchange::span(&messages, at);
     let mut edits = Vec::new();
     for (index, message) in messages.iter_mut().enumerate() {
-        if message.id() != message_id {
+        if !span.contains(&index) && message.id() != message_id {
             continue;
-        }
-        if message.role == Role::System {
-            return Err(MarkError::SystemMessage);
         }
         let old = message.clone();
         message.ensure_id();
@@ -69,9 +75,6 @@ async fn apply(
                 new: Some(message.clone()),
             });
         }
-    }
-    if edits.is_empty() && !messages.iter().any(|m| m.id() == message_id) {
-        return Err(MarkError::NoMessage(message_id.to_owned()));
     }
     if store.rewrite(id, &edits).await? != edits.len() {
         return Err(MarkError::Changed);

@@ -110,10 +110,12 @@ pub async fn fork(
         .iter()
         .position(|m| m.id() == id.as_str())
         .ok_or_else(|| ConversationError::NoMessage(id.clone()))?;
-    messages.truncate(match at {
+    let len = match at {
         ForkAt::Through(_) => index + 1,
         ForkAt::Before(_) => index,
-    });
+    };
+    // A fork at a tool call, or before one of its results, takes the exchange whole.
+    messages.truncate(parlor_domain::exchange::prefix_end(&messages, len));
     for message in &mut messages {
         message.ensure_id();
     }

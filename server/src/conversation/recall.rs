@@ -6,7 +6,7 @@ use crate::state::Services;
 use crate::tools::builtin::{READ, SEARCH};
 use crate::tools::{Arguments, Outcome, Recall};
 use parlor_domain::block::Part;
-use parlor_domain::{ConversationId, Message};
+use parlor_domain::{ConversationId, Message, SendMark};
 use std::sync::Arc;
 
 /// The most messages `read_conversation` returns.
@@ -91,6 +91,12 @@ impl OwnerRecall {
         let Ok(id) = ConversationId::parse(session_id) else {
             return not_found();
         };
+        if id == self.current {
+            // What of it is sent is the policy's and the user's marks' to say, not a tool's.
+            return Outcome::error(
+                "That is the current conversation: what of it the model receives is already here.",
+            );
+        }
         for history_id in self.services.histories.ids() {
             let Some(history) = self.services.histories.get(history_id) else {
                 continue;
@@ -103,7 +109,11 @@ impl OwnerRecall {
                 return not_found();
             }
             return match history.store.load_tail(&id, last as usize).await {
-                Ok(tail) => answer(transcript(&info.title, &tail.messages)),
+                Ok(mut tail) => {
+                    // A message the user marked "Don't send" is not sent this way either.
+                    tail.messages.retain(|m| m.send != Some(SendMark::Never));
+                    answer(transcript(&info.title, &tail.messages))
+                }
                 Err(e) => Outcome::error(format!("The conversation could not be read: {e}")),
             };
         }

@@ -108,7 +108,7 @@ impl HistoryTools {
         };
         // Only the messages returned are read; the signal measures the whole dialog.
         let count = recent_count(params.recent_turns).map_err(ToolError)?;
-        let (tail, bytes) = self.store.load_tail_sized(&id, count).await?;
+        let (tail, bytes) = whole_tail(self.store.as_ref(), &id, count).await?;
         let summary = self.store.summary(&id).await?;
         let recent = &tail.messages[..];
         let maintenance = self.signal(tail.total, dialog_bytes(bytes, summary.as_ref()));
@@ -287,5 +287,28 @@ impl ServerHandler for HistoryTools {
                 "Parlor's conversation history: list, read, append to, summarize, clear and \
                  restore the dialogs the web chat shows.",
             )
+    }
+}
+
+/// The last `count` messages of `id`, and the size of all, widened back so that the window
+/// does not begin inside a tool exchange (read further back until its call is found).
+async fn whole_tail(
+    store: &dyn ConversationStore,
+    id: &parlor_domain::ConversationId,
+    count: usize,
+) -> Result<(crate::store::Tail, usize), crate::store::StoreError> {
+    let mut want = count;
+    loop {
+        let (mut tail, bytes) = store.load_tail_sized(id, want).await?;
+        let extra = tail.messages.len().saturating_sub(count);
+        let all = tail.messages.len() >= tail.total;
+        match parlor_domain::exchange::window_start(&tail.messages, extra) {
+            Some(start) => {
+                tail.messages.drain(..start);
+                return Ok((tail, bytes));
+            }
+            None if all => return Ok((tail, bytes)),
+            None => want = want.saturating_mul(2).max(want + 16),
+        }
     }
 }

@@ -189,7 +189,9 @@ pub(crate) fn check_room(
 pub(crate) fn cap(messages: &mut Vec<Message>, max_turns: MaxTurns) {
     if let Some(max) = max_turns {
         let excess = messages.len().saturating_sub(max.get());
-        messages.drain(..excess);
+        // Results whose call is dropped go with it: no exchange is left split.
+        let cut = parlor_domain::exchange::cut_after(messages, excess);
+        messages.drain(..cut);
     }
 }
 

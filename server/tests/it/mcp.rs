@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 /// `parlor mcp --stdio` through rmcp's client (a real MCP client: initialization, requests,
 /// the server's own requests answered): what every tool test uses.
-struct Mcp {
+pub(crate) struct Mcp {
     runtime: tokio::runtime::Runtime,
     client: Option<rmcp::service::RunningService<rmcp::RoleClient, ()>>,
 }
@@ -25,7 +25,7 @@ impl Drop for Mcp {
 
 impl Mcp {
     /// Starts `parlor mcp --stdio` on `data` and initializes the session.
-    fn start(data: &Path, vars: &[(&str, &str)]) -> Mcp {
+    pub(crate) fn start(data: &Path, vars: &[(&str, &str)]) -> Mcp {
         use rmcp::ServiceExt;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -89,7 +89,7 @@ impl Mcp {
         )
     }
 
-    fn ok(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn ok(&mut self, tool: &str, arguments: Value) -> Value {
         let (failed, text) = self.call(tool, arguments);
         assert!(!failed, "{tool}: {text}");
         serde_json::from_str(&text).unwrap_or(Value::String(text))

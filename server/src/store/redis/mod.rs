@@ -169,10 +169,11 @@ impl RedisStore {
     fn finish_write(&self, pipe: &mut redis::Pipeline, id: &ConversationId) {
         let key = self.messages_key(id);
         if let Some(max) = self.options.max_turns {
-            pipe.cmd("LTRIM")
+            pipe.cmd("EVAL")
+                .arg(scripts::TRIM_WHOLE)
+                .arg(1)
                 .arg(&key)
-                .arg(-(max.get() as i64))
-                .arg(-1)
+                .arg(max.get())
                 .ignore();
         }
         if let Some(ttl) = self.options.ttl {

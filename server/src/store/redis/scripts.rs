@@ -1,5 +1,25 @@
 //! The Lua scripts that make a check and a write one step in Redis.
 
+/// Keeps the last `ARGV[1]` messages of the list `KEYS[1]` (`max_turns`), then drops the
+/// results at its head whose call was dropped: no exchange is left split. Returns how many
+/// messages were dropped.
+pub(super) const TRIM_WHOLE: &str = r"
+local len = redis.call('LLEN', KEYS[1])
+local start = len - tonumber(ARGV[1])
+if start <= 0 then
+    return 0
+end
+while start < len do
+    local ok, m = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], start))
+    if not (ok and type(m) == 'table' and m.tool ~= nil and m.tool ~= cjson.null) then
+        break
+    end
+    start = start + 1
+end
+redis.call('LTRIM', KEYS[1], start, -1)
+return start
+";
+
 /// Takes over the lock `KEYS[1]` from `ARGV[1]` (a holder of this process whose reply is
 /// over, whose release did not reach Redis): sets `ARGV[2]` for `ARGV[3]` ms if the lock
 /// still holds `ARGV[1]`. Returns 1 if it did.

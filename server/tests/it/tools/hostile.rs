@@ -261,7 +261,8 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     );
     assert!(all.contains("not_object: dropped"), "{all}");
     assert!(
-        all.contains("78 more: dropped: a server may offer at most 128 tools"),
+        // 7 tools, 2 refused, 200 more: 128 offered, 79 left out.
+        all.contains("79 more: dropped: a server may offer at most 128 tools"),
         "{all}"
     );
     let report = tools.reports(&bad);

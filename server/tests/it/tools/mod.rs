@@ -9,6 +9,7 @@ mod limits;
 mod processes;
 mod servers;
 mod storage;
+mod whole;
 
 use parlor_domain::message::ToolCall;
 use parlor_server::tools::server::Status;
@@ -83,8 +84,13 @@ async fn run(tools: &Tools, agent: &parlor_domain::Agent, call: &ToolCall) -> Ou
 
 #[tokio::test]
 async fn the_time_server_over_stdio_answers_and_every_fault_is_a_result() {
+    // Its own local zone names its process among the other tests' time servers.
+    let mut clock = servers::time_server();
+    if let Transport::Stdio { args, .. } = &mut clock {
+        *args.last_mut().unwrap() = "Etc/UTC".into();
+    }
     let tools = Tools::start(ToolSpecs {
-        servers: vec![spec("clock", servers::time_server())],
+        servers: vec![spec("clock", clock)],
         ..Default::default()
     });
     wait_for(&tools, "clock", "ready").await;
@@ -128,10 +134,10 @@ async fn the_time_server_over_stdio_answers_and_every_fault_is_a_result() {
     let names: Vec<String> = tools.offered(&one).into_iter().map(|t| t.name).collect();
     assert_eq!(names, ["clock__convert_time"]);
     // Stopping ends the process: none of ours is left.
-    let pids = servers::children_running("mcp_server_time");
+    let pids = servers::children_running("--local-timezone Etc/UTC");
     assert_eq!(pids.len(), 1, "one process per server");
     tools.shutdown().await;
-    assert!(servers::children_running("mcp_server_time").is_empty());
+    assert!(servers::children_running("--local-timezone Etc/UTC").is_empty());
 }
 
 #[tokio::test]

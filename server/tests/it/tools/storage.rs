@@ -6,9 +6,9 @@ use crate::support::{browser, TestServer};
 use parlor_domain::{ConversationId, Message, Role};
 use serde_json::json;
 
-const ASK: &str = r#"/tool clock__get_current_time {"timezone": "UTC"}"#;
+pub(super) const ASK: &str = r#"/tool clock__get_current_time {"timezone": "UTC"}"#;
 
-async fn load(server: &TestServer, session: &str) -> Vec<Message> {
+pub(super) async fn load(server: &TestServer, session: &str) -> Vec<Message> {
     let store = &server.services.histories.get("default").unwrap().store;
     store
         .load(&ConversationId::parse(session).unwrap())
