@@ -47,10 +47,11 @@ pub enum Action {
         item: ConversationItem,
         failed: RwSignal<Option<String>>,
     },
-    /// Approve or deny the tool call of `card`, which waits for the user.
+    /// Answer the tool call of `card`, which waits for the user: `once`, `conversation`
+    /// (allowed for the rest of the conversation) or `deny`.
     AnswerCall {
         card: UiMessage,
-        approve: bool,
+        answer: String,
     },
     /// Ask again for a reply to the last user message (Retry, Regenerate).
     Regenerate,
@@ -148,7 +149,7 @@ fn run_turn(state: ChatState, action: Action) -> Result<(), Unloaded> {
             text,
             failed,
         } => state.edit(message, text, failed),
-        Action::AnswerCall { card, approve } => state.answer_call(card, approve),
+        Action::AnswerCall { card, answer } => state.answer_call(card, &answer),
         Action::Regenerate => state.regenerate(),
         Action::NewChat => state.new_chat(),
         // The others are carried out by `run_other` (see `ChatState::act`).

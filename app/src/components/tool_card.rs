@@ -1,6 +1,6 @@
 //! A tool call as the chat page shows it: a collapsible card with the tool, its arguments
 //! (pretty JSON), its result (a preview, "Show all"), its time or error, a stub saying the
-//! result was removed, and Approve / Deny while it waits.
+//! result was removed, and Allow once / Allow in this conversation / Deny while it waits.
 //!
 //! The card is one piece of HTML made here, every text in it escaped (a result never becomes
 //! markup), with a single click handler for its buttons: the view code a reactive card would
@@ -29,12 +29,13 @@ pub fn ToolCardView(state: ChatState, message: UiMessage) -> impl IntoView {
     view! { <div class="tool-card-host" inner_html=html on:click=move |ev| clicked(state, message, ev)></div> }
 }
 
-/// A click on Approve or Deny (the buttons carry `data-approve`).
+/// A click on Allow once, Allow in this conversation or Deny (the buttons carry
+/// `data-approve`: `once`, `conversation` or `deny`).
 fn clicked(state: ChatState, message: UiMessage, event: leptos::ev::MouseEvent) {
-    if let Some(approve) = super::target_attribute(&event, "button[data-approve]", "data-approve") {
+    if let Some(answer) = super::target_attribute(&event, "button[data-approve]", "data-approve") {
         state.act(Action::AnswerCall {
             card: message,
-            approve: approve == "true",
+            answer,
         });
     }
 }
@@ -75,15 +76,17 @@ pub fn card_html(card: &ToolCard, waiting: Option<bool>) -> String {
         html.push_str("</div>");
     }
     if let Some(first_use) = waiting {
-        let approve = if first_use {
-            "Approve (always in this conversation)"
+        // A server that asks on first use may be allowed for the rest of the conversation.
+        let conversation = if first_use {
+            "<button type=\"button\" class=\"approve-conversation\" data-approve=\"conversation\">\
+             Allow in this conversation</button>"
         } else {
-            "Approve"
+            ""
         };
         html.push_str(&format!(
             "<div class=\"tool-approval\" role=\"group\" aria-label=\"This call waits for your approval\">\
-             <button type=\"button\" class=\"approve\" data-approve=\"true\">{approve}</button>\
-             <button type=\"button\" class=\"deny\" data-approve=\"false\">Deny</button></div>"
+             <button type=\"button\" class=\"approve\" data-approve=\"once\">Allow once</button>\
+             {conversation}<button type=\"button\" class=\"deny\" data-approve=\"deny\">Deny</button></div>"
         ));
     }
     html.push_str("</details>");
@@ -181,8 +184,18 @@ mod tests {
             html.contains("<summary>Show all</summary>"),
             "a long result folds"
         );
-        let waiting = card_html(&ToolCard { ok: None, ..card }, Some(true));
-        assert!(waiting.contains("class=\"tool-card waiting\""));
-        assert!(waiting.contains("data-approve=\"true\">Approve (always in this conversation)"));
+        let first_use = card_html(
+            &ToolCard {
+                ok: None,
+                ..card.clone()
+            },
+            Some(true),
+        );
+        assert!(first_use.contains("class=\"tool-card waiting\""));
+        assert!(first_use.contains("data-approve=\"once\">Allow once"));
+        assert!(first_use.contains("data-approve=\"conversation\">Allow in this conversation"));
+        assert!(first_use.contains("data-approve=\"deny\">Deny"));
+        let always = card_html(&ToolCard { ok: None, ..card }, Some(false));
+        assert!(always.contains("Allow once") && !always.contains("in this conversation"));
     }
 }

@@ -98,8 +98,9 @@ impl TurnView {
 }
 
 impl ChatState {
-    /// Approves or denies the call of `card`, which waits in this conversation.
-    pub(crate) fn answer_call(self, card: UiMessage, approve: bool) {
+    /// Answers the call of `card`, which waits in this conversation: `once`, `conversation`
+    /// or `deny`.
+    pub(crate) fn answer_call(self, card: UiMessage, answer: &str) {
         let (Some(session), Some(id)) = (
             self.session_id.get_untracked(),
             card.card
@@ -114,7 +115,12 @@ impl ChatState {
             super::encode(&id)
         );
         card.waiting.set(None);
-        let body = format!("{{\"approve\":{approve}}}");
+        let body = match answer {
+            "once" => r#"{"approve":true,"scope":"once"}"#,
+            "conversation" => r#"{"approve":true,"scope":"conversation"}"#,
+            _ => r#"{"approve":false}"#,
+        };
+        let body = body.to_owned();
         stream::spawn_request("POST", url, Some(body), move |reply| {
             if let Err(reason) = reply {
                 card.card.update(|c| {

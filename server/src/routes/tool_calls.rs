@@ -5,6 +5,7 @@
 use super::error::{ApiError, JsonBody};
 use crate::gate::session::Requester;
 use crate::state::AppState;
+use crate::tools::approval::Answer;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,20 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct ApprovalAnswer {
     pub approve: bool,
+    /// What an approval covers: `once` (default: this call) or `conversation` (this call
+    /// and the server's later calls in the conversation, for a server with
+    /// `confirm = "first"`; a server with `confirm = "always"` asks every time).
+    #[serde(default)]
+    pub scope: Scope,
+}
+
+/// What an approval covers.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    #[default]
+    Once,
+    Conversation,
 }
 
 /// What was recorded.
@@ -21,6 +36,7 @@ pub struct ApprovalAnswer {
 pub struct ApprovalRecorded {
     pub call_id: String,
     pub approved: bool,
+    pub scope: Scope,
 }
 
 #[utoipa::path(
@@ -46,7 +62,13 @@ pub async fn post_answer(
 ) -> Result<Json<ApprovalRecorded>, ApiError> {
     let found = super::conversations::visible(&app, &agent_id, &session_id, &requester).await?;
     let approvals = &app.services.tools.approvals;
-    if !approvals.answer(&found.info.session_id, &call_id, answer.approve) {
+    let given = match (answer.approve, answer.scope) {
+        (false, _) => Answer::Deny,
+        (true, Scope::Once) => Answer::Once,
+        (true, Scope::Conversation) => Answer::Conversation,
+    };
+    let history = &found.history.id;
+    if !approvals.answer(history, &found.info.session_id, &call_id, given) {
         return Err(ApiError::not_found(format!(
             "No tool call {call_id:?} waits for approval in this conversation (answered already, timed out, or its turn ended)."
         )));
@@ -54,5 +76,6 @@ pub async fn post_answer(
     Ok(Json(ApprovalRecorded {
         call_id,
         approved: answer.approve,
+        scope: answer.scope,
     }))
 }

@@ -1,32 +1,51 @@
 //! Calls waiting for the user's approval (`confirm`): the loop asks and waits, the page or an
-//! API client answers through `POST …/tool-calls/{call_id}`. A call is answered once: after
-//! an answer, a timeout or the end of its turn, nothing waits under its id any more.
+//! API client answers through `POST …/tool-calls/{call_id}`: deny, allow once, or allow for
+//! the rest of the conversation. A call is answered once: after an answer, a timeout or the
+//! end of its turn, nothing waits under its id any more. Calls are known by their history,
+//! conversation and Parlor's own call id.
 
 use parlor_domain::ConversationId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
-type Key = (ConversationId, String);
+/// A history's id, a conversation, a call.
+type Key = (String, ConversationId, String);
 
-/// Every call waiting for an answer, by conversation and call id.
+/// The user's answer to a waiting call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Deny,
+    /// This call only.
+    Once,
+    /// This call, and the server's later calls in the conversation (`confirm = "first"`).
+    Conversation,
+}
+
+/// Every call waiting for an answer.
 #[derive(Default)]
 pub struct Approvals {
-    pending: Mutex<HashMap<Key, oneshot::Sender<bool>>>,
+    pending: Mutex<HashMap<Key, oneshot::Sender<Answer>>>,
 }
 
 /// A call's wait: resolves with the answer; dropping it withdraws the question.
 pub struct Waiting {
     approvals: Arc<Approvals>,
     key: Key,
-    answer: oneshot::Receiver<bool>,
+    answer: oneshot::Receiver<Answer>,
 }
 
 impl Approvals {
-    /// Asks about call `call_id` of `session`; a question asked again replaces the first.
-    pub fn ask(self: &Arc<Self>, session: &ConversationId, call_id: &str) -> Waiting {
+    /// Asks about call `call_id` of `session` in history `history`; a question asked again
+    /// replaces the first.
+    pub fn ask(
+        self: &Arc<Self>,
+        history: &str,
+        session: &ConversationId,
+        call_id: &str,
+    ) -> Waiting {
         let (tx, answer) = oneshot::channel();
-        let key = (session.clone(), call_id.to_owned());
+        let key = (history.to_owned(), session.clone(), call_id.to_owned());
         if let Ok(mut pending) = self.pending.lock() {
             pending.insert(key.clone(), tx);
         }
@@ -38,10 +57,16 @@ impl Approvals {
     }
 
     /// Answers a waiting call; `false` when none waits under that id.
-    pub fn answer(&self, session: &ConversationId, call_id: &str, approve: bool) -> bool {
-        let key = (session.clone(), call_id.to_owned());
+    pub fn answer(
+        &self,
+        history: &str,
+        session: &ConversationId,
+        call_id: &str,
+        answer: Answer,
+    ) -> bool {
+        let key = (history.to_owned(), session.clone(), call_id.to_owned());
         let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&key));
-        waiting.is_some_and(|tx| tx.send(approve).is_ok())
+        waiting.is_some_and(|tx| tx.send(answer).is_ok())
     }
 
     /// How many calls wait.
@@ -52,7 +77,7 @@ impl Approvals {
 
 impl Waiting {
     /// The answer (`None` if the question was withdrawn).
-    pub async fn answered(&mut self) -> Option<bool> {
+    pub async fn answered(&mut self) -> Option<Answer> {
         (&mut self.answer).await.ok()
     }
 }
@@ -73,15 +98,23 @@ mod tests {
     async fn a_call_is_answered_once_and_not_after_its_wait_ends() {
         let approvals = Arc::new(Approvals::default());
         let session = ConversationId::parse("s1").unwrap();
-        let mut waiting = approvals.ask(&session, "c1");
-        assert!(!approvals.answer(&ConversationId::parse("s2").unwrap(), "c1", true));
-        assert!(approvals.answer(&session, "c1", true));
-        assert!(!approvals.answer(&session, "c1", false), "answered twice");
-        assert_eq!(waiting.answered().await, Some(true));
-        let timed_out = approvals.ask(&session, "c2");
+        let mut waiting = approvals.ask("default", &session, "c1");
+        let other = ConversationId::parse("s2").unwrap();
+        assert!(!approvals.answer("default", &other, "c1", Answer::Once));
+        assert!(
+            !approvals.answer("team", &session, "c1", Answer::Once),
+            "another history's conversation of the same name"
+        );
+        assert!(approvals.answer("default", &session, "c1", Answer::Conversation));
+        assert!(
+            !approvals.answer("default", &session, "c1", Answer::Deny),
+            "answered twice"
+        );
+        assert_eq!(waiting.answered().await, Some(Answer::Conversation));
+        let timed_out = approvals.ask("default", &session, "c2");
         drop(timed_out);
         assert!(
-            !approvals.answer(&session, "c2", true),
+            !approvals.answer("default", &session, "c2", Answer::Once),
             "after its wait ended"
         );
         assert_eq!(approvals.waiting(), 0);

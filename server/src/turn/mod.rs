@@ -383,7 +383,7 @@ impl TurnContext<'_> {
             prices: facts.model.as_ref().and_then(|m| m.prices),
             tokens: facts.tokens,
             durable: durable_rx,
-            tools: self.tool_run(&details),
+            tools: tools::ToolRun::for_turn(self.services, self.agent, &self.history.id, &details),
             quota: self.quota_use(),
         };
         let ended = self.spawn_reply(reply, request);
@@ -401,27 +401,6 @@ impl TurnContext<'_> {
         let accounts = self.services.accounts.clone()?;
         let user = self.user?.clone();
         (accounts.config.tokens_per_day > 0).then_some(reply::QuotaUse { accounts, user })
-    }
-
-    /// The agent's tools on this turn, if any (the built-in server recalls `info`'s owner's).
-    fn tool_run(&self, info: &ConversationInfo) -> Option<tools::ToolRun> {
-        let services = self.services;
-        if self.agent.tools.is_empty() || services.tools.is_empty() {
-            return None;
-        }
-        let recall = crate::conversation::recall::OwnerRecall {
-            services: services.clone(),
-            owner: info.owner.clone(),
-            current: info.session_id.clone(),
-        };
-        Some(tools::ToolRun {
-            tools: services.tools.clone(),
-            offered: services.tools.offered(self.agent),
-            agent: self.agent.clone(),
-            recall: Arc::new(recall),
-            session: info.session_id.clone(),
-            approved: Arc::new(std::sync::Mutex::new(info.approved_tools.clone())),
-        })
     }
 
     /// Starts the reply task, in the request's span (its request id), also after the

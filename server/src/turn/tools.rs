@@ -4,6 +4,7 @@
 //! every call is paired with a result, a cancelled one's saying so.
 
 use crate::store::now_ms;
+use crate::tools::approval::Answer;
 use crate::tools::{Outcome, Recall, Tools};
 use futures::stream::{FuturesUnordered, StreamExt};
 use parlor_domain::context::Save;
@@ -28,7 +29,8 @@ pub(crate) struct ToolRun {
     /// The agent (its servers are waited for while they start).
     pub agent: Arc<parlor_domain::Agent>,
     pub recall: Arc<dyn Recall>,
-    /// The conversation (calls wait for approval under it).
+    /// The history and conversation (calls wait for approval under them).
+    pub history: String,
     pub session: ConversationId,
     /// The servers with `confirm = "first"` approved in this conversation, this turn's
     /// approvals included.
@@ -56,6 +58,33 @@ pub(super) struct Round {
 }
 
 impl ToolRun {
+    /// The tools of a turn of `agent` in conversation `info` of history `history`, when it
+    /// has any (the built-in server recalls the conversations of `info`'s owner).
+    pub(super) fn for_turn(
+        services: &Arc<crate::state::Services>,
+        agent: &Arc<parlor_domain::Agent>,
+        history: &str,
+        info: &crate::store::ConversationInfo,
+    ) -> Option<ToolRun> {
+        if agent.tools.is_empty() || services.tools.is_empty() {
+            return None;
+        }
+        let recall = crate::conversation::recall::OwnerRecall {
+            services: services.clone(),
+            owner: info.owner.clone(),
+            current: info.session_id.clone(),
+        };
+        Some(ToolRun {
+            tools: services.tools.clone(),
+            offered: services.tools.offered(agent),
+            agent: agent.clone(),
+            recall: Arc::new(recall),
+            history: history.to_owned(),
+            session: info.session_id.clone(),
+            approved: Arc::new(Mutex::new(info.approved_tools.clone())),
+        })
+    }
+
     /// Waits for the agent's servers that are starting (the first turn after a restart),
     /// each at most its start timeout, then offers what they list. A server still not ready
     /// after that is left out; the debug panel says why.
@@ -101,6 +130,8 @@ impl ToolRun {
             Next::Last { calls, reached } => (calls, Some(reached)),
         };
         progress.made += to_run as u32;
+        // Parlor's own ids: a model's (`call_1`) repeat across rounds and turns.
+        let calls: Vec<ToolCall> = calls.into_iter().map(own_id).collect();
         let mut asked = Message::assistant(text, now_ms());
         asked.tool_calls = calls.clone();
         asked.ensure_id();
@@ -240,7 +271,8 @@ impl ToolRun {
         if !spec.confirm.waits(approved_before) {
             return Ok(());
         }
-        let mut waiting = self.tools.approvals.ask(&self.session, &call.id);
+        let approvals = &self.tools.approvals;
+        let mut waiting = approvals.ask(&self.history, &self.session, &call.id);
         let event = ApprovalEvent {
             id: call.id.clone(),
             tool: call.name.clone(),
@@ -262,11 +294,15 @@ impl ToolRun {
                 return Err(Outcome::error(why));
             }
         };
-        if answer != Some(true) {
-            let why = format!("The user denied this call of {}.", call.name);
-            return Err(Outcome::error(why));
-        }
-        if spec.confirm == Confirm::First {
+        let for_conversation = match answer {
+            Some(Answer::Once) => false,
+            Some(Answer::Conversation) => spec.confirm == Confirm::First,
+            Some(Answer::Deny) | None => {
+                let why = format!("The user denied this call of {}.", call.name);
+                return Err(Outcome::error(why));
+            }
+        };
+        if for_conversation {
             if let Ok(mut approved) = self.approved.lock() {
                 if !approved.contains(&spec.id) {
                     approved.push(spec.id.clone());
@@ -275,6 +311,13 @@ impl ToolRun {
         }
         Ok(())
     }
+}
+
+/// `call` under an id of Parlor's own, unique in its conversation.
+fn own_id(mut call: ToolCall) -> ToolCall {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    call.id = format!("call_{}", &random[..24]);
+    call
 }
 
 /// The `tool_result` event of a call.

@@ -1,6 +1,6 @@
 //! Approval of tool calls (`confirm`): the stream asks, the API answers, with the
 //! conversation's ownership rules; a call answered twice, by another owner, or after its
-//! timeout is refused; `first` asks once per conversation.
+//! timeout is refused; `first` asks until allowed for the conversation.
 
 use crate::support::{browser, parse_events, TestServer};
 use parlor_domain::ChatEvent;
@@ -73,7 +73,7 @@ async fn answer(
     server: &TestServer,
     session: &str,
     call: &str,
-    approve: bool,
+    body: serde_json::Value,
     cookie: &str,
 ) -> (u16, String) {
     let response = server
@@ -82,7 +82,7 @@ async fn answer(
             "/api/chat/timekeeper/sessions/{session}/tool-calls/{call}"
         )))
         .header("cookie", cookie)
-        .json(&json!({ "approve": approve }))
+        .json(&body)
         .send()
         .await
         .unwrap();
@@ -102,13 +102,28 @@ async fn an_always_server_waits_for_each_answer_from_the_owner_only() {
     assert_eq!((asked.server.as_str(), asked.first_use), ("clock", false));
     let session = turn.session_id();
     // Another owner cannot answer; the owner can, once.
-    let (status, _) = answer(&server, &session, &asked.id, true, &bob).await;
+    let (status, _) = answer(&server, &session, &asked.id, json!({"approve": true}), &bob).await;
     assert_eq!(status, 404);
     assert_eq!(
-        answer(&server, &session, &asked.id, true, &alice).await.0,
+        answer(
+            &server,
+            &session,
+            &asked.id,
+            json!({"approve": true}),
+            &alice
+        )
+        .await
+        .0,
         200
     );
-    let (status, body) = answer(&server, &session, &asked.id, false, &alice).await;
+    let (status, body) = answer(
+        &server,
+        &session,
+        &asked.id,
+        json!({"approve": false}),
+        &alice,
+    )
+    .await;
     assert_eq!(status, 404, "answered twice: {body}");
     turn.until("done").await;
     assert!(turn.result().ok);
@@ -119,7 +134,15 @@ async fn an_always_server_waits_for_each_answer_from_the_owner_only() {
         unreachable!()
     };
     assert_eq!(
-        answer(&server, &session, &asked.id, false, &alice).await.0,
+        answer(
+            &server,
+            &session,
+            &asked.id,
+            json!({"approve": false}),
+            &alice
+        )
+        .await
+        .0,
         200
     );
     denied.until("done").await;
@@ -138,12 +161,19 @@ async fn an_unanswered_call_is_denied_at_its_timeout_and_cannot_be_answered_afte
     turn.until("done").await;
     let result = turn.result();
     assert!(!result.ok && result.error.unwrap().contains("within 1 s"));
-    let (status, _) = answer(&server, &turn.session_id(), &asked.id, true, &alice).await;
+    let (status, _) = answer(
+        &server,
+        &turn.session_id(),
+        &asked.id,
+        json!({"approve": true}),
+        &alice,
+    )
+    .await;
     assert_eq!(status, 404);
 }
 
 #[tokio::test]
-async fn a_first_server_asks_once_per_conversation() {
+async fn a_first_server_is_allowed_once_or_for_the_conversation() {
     let (server, _a, _c) = parlor_with_tools_confirming("first", 20).await;
     let alice = browser(&"a".repeat(32));
     let mut turn = Streaming::start(&server, json!({"message": ASK}), &alice).await;
@@ -151,23 +181,37 @@ async fn a_first_server_asks_once_per_conversation() {
         unreachable!()
     };
     assert!(asked.first_use);
+    assert!(
+        asked.id.starts_with("call_"),
+        "Parlor's own id: {}",
+        asked.id
+    );
     let session = turn.session_id();
+    // Allowed once: the next call asks again.
+    let once = json!({"approve": true, "scope": "once"});
     assert_eq!(
-        answer(&server, &session, &asked.id, true, &alice).await.0,
+        answer(&server, &session, &asked.id, once, &alice).await.0,
         200
     );
     turn.until("done").await;
-    // Approved in this conversation: the next call runs without asking.
-    let again = server
-        .chat_with(
-            "timekeeper",
-            "",
-            json!({"message": ASK, "session_id": session}),
-            Some(&alice),
-        )
-        .await;
-    assert!(again.events.iter().all(|e| e.name() != "approval"));
-    assert!(again
+    let body = json!({"message": ASK, "session_id": session});
+    let mut second = Streaming::start(&server, body.clone(), &alice).await;
+    let ChatEvent::Approval(again) = second.until("approval").await else {
+        unreachable!()
+    };
+    assert_ne!(again.id, asked.id, "a new id for a new call");
+    // Allowed for the conversation: later calls run without asking.
+    let always = json!({"approve": true, "scope": "conversation"});
+    let (status, recorded) = answer(&server, &session, &again.id, always, &alice).await;
+    assert_eq!(status, 200);
+    assert!(
+        recorded.contains("\"scope\":\"conversation\""),
+        "{recorded}"
+    );
+    second.until("done").await;
+    let third = server.chat_with("timekeeper", "", body, Some(&alice)).await;
+    assert!(third.events.iter().all(|e| e.name() != "approval"));
+    assert!(third
         .events
         .iter()
         .any(|e| matches!(e, ChatEvent::ToolResult(r) if r.ok)));
