@@ -7,7 +7,8 @@ by HOSTILE_LOG (when set), so a test can see what Parlor sent (cancellations inc
 
 Tools (what `tools/call` does):
   echo {text}            answers the text
-  huge {mb}              answers one message of `mb` megabytes (one stdio line, one HTTP body)
+  huge {mb}              answers one message of `mb` megabytes of words (one stdio line, one
+                         HTTP body)
   endless                starts an answer that never ends (a line with no newline; over HTTP,
                          one SSE event that never ends)
   items {count}          answers `count` empty text items
@@ -93,7 +94,8 @@ def answer(message):
         if name == "echo":
             return result(id, text(args.get("text", "")))
         if name == "huge":
-            return result(id, text("x" * int(float(args.get("mb", 40)) * 1024 * 1024)))
+            size = int(float(args.get("mb", 40)) * 1024 * 1024)
+            return result(id, text(("lorem " * (size // 6 + 1))[:size]))
         if name == "items":
             items = [{"type": "text", "text": ""}] * int(args.get("count", 1000))
             return result(id, {"content": items})

@@ -80,7 +80,7 @@ pub struct MeterParts {
     pub history: u64,
     /// Context blocks (attached files, providers), in any message sent.
     pub context: u64,
-    /// Tool calls and their results (earlier turns' exchanges, as sent).
+    /// The tools' definitions, and tool calls and their results (exchanges, as sent).
     #[serde(default)]
     pub tools: u64,
     /// The new message's text.
@@ -262,7 +262,7 @@ pub const PARTS: [(&str, &str); 6] = [
     ("summary", "Summary"),
     ("history", "History"),
     ("context", "Context blocks"),
-    ("tools", "Tool calls and results"),
+    ("tools", "Tools: definitions, calls and results"),
     ("message", "New message"),
 ];
 
@@ -281,6 +281,15 @@ impl MeterParts {
 }
 
 impl Meter {
+    /// Counts the tools' definitions the request carries (in the tools' part).
+    pub fn add_tool_definitions(&mut self, tokens: u64) {
+        self.parts.tools += tokens;
+        self.sent += tokens;
+        if let Some(window) = self.window {
+            self.near_limit = self.sent * 100 >= window * NEAR_LIMIT_PERCENT;
+        }
+    }
+
     /// The meter's face, as HTML: the bar (an SVG in thousandths of the window: the page's
     /// Content-Security-Policy allows no inline styles) and `1,234 / 128,000 tokens`, or the
     /// tokens and "limit unknown" without a window. The page renders it on the server and

@@ -43,7 +43,20 @@ pub fn ToolFacts(report: ToolsReport) -> impl IntoView {
         };
         view! {
             <dt>"Tool limit"</dt>
-            <dd data-fact="tool-limit">{format!("{which} = {} reached: the last call had no tools", l.limit)}</dd>
+            <dd data-fact="tool-limit">{format!("{which} = {} reached: the last call could ask for no tool", l.limit)}</dd>
+        }
+    });
+    // Each model call's tokens as sent (the tools' definitions included, after the
+    // budget's stubs): the first call's, then one per round.
+    let calls = (!report.call_tokens.is_empty()).then(|| {
+        let counts: Vec<String> = report
+            .call_tokens
+            .iter()
+            .map(|&n| parlor_domain::numbers::group_digits(n))
+            .collect();
+        view! {
+            <dt>"Tokens per model call"</dt>
+            <dd data-fact="call-tokens">{counts.join(" · ")}</dd>
         }
     });
     view! {
@@ -64,6 +77,7 @@ pub fn ToolFacts(report: ToolsReport) -> impl IntoView {
                 }.into_any()
             }}
         </dd>
+        {calls}
         {limit}
     }
 }

@@ -92,6 +92,10 @@ pub struct ToolsReport {
     pub rounds: Vec<Vec<CallReport>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<LimitEvent>,
+    /// The tokens of each model call of the turn, as sent (the first call's, then one per
+    /// round after it): messages and the tools' definitions, after the budget's stubs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_tokens: Vec<u64>,
 }
 
 /// A tool server and its state (`ready (3 tools)`, `starting`, `down: …`).

@@ -6,6 +6,7 @@
 
 pub mod calls;
 pub mod list;
+pub mod rounds;
 
 use serde::{Deserialize, Serialize};
 

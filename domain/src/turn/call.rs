@@ -50,6 +50,9 @@ pub struct CallInput<'a> {
     pub summary: Option<&'a StoredSummary>,
     /// The store's cap on messages (a history's `max_turns`).
     pub max_turns: Option<usize>,
+    /// The tokens the definitions of the tools offered take in the request: the messages'
+    /// token budget is what is left of the model's, and the meter counts them as tools.
+    pub tool_tokens: u64,
 }
 
 /// A planned call and what the page is told about it.
@@ -81,13 +84,21 @@ pub fn call(
         .and_then(|s| s.summary.as_ref())
         .map(for_model);
     let default_limits = ModelLimits::default();
+    let limits = input.model.as_ref().map_or(&default_limits, |m| m.limits);
+    // The tools' definitions take their part of the budget before any message.
+    let limits = ModelLimits {
+        token_budget: limits
+            .token_budget
+            .map(|b| b.saturating_sub(input.tool_tokens)),
+        ..limits.clone()
+    };
     let mut plan = plan(PlanInput {
         system: input.system,
         tail: &tail.into(),
         stored_total: total,
         settings: input.settings,
         chain: input.chain,
-        model: input.model.as_ref().map_or(&default_limits, |m| m.limits),
+        model: &limits,
         max_ctx: input.max_ctx,
         tokens: input.tokens,
         context,
@@ -112,6 +123,7 @@ pub fn meta(info: &mut ConversationInfo, plan: &Plan, input: &CallInput<'_>) -> 
     let model = input.model.as_ref();
     let name = model.map(|m| m.name.to_owned()).unwrap_or_default();
     let mut meter = measure(&plan.messages, input.tokens, model.and_then(|m| m.window));
+    meter.add_tool_definitions(input.tool_tokens);
     if model.is_some_and(|m| m.priced) {
         // Priced: the conversation's cost so far shows before this call's is known.
         meter.cost = Some(Cost {

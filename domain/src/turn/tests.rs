@@ -318,6 +318,7 @@ fn the_call_names_the_message_sent_and_records_the_turn() {
         max_ctx: 100_000,
         summary: None,
         max_turns: None,
+        tool_tokens: 0,
     };
     let planned = call(&mut info, decision.sent.clone(), true, &input);
     assert_eq!(
@@ -429,6 +430,7 @@ proptest! {
             max_ctx: 1_000_000,
             summary: None,
             max_turns: None,
+            tool_tokens: 0,
         };
         let (mut a, mut b) = (info.clone(), info.clone());
         let tail_plan = call(&mut a, from_tail.sent.clone(), true, &input).plan;

@@ -132,6 +132,12 @@ pub struct ModelEntry {
     pub price_in: Option<f64>,
     /// US dollars per million completion tokens.
     pub price_out: Option<f64>,
+    /// What the first call of a turn tells the model about its tools: `auto` (default),
+    /// `required`, or one tool's model name (`clock__get_current_time`).
+    pub tool_choice: Option<String>,
+    /// The last call of a loop a limit ended: `none` (default: the tools stay, with
+    /// `tool_choice: "none"`) or `without_tools`.
+    pub last_call: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

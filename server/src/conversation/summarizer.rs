@@ -203,6 +203,7 @@ async fn summarize(
         temperature: Some(0.0),
         max_tokens: None,
         tools: Vec::new(),
+        tool_choice: None,
     };
     let mut stream = client
         .stream(request)

@@ -59,6 +59,7 @@ mod tests {
                 temperature: None,
                 max_tokens: None,
                 tools: Vec::new(),
+                tool_choice: None,
             })
             .collect()
             .await;

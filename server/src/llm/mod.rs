@@ -21,6 +21,23 @@ pub struct ModelRequest {
     pub max_tokens: Option<u32>,
     /// The tools the model may ask for on this call (none: it may not).
     pub tools: Vec<parlor_domain::tool::Offered>,
+    /// Whether it must, may or may not ask for them (`None`: the provider's default).
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// What a model is told about asking for the tools it is offered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// It may ask or answer (the providers' default: nothing is sent).
+    #[default]
+    Auto,
+    /// It must ask for one of them.
+    Required,
+    /// It must not ask (the tools stay in the request: some gateways refuse `tool` messages
+    /// without tool definitions).
+    None,
+    /// It must ask for this tool (its model name).
+    Tool(String),
 }
 
 /// A piece of a streamed reply.

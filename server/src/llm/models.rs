@@ -5,7 +5,7 @@
 //! and no token budget.
 
 use crate::config::file::{ConfigFileError, ModelEntry};
-use crate::llm::{LlmClient, MirrorModel};
+use crate::llm::{LlmClient, MirrorModel, ToolChoice};
 use parlor_domain::chain::{ModelLimits, TokenCounter};
 use parlor_domain::meter::{known_window, Prices};
 use parlor_domain::mirror::MIRROR_MODEL;
@@ -43,6 +43,11 @@ pub struct ModelSpec {
     pub window: Option<u64>,
     /// What its tokens cost, when the operator declared it.
     pub prices: Option<Prices>,
+    /// What the first call of a turn tells it about the tools (`tool_choice`).
+    pub tool_choice: ToolChoice,
+    /// The last call of a loop a limit ended is made without the tools
+    /// (`last_call = "without_tools"`), not with them and `tool_choice: "none"`.
+    pub last_call_without_tools: bool,
 }
 
 impl ModelSpec {
@@ -57,6 +62,8 @@ impl ModelSpec {
             upstream: name.to_owned(),
             window: known_window(name),
             prices: None,
+            tool_choice: ToolChoice::Auto,
+            last_call_without_tools: false,
         }
     }
 
@@ -117,7 +124,36 @@ fn spec(entry: &ModelEntry, declared: &[ModelSpec]) -> Result<ModelSpec, Refusal
         },
         provider,
         upstream,
+        tool_choice: tool_choice(entry.tool_choice.as_deref())?,
+        last_call_without_tools: match entry.last_call.as_deref() {
+            None | Some("none") => false,
+            Some("without_tools") => true,
+            Some(other) => {
+                let rule = format!("must be \"none\" or \"without_tools\" (got {other:?})");
+                return Err(("last_call", rule));
+            }
+        },
     })
+}
+
+/// `tool_choice`: `auto` (default), `required`, or one tool's model name (`clock__now`).
+fn tool_choice(value: Option<&str>) -> Result<ToolChoice, Refusal> {
+    let is_name = |name: &str| {
+        (1..=parlor_domain::tool::MAX_TOOL_NAME).contains(&name.len())
+            && name.contains("__")
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    match value {
+        None | Some("auto") => Ok(ToolChoice::Auto),
+        Some("required") => Ok(ToolChoice::Required),
+        Some(name) if is_name(name) => Ok(ToolChoice::Tool(name.to_owned())),
+        Some(other) => Err((
+            "tool_choice",
+            format!("must be \"auto\", \"required\" or a tool as the model sees it, like clock__get_current_time (got {other:?})"),
+        )),
+    }
 }
 
 /// A model's prices in US dollars per million tokens: both or neither, each 0 or more.
@@ -366,6 +402,8 @@ mod tests {
             context_tokens: None,
             price_in: None,
             price_out: None,
+            tool_choice: None,
+            last_call: None,
         };
         let path = Path::new("parlor.toml");
         let ok = specs(&[entry("small", None, Some(10))], path).unwrap();
@@ -403,10 +441,25 @@ mod tests {
             context_tokens: Some(0),
             ..entry("a", None, None)
         };
+        let chooses = |choice: &str| ModelEntry {
+            tool_choice: Some(choice.into()),
+            ..entry("a", None, None)
+        };
+        let last = ModelEntry {
+            last_call: Some("never".into()),
+            ..entry("a", None, None)
+        };
+        let forced = specs(&[chooses("clock__now")], path).unwrap();
+        assert_eq!(forced[0].tool_choice, ToolChoice::Tool("clock__now".into()));
         for (entry, expected) in [
             (half_priced, "price_out: is needed with price_in"),
             (negative, "price_in: must be a price"),
             (no_window, "context_tokens: must be at least 1"),
+            (
+                chooses("any tool"),
+                "tool_choice: must be \"auto\", \"required\" or a tool",
+            ),
+            (last, "last_call: must be \"none\" or \"without_tools\""),
         ] {
             let error = specs(&[entry], path).unwrap_err().to_string();
             assert!(error.contains(expected), "{error}");

@@ -4,7 +4,7 @@
 //! LiteLLM). Every fault becomes an [`LlmError`] whose message a person can act on; the API
 //! key is sent only in the `Authorization` header and scrubbed from any text shown to users.
 
-use super::{LlmError, LlmEvent, LlmStream, ModelRequest};
+use super::{LlmError, LlmEvent, LlmStream, ModelRequest, ToolChoice};
 use crate::config::ApiKey;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
@@ -270,6 +270,16 @@ fn request_body(request: &ModelRequest) -> serde_json::Value {
             })
             .collect();
         body["tools"] = json!(tools);
+        let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
+        match &request.tool_choice {
+            None | Some(ToolChoice::Auto) => {}
+            Some(ToolChoice::Required) => body["tool_choice"] = json!("required"),
+            Some(ToolChoice::None) => body["tool_choice"] = json!("none"),
+            Some(ToolChoice::Tool(name)) if offered(name) => {
+                body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+            }
+            Some(ToolChoice::Tool(_)) => {}
+        }
     }
     body
 }
@@ -531,6 +541,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             tools: vec![offered("clock__now")],
+            tool_choice: None,
         };
         let (_, calls) = reply(&client, request.clone()).await;
         assert_eq!(calls.len(), 2, "{calls:?}");

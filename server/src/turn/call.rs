@@ -9,6 +9,7 @@ use crate::llm::{LlmClient, LlmError, ModelRequest};
 use crate::store::ConversationInfo;
 use parlor_domain::chain::{Chain, TokenCounter};
 use parlor_domain::plan::Plan;
+use parlor_domain::tool::rounds::definition_tokens;
 use parlor_domain::turn::call::{CallInput, Model, StoredSummary};
 use std::sync::Arc;
 
@@ -21,6 +22,8 @@ pub(crate) struct CallFacts {
     max_ctx: usize,
     max_turns: Option<usize>,
     provider: &'static str,
+    /// The tokens of the definitions of the tools the agent is offered.
+    pub tool_tokens: u64,
 }
 
 impl TurnContext<'_> {
@@ -29,8 +32,15 @@ impl TurnContext<'_> {
         let models = &self.services.models;
         let model = models.for_conversation(self.agent, info.model.as_deref());
         let upstream = model.as_ref().map(|m| m.upstream.as_str());
+        let tokens = token_counter(upstream.unwrap_or_default());
+        let tools = &self.services.tools;
+        let tool_tokens = match self.agent.tools.is_empty() {
+            true => 0,
+            false => definition_tokens(&tools.offered(self.agent), tokens.as_ref()),
+        };
         CallFacts {
-            tokens: token_counter(upstream.unwrap_or_default()),
+            tokens,
+            tool_tokens,
             provider: models.provider_label(model.as_ref()),
             model,
             system: self
@@ -48,6 +58,21 @@ impl TurnContext<'_> {
 }
 
 impl CallFacts {
+    /// What fitting each model call of the turn needs (`planned_tokens`: the tokens of the
+    /// planned messages).
+    pub(crate) fn budget(&self, planned_tokens: u64) -> super::tools::Budget {
+        super::tools::Budget {
+            limit: self.model.as_ref().and_then(|m| m.limits.token_budget),
+            tool_tokens: self.tool_tokens,
+            planned_tokens,
+            tokens: self.tokens.clone(),
+            last_without_tools: self
+                .model
+                .as_ref()
+                .is_some_and(|m| m.last_call_without_tools),
+        }
+    }
+
     pub(crate) fn input<'a>(
         &'a self,
         turn: &'a TurnContext<'_>,
@@ -69,6 +94,7 @@ impl CallFacts {
             max_ctx: self.max_ctx,
             summary,
             max_turns: self.max_turns,
+            tool_tokens: self.tool_tokens,
         }
     }
 
@@ -96,6 +122,8 @@ impl CallFacts {
                 temperature: llm.and_then(|l| l.temperature),
                 max_tokens: llm.and_then(|l| l.max_tokens),
                 tools: Vec::new(),
+                // The first call of a turn; later ones are left to the model.
+                tool_choice: Some(model.tool_choice.clone()),
             },
         ))
     }

@@ -374,6 +374,8 @@ impl TurnContext<'_> {
         let then = self.summarize_after(&info, planned.meta.history.first_sent_index);
         let (durable_tx, durable_rx) = tokio::sync::oneshot::channel();
         let details = info.clone();
+        let budget = facts.budget(planned.meta.history.estimated_tokens);
+        let tools = tools::ToolRun::for_turn(self, &details, budget);
         let reply = reply::Reply {
             history: self.history.clone(),
             info,
@@ -383,7 +385,7 @@ impl TurnContext<'_> {
             prices: facts.model.as_ref().and_then(|m| m.prices),
             tokens: facts.tokens,
             durable: durable_rx,
-            tools: tools::ToolRun::for_turn(self.services, self.agent, &self.history.id, &details),
+            tools,
             quota: self.quota_use(),
         };
         let ended = self.spawn_reply(reply, request);

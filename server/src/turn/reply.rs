@@ -6,7 +6,7 @@
 mod usage;
 
 use super::tools::{Progress, ToolRun};
-use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest};
+use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::state::BusyGuard;
 use crate::store::histories::History;
 use crate::store::{now_ms, ConversationInfo};
@@ -37,8 +37,9 @@ pub enum ReplyError {
 
 enum Outcome {
     Finished(Box<DoneEvent>),
-    /// The model asked for these tool calls (only when it was offered tools).
-    Asked(Vec<ToolCall>),
+    /// The model asked for these tool calls (only when it was offered tools), having used
+    /// what the provider reports.
+    Asked(Vec<ToolCall>, Option<parlor_domain::Usage>),
     Failed(ReplyError),
     /// The browser went away (Stop, closed tab): nobody is listening any more.
     Abandoned,
@@ -48,7 +49,7 @@ impl Outcome {
     /// The outcome's name in `parlor_turns_total`.
     fn label(&self) -> &'static str {
         match self {
-            Outcome::Finished(_) | Outcome::Asked(_) => "done",
+            Outcome::Finished(_) | Outcome::Asked(..) => "done",
             Outcome::Failed(_) => "error",
             Outcome::Abandoned => "stopped",
         }
@@ -56,7 +57,7 @@ impl Outcome {
 
     fn status(&self) -> Option<ReplyStatus> {
         match self {
-            Outcome::Finished(_) | Outcome::Asked(_) => None,
+            Outcome::Finished(_) | Outcome::Asked(..) => None,
             Outcome::Failed(_) => Some(ReplyStatus::Incomplete),
             Outcome::Abandoned => Some(ReplyStatus::Stopped),
         }
@@ -178,6 +179,7 @@ impl Reply {
         }
         crate::ops::metrics::reply(started.elapsed().as_secs_f64());
         crate::ops::metrics::turn(outcome.label());
+        let (spent, reported) = (written.progress.spent, written.progress.reported);
         if self.note_tools(&mut written) {
             if let Err(e) = self.history.store.put_info(&self.info).await {
                 tracing::error!(
@@ -187,11 +189,14 @@ impl Reply {
             }
         }
         if let Outcome::Finished(done) = &mut outcome {
-            self.record_usage(done).await;
+            self.record_usage(done, reported).await;
             // As the transcript counts every message: what it costs when sent again.
             let reply = Message::assistant(written.text.as_str(), 0);
             done.message_tokens = Some(self.tokens.count(&reply));
-            self.count_use(done).await;
+            self.count_use(Some(done), spent).await;
+        } else {
+            // A turn that did not finish used what its earlier calls used.
+            self.count_use(None, spent).await;
         }
         let stored = self.store(written, outcome.status()).await;
         // The conversation is free before the last event goes out, whatever it says: a
@@ -288,7 +293,7 @@ impl Reply {
                 let _ = self.tx.send(ChatEvent::Error { message }).await;
             }
             // The loop answers a model's calls; none is left by the time the reply ends.
-            Outcome::Asked(_) | Outcome::Abandoned => {}
+            Outcome::Asked(..) | Outcome::Abandoned => {}
         }
     }
 }
@@ -340,7 +345,13 @@ impl Conversing<'_> {
         if let Some(run) = self.run {
             request.tools.clone_from(&run.offered);
         }
+        // Every call within the budget: this turn's rounds are appended after the plan's.
+        let rounds_from = request.messages.len();
+        let mut newest_from = rounds_from;
         loop {
+            if let Some(run) = self.run {
+                run.fit(&mut request, rounds_from, newest_from, progress);
+            }
             // Each model call's text is its own message (the page shows it so): its own
             // Markdown.
             let mut markdown = StreamingMarkdown::new();
@@ -354,18 +365,28 @@ impl Conversing<'_> {
                 self.started,
             );
             let (calls, run) = match (asked.await, self.run) {
-                (Outcome::Asked(calls), Some(run)) => (calls, run),
+                (Outcome::Asked(calls, usage), Some(run)) => {
+                    progress.asked(usage.as_ref());
+                    (calls, run)
+                }
                 (outcome, _) => return outcome,
             };
             let said = text.split_off(round_start);
             let round = run.round(said, calls, progress, self.tx).await;
             exchanges.extend(round.stored);
+            newest_from = request.messages.len();
             request.messages.extend(round.sent);
             if round.stopped {
                 return Outcome::Abandoned;
             }
+            // The model's `tool_choice` is for the first call; later ones are its own.
+            request.tool_choice = None;
             if progress.reached.is_some() {
-                request.tools.clear();
+                if run.budget.last_without_tools {
+                    request.tools.clear();
+                } else {
+                    request.tool_choice = Some(ToolChoice::None);
+                }
             }
         }
     }
@@ -381,7 +402,7 @@ async fn relay(
     markdown: &mut StreamingMarkdown,
     started: std::time::Instant,
 ) -> Outcome {
-    let offered = !request.tools.is_empty();
+    let offered = !request.tools.is_empty() && request.tool_choice != Some(ToolChoice::None);
     let failed = |e: LlmError| {
         crate::ops::metrics::upstream_error(e.kind());
         Outcome::Failed(e.into())
@@ -439,7 +460,7 @@ fn ended(
     markdown: &mut StreamingMarkdown,
 ) -> Outcome {
     if let Some(calls) = asked {
-        return Outcome::Asked(calls);
+        return Outcome::Asked(calls, usage);
     }
     let markdown = std::mem::replace(markdown, StreamingMarkdown::new());
     Outcome::Finished(Box::new(DoneEvent {
@@ -491,6 +512,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             tools: Vec::new(),
+            tool_choice: None,
         };
         let client = LlmClient::Mirror(MirrorModel {
             delay: Duration::ZERO,

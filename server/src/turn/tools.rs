@@ -35,6 +35,28 @@ pub(crate) struct ToolRun {
     /// The servers with `confirm = "first"` approved in this conversation, this turn's
     /// approvals included.
     pub approved: Arc<Mutex<Vec<String>>>,
+    /// Every call of the turn within the model's token budget (see [`Budget`]).
+    pub budget: Budget,
+}
+
+/// What fitting each model call of a turn needs: the model's token budget, the tokens of
+/// the tools' definitions and of the planned messages, and the model's counter.
+#[derive(Clone)]
+pub(crate) struct Budget {
+    pub limit: Option<u64>,
+    pub tool_tokens: u64,
+    pub planned_tokens: u64,
+    pub tokens: Arc<dyn parlor_domain::chain::TokenCounter>,
+    /// The last call of a loop a limit ended goes without the tools (the model's
+    /// `last_call = "without_tools"`), not with them and `tool_choice: "none"`.
+    pub last_without_tools: bool,
+}
+
+/// Tokens the model calls of a turn used, prompt and completion.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Spent {
+    pub prompt: u64,
+    pub completion: u64,
 }
 
 /// Where the loop is within a turn.
@@ -47,6 +69,12 @@ pub(super) struct Progress {
     /// Each round's calls, for the debug panel.
     pub rounds: Vec<Vec<CallReport>>,
     pub limit: Option<LimitEvent>,
+    /// The tokens of each model call, as sent.
+    pub call_tokens: Vec<u64>,
+    /// What the calls that asked for tools used: all of it (the provider's count, else the
+    /// estimate of the request), and what the provider reported (what is priced).
+    pub spent: Spent,
+    pub reported: Spent,
 }
 
 /// One round's messages: the call as sent, and each result as sent and as stored.
@@ -57,15 +85,59 @@ pub(super) struct Round {
     pub stopped: bool,
 }
 
+impl Progress {
+    /// Counts a call that asked for tools: what the provider reported, else the estimate
+    /// of its request.
+    pub(super) fn asked(&mut self, usage: Option<&parlor_domain::Usage>) {
+        match usage {
+            Some(u) => {
+                for spent in [&mut self.spent, &mut self.reported] {
+                    spent.prompt += u.prompt_tokens;
+                    spent.completion += u.completion_tokens;
+                }
+            }
+            None => self.spent.prompt += self.call_tokens.last().copied().unwrap_or(0),
+        }
+    }
+}
+
 impl ToolRun {
+    /// Fits the next model call into the budget (stubbing earlier rounds' results, oldest
+    /// first) and notes its tokens; `rounds_from`: where this turn's rounds begin in
+    /// `request`, `newest_from`: where the newest does.
+    pub(super) fn fit(
+        &self,
+        request: &mut crate::llm::ModelRequest,
+        rounds_from: usize,
+        newest_from: usize,
+        progress: &mut Progress,
+    ) {
+        let budget = &self.budget;
+        let definitions = if request.tools.is_empty() {
+            0
+        } else {
+            budget.tool_tokens
+        };
+        let before = budget.planned_tokens + definitions;
+        let fitted = parlor_domain::tool::rounds::fit(
+            &mut request.messages,
+            rounds_from,
+            newest_from,
+            budget.limit,
+            before,
+            budget.tokens.as_ref(),
+        );
+        progress.call_tokens.push(fitted.tokens);
+    }
+
     /// The tools of a turn of `agent` in conversation `info` of history `history`, when it
     /// has any (the built-in server recalls the conversations of `info`'s owner).
     pub(super) fn for_turn(
-        services: &Arc<crate::state::Services>,
-        agent: &Arc<parlor_domain::Agent>,
-        history: &str,
+        turn: &super::TurnContext<'_>,
         info: &crate::store::ConversationInfo,
+        budget: Budget,
     ) -> Option<ToolRun> {
+        let (services, agent) = (turn.services, turn.agent);
         if agent.tools.is_empty() || services.tools.is_empty() {
             return None;
         }
@@ -79,9 +151,10 @@ impl ToolRun {
             offered: services.tools.offered(agent),
             agent: agent.clone(),
             recall: Arc::new(recall),
-            history: history.to_owned(),
+            history: turn.history.id.clone(),
             session: info.session_id.clone(),
             approved: Arc::new(Mutex::new(info.approved_tools.clone())),
+            budget,
         })
     }
 
@@ -110,6 +183,7 @@ impl ToolRun {
             offered: self.offered.iter().map(|t| t.name.clone()).collect(),
             rounds: progress.rounds,
             limit: progress.limit,
+            call_tokens: progress.call_tokens,
         }
     }
 

@@ -144,8 +144,19 @@ async fn chat_completions(
     if let Some(refused) = refusal(&recorder, authorization.as_deref(), &last_user).await {
         return refused;
     }
+    let include_usage = request["stream_options"]["include_usage"] == json!(true);
     if request["stream"] == json!(true) {
-        if let Some(steps) = tools::steps(&model, &request, &last_user) {
+        if let Some(mut steps) = tools::steps(&model, &request, &last_user) {
+            // As providers do, every call reports its usage, tool calls included: before
+            // the end of the stream.
+            if include_usage {
+                let done = steps.pop();
+                steps.push(Step::Data(json!({
+                    "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                    "choices": [], "usage": usage(prompt_tokens, 5),
+                })));
+                steps.extend(done);
+            }
             return sse(steps);
         }
     }
@@ -158,7 +169,6 @@ async fn chat_completions(
         }))
         .into_response();
     }
-    let include_usage = request["stream_options"]["include_usage"] == json!(true);
     let usage = include_usage.then_some(prompt_tokens);
     sse(steps(&model, &last_user, usage))
 }

@@ -2,7 +2,8 @@
 //! call carries its id and name, its arguments follow in pieces over later chunks, several
 //! calls may come in one reply, and the reply ends with `finish_reason: "tool_calls"`.
 //!
-//! Directives in the last user message, when the request offers tools:
+//! Directives in the last user message, when the request offers tools (and its
+//! `tool_choice` is not `"none"`):
 //! - `[call:NAME {json}]` asks for NAME with those arguments (several: several calls);
 //! - `[call-bad-json:NAME]` asks for NAME with arguments that are not valid JSON;
 //! - `[call-forever:NAME]` (or `[call-forever:NAME {json}]`) asks for NAME in every reply,
@@ -27,7 +28,9 @@ struct Call {
 
 /// The reply when tools are involved; `None` when the fake answers as usual.
 pub(crate) fn steps(model: &str, request: &Value, last_user: &str) -> Option<Vec<Step>> {
-    let offered = request["tools"].as_array().is_some_and(|t| !t.is_empty());
+    // As providers do, `tool_choice: "none"` means no call, whatever is offered.
+    let offered = request["tools"].as_array().is_some_and(|t| !t.is_empty())
+        && request["tool_choice"] != "none";
     let forever = directive_names(last_user, "[call-forever:");
     let after_results = last_role(request) == Some("tool");
     if offered && !forever.is_empty() {

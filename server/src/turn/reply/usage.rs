@@ -1,25 +1,40 @@
 //! What a reply used: the tokens counted against the account's quota, and the provider's
 //! usage in the debug report and the meter.
 
+use super::super::tools::Spent;
 use super::Reply;
 use crate::store::now_ms;
 use parlor_domain::DoneEvent;
 
 impl Reply {
-    /// The tokens of this call against the account's quota: what the provider reports, else
-    /// the estimate of what was sent and of the reply.
-    pub(super) async fn count_use(&self, done: &mut DoneEvent) {
+    /// The tokens of the turn against the account's quota: those of the calls that asked for
+    /// tools (`earlier`), and of the last call (`done`, when the turn finished): what the
+    /// provider reports, else the estimate of what was sent and of the reply.
+    pub(super) async fn count_use(&self, done: Option<&mut DoneEvent>, earlier: Spent) {
         let Some(quota) = &self.quota else {
             return;
         };
-        let used = match &done.usage {
-            Some(usage) => usage.prompt_tokens + usage.completion_tokens,
-            None => {
+        let earlier = earlier.prompt + earlier.completion;
+        let last = match done.as_deref().map(|d| (&d.usage, d.message_tokens)) {
+            None => 0,
+            Some((Some(usage), _)) => usage.prompt_tokens + usage.completion_tokens,
+            Some((None, reply)) => {
                 let sent = self.info.last_turn.as_ref().map_or(0, |t| t.tokens_sent);
-                sent + done.message_tokens.unwrap_or(0)
+                // A later call of the turn sent what its own count says.
+                let sent = self.last_call_tokens().unwrap_or(sent);
+                sent + reply.unwrap_or(0)
             }
         };
-        let today = quota.accounts.count_use(&quota.user, used, now_ms()).await;
+        if earlier + last == 0 {
+            return;
+        }
+        let today = quota
+            .accounts
+            .count_use(&quota.user, earlier + last, now_ms())
+            .await;
+        let Some(done) = done else {
+            return;
+        };
         if done.meter.is_none() && today.is_some() {
             // Without the provider's usage the meter is the turn's own; it carries the day's
             // use too.
@@ -30,19 +45,35 @@ impl Reply {
         }
     }
 
+    /// The tokens of the turn's last model call, when it made more than one.
+    fn last_call_tokens(&self) -> Option<u64> {
+        let tools = self.info.last_turn.as_ref()?.tools.as_ref()?;
+        tools
+            .call_tokens
+            .last()
+            .copied()
+            .filter(|_| tools.call_tokens.len() > 1)
+    }
+
     /// The provider's usage replaces the estimate in the debug report and the meter, which
     /// prices the call when the model has prices; `done` carries the meter.
-    pub(super) async fn record_usage(&mut self, done: &mut DoneEvent) {
+    /// The calls that asked for tools (`earlier`, as the provider reported them) are priced
+    /// into the turn's and the conversation's cost too.
+    pub(super) async fn record_usage(&mut self, done: &mut DoneEvent, earlier: Spent) {
         let Some(usage) = &done.usage else {
             return;
         };
         let info = &mut self.info;
         if let Some(turn) = info.last_turn.take() {
             let mut turn = Box::new(turn.with_usage(Some(usage)));
+            let before = self
+                .prices
+                .map_or(0, |p| p.nano_usd(earlier.prompt, earlier.completion));
             turn.meter = turn
                 .meter
-                .map(|m| m.with_usage(usage, self.prices, info.spent_nano_usd));
-            if let Some(cost) = turn.meter.as_ref().and_then(|m| m.cost) {
+                .map(|m| m.with_usage(usage, self.prices, info.spent_nano_usd + before));
+            if let Some(cost) = turn.meter.as_mut().and_then(|m| m.cost.as_mut()) {
+                cost.turn_nano_usd = cost.turn_nano_usd.map(|t| t + before);
                 info.spent_nano_usd = cost.conversation_nano_usd;
             }
             done.meter.clone_from(&turn.meter);

@@ -37,9 +37,10 @@ fn limit_of(events: &[ChatEvent]) -> Option<(LimitReached, u32)> {
     })
 }
 
-#[tokio::test]
-async fn a_model_asking_forever_stops_at_max_rounds_with_a_last_call_without_tools() {
-    let (fake, server, _a, _c) = with_upstream("").await;
+/// A model that asks forever stops at `max_rounds`; the last call keeps the tools with
+/// `tool_choice: "none"`, or, with `without_tools`, goes without them.
+async fn asking_forever(extra: &str) -> Vec<serde_json::Value> {
+    let (fake, server, _a, _c) = with_upstream(extra).await;
     let ask = "[call-forever:clock__get_current_time]";
     let reply = server.chat("timekeeper", json!({"message": ask})).await;
     assert_eq!(
@@ -48,18 +49,57 @@ async fn a_model_asking_forever_stops_at_max_rounds_with_a_last_call_without_too
         "{}",
         reply.body
     );
-    // The last call, without tools, answers with what the results said.
+    // The last call answers with what the results said.
     assert!(reply.text().starts_with("Results: "), "{}", reply.text());
     let requests = fake.requests();
     assert_eq!(requests.len(), 4, "3 rounds, then the last call");
     assert!(requests[..3].iter().all(|r| r["tools"].is_array()));
-    assert!(
-        requests[3].get("tools").is_none(),
-        "the last call offers no tools"
-    );
+    assert!(requests[..3].iter().all(|r| r.get("tool_choice").is_none()));
     let stored = server.stored(&reply.session_id());
     assert_eq!(stored.iter().filter(|m| m.role == Role::Tool).count(), 3);
     assert!(parlor_domain::exchange::paired(&stored[1..]));
+    requests
+}
+
+#[tokio::test]
+async fn a_model_asking_forever_stops_at_max_rounds_with_a_last_call_that_may_not_ask() {
+    let requests = asking_forever("").await;
+    assert!(requests[3]["tools"].is_array(), "the tools stay");
+    assert_eq!(requests[3]["tool_choice"], "none");
+    let without = "[[models]]\nname = \"fake-model\"\nlast_call = \"without_tools\"\n";
+    let requests = asking_forever(without).await;
+    assert!(
+        requests[3].get("tools").is_none() && requests[3].get("tool_choice").is_none(),
+        "the last call offers no tools"
+    );
+}
+
+#[tokio::test]
+async fn a_model_entry_chooses_the_first_call_of_a_turn() {
+    let forced = "[[models]]\nname = \"fake-model\"\ntool_choice = \"clock__get_current_time\"\n";
+    let (fake, server, _a, _c) = with_upstream(forced).await;
+    server
+        .chat("timekeeper", json!({"message": "what time is it?"}))
+        .await;
+    let requests = fake.requests();
+    assert_eq!(
+        requests[0]["tool_choice"],
+        json!({"type": "function", "function": {"name": "clock__get_current_time"}})
+    );
+    let required = "[[models]]\nname = \"fake-model\"\ntool_choice = \"required\"\n";
+    let (fake, server, _a, _c) = with_upstream(required).await;
+    server
+        .chat(
+            "timekeeper",
+            json!({"message": "[call:clock__get_current_time {\"timezone\": \"UTC\"}]"}),
+        )
+        .await;
+    let requests = fake.requests();
+    assert_eq!(requests[0]["tool_choice"], "required");
+    assert!(
+        requests[1].get("tool_choice").is_none(),
+        "later calls are the model's own"
+    );
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! `@modelcontextprotocol/server-everything` over streamable HTTP and stdio.
 
 mod approval;
+mod budget;
 mod chat;
 mod hostile;
 mod limits;
