@@ -157,6 +157,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         live,
         config_path: setup.config_path,
         replies: state::Replies::default(),
+        stops: state::Stops::default(),
         summarizers: Default::default(),
         summary_model: settings.summary_model,
         cookie_key: setup.cookie_key,

@@ -41,6 +41,8 @@ pub struct Services {
     pub config_path: PathBuf,
     /// The replies being written, for a shutdown that waits for them.
     pub replies: Replies,
+    /// The replies being written, by conversation, for the stop endpoint.
+    pub stops: Stops,
     /// The summarizer runs of this process and their last failures.
     pub summarizers: Summarizers,
     /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
@@ -51,6 +53,66 @@ pub struct Services {
     pub tools: Arc<crate::tools::Tools>,
     /// The accounts, when `PARLOR_AUTH` is not `none`.
     pub accounts: Option<Arc<crate::accounts::Accounts>>,
+}
+
+/// The replies this process is writing, by history and conversation: `POST …/stop` ends
+/// one even when the browser's stream stays open (a proxy that keeps it).
+#[derive(Default)]
+pub struct Stops {
+    running: Mutex<HashMap<(String, ConversationId), (u64, tokio_util::sync::CancellationToken)>>,
+    next: AtomicU64,
+}
+
+/// A reply's entry in [`Stops`]: its token; removed when the reply ends.
+pub struct StopGuard {
+    stops: Arc<Services>,
+    key: (String, ConversationId),
+    serial: u64,
+    pub token: tokio_util::sync::CancellationToken,
+}
+
+impl Stops {
+    /// Stops the reply being written in `session` of `history`; `false` when none is.
+    pub fn stop(&self, history: &str, session: &ConversationId) -> bool {
+        let key = (history.to_owned(), session.clone());
+        let running = self.running.lock().ok().and_then(|r| r.get(&key).cloned());
+        running.is_some_and(|(_, token)| {
+            token.cancel();
+            true
+        })
+    }
+}
+
+impl Services {
+    /// Registers the reply about to be written in `session` of `history`.
+    pub fn stoppable(self: &Arc<Self>, history: &str, session: &ConversationId) -> StopGuard {
+        let token = tokio_util::sync::CancellationToken::new();
+        let serial = self.stops.next.fetch_add(1, Ordering::Relaxed);
+        let key = (history.to_owned(), session.clone());
+        if let Ok(mut running) = self.stops.running.lock() {
+            running.insert(key.clone(), (serial, token.clone()));
+        }
+        StopGuard {
+            stops: self.clone(),
+            key,
+            serial,
+            token,
+        }
+    }
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.stops.stops.running.lock() {
+            // Only its own entry: a later reply of the conversation may have replaced it.
+            if running
+                .get(&self.key)
+                .is_some_and(|(s, _)| *s == self.serial)
+            {
+                running.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Every reply task, tracked whether or not its browser is still there, so that shutting

@@ -205,6 +205,14 @@ pub const TABLE: &[Route] = &[
         Always
     ),
     route!(
+        "/api/chat/{agent_id}/sessions/{session_id}/stop",
+        [Post],
+        Login,
+        Chat,
+        Api,
+        Always
+    ),
+    route!(
         "/api/chat/{agent_id}/sessions/import",
         [Post],
         Login,

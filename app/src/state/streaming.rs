@@ -86,8 +86,19 @@ impl ChatState {
         self.start_turn(None);
     }
 
+    /// Stop: the stream is closed, and the server is told (a proxy that keeps the
+    /// upstream connection open when the browser lets go would hide the close).
     pub fn stop(self) {
         self.streaming.abort.update_value(|a| a.abort());
+        if let Some(session) = self.session_id.get_untracked() {
+            let url = format!(
+                "{}/sessions/{}/stop",
+                self.agent_url(),
+                super::encode(&session)
+            );
+            // A 404 (the reply had ended already) needs no answer.
+            stream::spawn_request("POST", url, Some("{}".into()), |_| {});
+        }
     }
 
     /// The request of a turn: this conversation (or a new one), the user's message and

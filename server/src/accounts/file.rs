@@ -395,13 +395,13 @@ impl AccountStore for FileAccounts {
         self.remove(FAILURES, &failure_file(key)).await.map(|_| ())
     }
 
-    async fn add_usage(&self, name: &UserName, day: i64, tokens: u64) -> Result<u64, StoreError> {
+    async fn add_usage(&self, name: &UserName, day: i64, tokens: i64) -> Result<u64, StoreError> {
         let _one = self.writes.lock().await;
         let file = usage_file(name, day);
         let total = self
             .read::<u64>(USAGE, &file)?
             .unwrap_or(0)
-            .saturating_add(tokens);
+            .saturating_add_signed(tokens);
         self.write(USAGE, &file, &total).await?;
         Ok(total)
     }

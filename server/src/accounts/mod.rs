@@ -9,7 +9,7 @@ pub mod gate;
 pub mod oidc;
 pub mod pages;
 pub mod password;
-mod quota;
+pub mod quota;
 pub use quota::Quota;
 pub mod redis;
 pub mod routes;

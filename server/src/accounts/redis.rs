@@ -423,11 +423,11 @@ impl AccountStore for RedisAccounts {
             .await
     }
 
-    async fn add_usage(&self, name: &UserName, day: i64, tokens: u64) -> Result<u64, StoreError> {
+    async fn add_usage(&self, name: &UserName, day: i64, tokens: i64) -> Result<u64, StoreError> {
         let key = self.key(&["use", &day.to_string(), name.as_str()]);
         let mut connection = self.connection.clone();
         // Not retried: adding twice would count use that did not happen.
-        let (total, _): (u64, i64) = redis::pipe()
+        let (total, _): (i64, i64) = redis::pipe()
             .cmd("INCRBY")
             .arg(&key)
             .arg(tokens)
@@ -436,7 +436,7 @@ impl AccountStore for RedisAccounts {
             .arg(TWO_DAYS_S)
             .query_async(&mut connection)
             .await?;
-        Ok(total)
+        Ok(total.max(0) as u64)
     }
 
     async fn usage(&self, name: &UserName, day: i64) -> Result<u64, StoreError> {

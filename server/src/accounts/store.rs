@@ -156,8 +156,9 @@ pub trait AccountStore: Send + Sync {
     /// checked that turned out right); nothing when none is counted.
     async fn forgive(&self, key: &FailureKey, now_ms: i64) -> Result<(), StoreError>;
 
-    /// Adds `tokens` to what `name` used on `day`, returning the new total.
-    async fn add_usage(&self, name: &UserName, day: i64, tokens: u64) -> Result<u64, StoreError>;
+    /// Adds `tokens` (taken away when negative: a reservation given back) to what `name`
+    /// used on `day`, atomically, returning the new total (never below 0).
+    async fn add_usage(&self, name: &UserName, day: i64, tokens: i64) -> Result<u64, StoreError>;
     async fn usage(&self, name: &UserName, day: i64) -> Result<u64, StoreError>;
 }
 
@@ -332,6 +333,7 @@ pub mod contract {
         assert_eq!(store.usage(&name("ada"), 7).await.unwrap(), 0);
         assert_eq!(store.add_usage(&name("ada"), 7, 40).await.unwrap(), 40);
         assert_eq!(store.add_usage(&name("ada"), 7, 2).await.unwrap(), 42);
+        assert_eq!(store.add_usage(&name("ada"), 7, -12).await.unwrap(), 30);
         assert_eq!(store.usage(&name("ada"), 8).await.unwrap(), 0);
         assert_eq!(store.usage(&name("bob"), 7).await.unwrap(), 0);
     }

@@ -12,6 +12,7 @@ mod messages;
 pub mod metrics;
 pub mod openapi;
 mod ready;
+mod stop;
 mod tool_calls;
 
 use crate::state::AppState;
@@ -54,6 +55,7 @@ routes! {
         "/api/chat/{agent_id}/sessions/{session_id}/messages" => get(messages::get_older);
         "/api/chat/{agent_id}/sessions/{session_id}/tool-calls/{call_id}" =>
             post(tool_calls::post_answer);
+        "/api/chat/{agent_id}/sessions/{session_id}/stop" => post(stop::post_stop);
         "/api/chat/{agent_id}/sessions/import" => post(conversations::post_import);
         "/api/chat/{agent_id}/sessions/{session_id}" =>
             patch(conversations::patch_conversation), delete(conversations::delete_conversation);

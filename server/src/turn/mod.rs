@@ -94,8 +94,9 @@ pub(crate) struct TurnContext<'a> {
     pub history: &'a Arc<History>,
     pub agent: &'a Arc<Agent>,
     pub settings: HistorySettings,
-    /// The account chatting (its use counts against its daily quota).
-    pub user: Option<&'a crate::accounts::User>,
+    /// The tokens reserved against the daily quota of the account chatting; the reply
+    /// settles them.
+    pub reserved: std::sync::Mutex<Option<crate::accounts::quota::Reserved>>,
 }
 
 /// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
@@ -109,15 +110,16 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
     let (session_id, existing) = resolve_conversation(services, &history, &input).await?;
     let command = input.message.as_deref().and_then(command_in);
     let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
-    if command.is_none() {
-        within_quota(services, input.user.as_ref()).await?;
-    }
+    let reserved = match command {
+        None => reserve_quota(services, input.user.as_ref(), &input, existing.as_ref()).await?,
+        Some(_) => None,
+    };
     let busy = admit(services, &history, &session_id, &input, is_admin).await?;
     let turn = TurnContext {
         services,
         history: &history,
         agent: &input.agent,
-        user: input.user.as_ref(),
+        reserved: std::sync::Mutex::new(reserved),
         settings: services.history_settings(
             &input.agent,
             input.url_policy.as_deref(),
@@ -213,27 +215,36 @@ async fn resolve_conversation(
     }
 }
 
-/// An account's daily quota (`PARLOR_TOKENS_PER_DAY`) leaves room for a turn; admins are
-/// exempt.
-async fn within_quota(
+/// Reserves a turn's estimate (its message, and what the conversation's last call sent)
+/// against the account's daily quota (`PARLOR_TOKENS_PER_DAY`): refused once the day's use
+/// has reached it; admins are exempt.
+async fn reserve_quota(
     services: &Services,
     user: Option<&crate::accounts::User>,
-) -> Result<(), TurnError> {
-    let (Some(accounts), Some(user)) = (services.accounts.as_deref(), user) else {
-        return Ok(());
+    input: &TurnInput,
+    existing: Option<&ConversationInfo>,
+) -> Result<Option<crate::accounts::quota::Reserved>, TurnError> {
+    let (Some(accounts), Some(user)) = (services.accounts.as_ref(), user) else {
+        return Ok(None);
     };
-    let quota = accounts.quota(user, now_ms()).await?;
-    if quota.allows_a_turn() {
-        return Ok(());
+    let message = input.message.as_deref().map_or(0, str::len) as u64 / 4;
+    let last = existing
+        .and_then(|i| i.last_turn.as_ref())
+        .map_or(1000, |t| t.tokens_sent);
+    match accounts.reserve(user, message + last, now_ms()).await {
+        Ok(reserved) => Ok(reserved),
+        Err(crate::accounts::quota::ReserveError::Store(e)) => Err(e.into()),
+        Err(crate::accounts::quota::ReserveError::UsedUp(quota)) => {
+            let resets = jiff::Timestamp::from_millisecond(quota.resets_ms)
+                .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+                .unwrap_or_default();
+            Err(TurnError::Quota {
+                used: quota.used,
+                per_day: quota.per_day,
+                resets,
+            })
+        }
     }
-    let resets = jiff::Timestamp::from_millisecond(quota.resets_ms)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
-        .unwrap_or_default();
-    Err(TurnError::Quota {
-        used: quota.used,
-        per_day: quota.per_day,
-        resets,
-    })
 }
 
 /// Admission: admin commands need the token (or an admin's login); one reply at a time per conversation; a
@@ -387,6 +398,10 @@ impl TurnContext<'_> {
             durable: durable_rx,
             tools,
             quota: self.quota_use(),
+            stop: Some(
+                self.services
+                    .stoppable(&self.history.id, &details.session_id),
+            ),
         };
         let ended = self.spawn_reply(reply, request);
         let durable = message.map(|m| (details_first, m));
@@ -400,9 +415,8 @@ impl TurnContext<'_> {
 
     /// Where the reply's tokens are counted, when an account with a quota is chatting.
     fn quota_use(&self) -> Option<reply::QuotaUse> {
-        let accounts = self.services.accounts.clone()?;
-        let user = self.user?.clone();
-        (accounts.config.tokens_per_day > 0).then_some(reply::QuotaUse { accounts, user })
+        let reserved = self.reserved.lock().ok()?.take()?;
+        Some(reply::QuotaUse { reserved })
     }
 
     /// Starts the reply task, in the request's span (its request id), also after the

@@ -5,11 +5,12 @@
 
 mod usage;
 
-use super::tools::{Progress, ToolRun};
+use super::tools::{gone, Progress, ToolRun};
 use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::state::BusyGuard;
 use crate::store::histories::History;
 use crate::store::{now_ms, ConversationInfo};
+use futures::future::OptionFuture;
 use futures::StreamExt;
 use parlor_domain::chain::TokenCounter;
 use parlor_domain::markdown::StreamingMarkdown;
@@ -86,12 +87,13 @@ pub(super) struct Reply {
     pub tools: Option<ToolRun>,
     /// The account whose daily quota the reply's tokens count against.
     pub quota: Option<QuotaUse>,
+    /// Where `POST …/stop` finds this reply (removed when it ends).
+    pub stop: Option<crate::state::StopGuard>,
 }
 
-/// Counts a reply's tokens against its account's daily quota.
+/// Counts a reply's tokens against its account's daily quota, in place of what was reserved.
 pub(super) struct QuotaUse {
-    pub accounts: Arc<crate::accounts::Accounts>,
-    pub user: crate::accounts::User,
+    pub reserved: crate::accounts::quota::Reserved,
 }
 
 impl Reply {
@@ -113,13 +115,14 @@ impl Reply {
             let mut text = String::new();
             let mut exchanges = Vec::new();
             let mut progress = Progress::default();
-            if let Some(run) = self.tools.as_mut() {
-                run.wait_for_servers().await;
-            }
+            let user_stop = self.stop.as_ref().map(|s| s.token.clone());
+            let user_stop = user_stop.unwrap_or_default();
+            OptionFuture::from(self.tools.as_mut().map(ToolRun::wait_for_servers)).await;
             let reply = async {
                 match request {
                     Ok((client, request)) => {
                         let turn = Conversing {
+                            stop: &user_stop,
                             llm: &client,
                             run: self.tools.as_ref(),
                             tx: &self.tx,
@@ -325,6 +328,8 @@ struct Written {
 
 /// One turn's conversation with the model: its calls, and the tool rounds between them.
 struct Conversing<'a> {
+    /// Stop (`POST …/stop`), besides the browser going away.
+    stop: &'a CancellationToken,
     llm: &'a LlmClient,
     run: Option<&'a ToolRun>,
     tx: &'a mpsc::Sender<ChatEvent>,
@@ -359,7 +364,7 @@ impl Conversing<'_> {
             let asked = relay(
                 self.llm,
                 request.clone(),
-                self.tx,
+                (self.tx, self.stop),
                 text,
                 &mut markdown,
                 self.started,
@@ -372,7 +377,7 @@ impl Conversing<'_> {
                 (outcome, _) => return outcome,
             };
             let said = text.split_off(round_start);
-            let round = run.round(said, calls, progress, self.tx).await;
+            let round = run.round(said, calls, progress, (self.tx, self.stop)).await;
             exchanges.extend(round.stored);
             newest_from = request.messages.len();
             request.messages.extend(round.sent);
@@ -397,7 +402,7 @@ impl Conversing<'_> {
 async fn relay(
     llm: &LlmClient,
     request: ModelRequest,
-    tx: &mpsc::Sender<ChatEvent>,
+    (tx, stop): (&mpsc::Sender<ChatEvent>, &CancellationToken),
     text: &mut String,
     markdown: &mut StreamingMarkdown,
     started: std::time::Instant,
@@ -412,12 +417,12 @@ async fn relay(
             Ok(stream) => stream,
             Err(e) => return failed(e),
         },
-        _ = tx.closed() => return Outcome::Abandoned,
+        _ = gone(tx, stop) => return Outcome::Abandoned,
     };
     loop {
         let item = tokio::select! {
             biased;
-            _ = tx.closed() => return Outcome::Abandoned,
+            _ = gone(tx, stop) => return Outcome::Abandoned,
             item = stream.next() => item,
         };
         let piece = match item {
@@ -505,6 +510,7 @@ mod tests {
             durable,
             tools: None,
             quota: None,
+            stop: None,
         };
         let request = ModelRequest {
             model: "mirror".into(),

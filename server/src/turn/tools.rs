@@ -195,7 +195,7 @@ impl ToolRun {
         text: String,
         calls: Vec<ToolCall>,
         progress: &mut Progress,
-        tx: &mpsc::Sender<ChatEvent>,
+        (tx, user_stop): (&mpsc::Sender<ChatEvent>, &CancellationToken),
     ) -> Round {
         progress.round += 1;
         let limits = self.tools.limits;
@@ -212,7 +212,7 @@ impl ToolRun {
         for call in &calls {
             let _ = tx.send(ChatEvent::ToolCall(self.call_event(call))).await;
         }
-        let (mut outcomes, stopped) = self.run_all(&calls[..to_run], tx).await;
+        let (mut outcomes, stopped) = self.run_all(&calls[..to_run], tx, user_stop).await;
         for _ in to_run..calls.len() {
             outcomes.push(Outcome::error(format!(
                 "Not run: this turn reached its limit of {} tool calls.",
@@ -290,6 +290,7 @@ impl ToolRun {
         &self,
         calls: &[ToolCall],
         tx: &mpsc::Sender<ChatEvent>,
+        user_stop: &CancellationToken,
     ) -> (Vec<Outcome>, bool) {
         let stop = CancellationToken::new();
         let running: FuturesUnordered<_> = calls
@@ -304,7 +305,7 @@ impl ToolRun {
         tokio::pin!(all);
         let (mut done, stopped) = tokio::select! {
             done = &mut all => (done, false),
-            _ = tx.closed() => {
+            _ = gone(tx, user_stop) => {
                 stop.cancel();
                 (all.await, true)
             }
@@ -384,6 +385,14 @@ impl ToolRun {
             }
         }
         Ok(())
+    }
+}
+
+/// The listener went away, or the user pressed Stop (`POST …/stop`).
+pub(super) async fn gone(tx: &mpsc::Sender<ChatEvent>, stop: &CancellationToken) {
+    tokio::select! {
+        _ = tx.closed() => {}
+        _ = stop.cancelled() => {}
     }
 }
 

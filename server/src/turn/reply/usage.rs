@@ -3,15 +3,14 @@
 
 use super::super::tools::Spent;
 use super::Reply;
-use crate::store::now_ms;
 use parlor_domain::DoneEvent;
 
 impl Reply {
     /// The tokens of the turn against the account's quota: those of the calls that asked for
     /// tools (`earlier`), and of the last call (`done`, when the turn finished): what the
     /// provider reports, else the estimate of what was sent and of the reply.
-    pub(super) async fn count_use(&self, done: Option<&mut DoneEvent>, earlier: Spent) {
-        let Some(quota) = &self.quota else {
+    pub(super) async fn count_use(&mut self, done: Option<&mut DoneEvent>, earlier: Spent) {
+        let Some(quota) = self.quota.take() else {
             return;
         };
         let earlier = earlier.prompt + earlier.completion;
@@ -25,13 +24,7 @@ impl Reply {
                 sent + reply.unwrap_or(0)
             }
         };
-        if earlier + last == 0 {
-            return;
-        }
-        let today = quota
-            .accounts
-            .count_use(&quota.user, earlier + last, now_ms())
-            .await;
+        let today = quota.reserved.settle(earlier + last).await;
         let Some(done) = done else {
             return;
         };

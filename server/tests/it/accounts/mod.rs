@@ -456,6 +456,37 @@ async fn the_daily_quota_refuses_a_turn_beyond_it_and_spares_admins() {
 }
 
 #[tokio::test]
+async fn parallel_turns_reserve_their_tokens_and_cannot_run_far_past_the_quota() {
+    let server = local(&[("PARLOR_TOKENS_PER_DAY", "500")]).await;
+    let bob = cookie_of(&server, "bob").await;
+    let turns = (0..12).map(|i| {
+        let (server, bob) = (&server, &bob);
+        async move {
+            let message = format!("question {i}: one two three four five six");
+            chat(server, &Auth::Cookie(bob), json!({ "message": message })).await
+        }
+    });
+    let replies = futures::future::join_all(turns).await;
+    let admitted = replies.iter().filter(|r| r.status == 200).count();
+    let refused = replies.iter().filter(|r| r.status == 429).count();
+    assert_eq!(admitted + refused, 12);
+    assert!(admitted >= 1 && refused >= 1, "{admitted} admitted");
+    // What the admitted turns used, each counted in place of its reservation: at most one
+    // turn's estimate (1,000 tokens for a new conversation) past the quota.
+    let (_, me) = get(&server, "/api/account", &Auth::Cookie(&bob)).await;
+    let me: Value = serde_json::from_str(&me).unwrap();
+    let used = me["used_today"].as_u64().unwrap();
+    assert!(used > 0 && used <= 500 + 1_000, "{used} used");
+    // A reservation is given back when its turn is refused: nothing is left reserved.
+    let again = chat(&server, &Auth::Cookie(&bob), json!({ "message": "more" })).await;
+    let (_, after) = get(&server, "/api/account", &Auth::Cookie(&bob)).await;
+    let after: Value = serde_json::from_str(&after).unwrap();
+    if again.status == 429 {
+        assert_eq!(after["used_today"].as_u64().unwrap(), used);
+    }
+}
+
+#[tokio::test]
 async fn signup_when_allowed_makes_the_first_account_an_admin() {
     let server = TestServer::start(&[("PARLOR_AUTH", "local"), ("PARLOR_SIGNUP", "true")]).await;
     assert_eq!(get(&server, "/signup", &Auth::None).await.0, 200);

@@ -7,14 +7,18 @@ use parlor_domain::ChatEvent;
 use serde_json::json;
 
 /// A turn being streamed: the events read so far.
-struct Streaming {
+pub(super) struct Streaming {
     response: reqwest::Response,
     buffer: Vec<u8>,
     events: Vec<ChatEvent>,
 }
 
 impl Streaming {
-    async fn start(server: &TestServer, body: serde_json::Value, cookie: &str) -> Streaming {
+    pub(super) async fn start(
+        server: &TestServer,
+        body: serde_json::Value,
+        cookie: &str,
+    ) -> Streaming {
         let response = server
             .http
             .post(server.url("/api/chat/timekeeper"))
@@ -31,8 +35,17 @@ impl Streaming {
         }
     }
 
+    /// Reads the rest of the stream (it must end); every event read.
+    pub(super) async fn rest(mut self) -> Vec<ChatEvent> {
+        while let Some(chunk) = self.response.chunk().await.unwrap() {
+            self.buffer.extend_from_slice(&chunk);
+        }
+        self.events.extend(parse_events(&self.buffer));
+        self.events
+    }
+
     /// Reads until an event named `name` arrives; returns it.
-    async fn until(&mut self, name: &str) -> ChatEvent {
+    pub(super) async fn until(&mut self, name: &str) -> ChatEvent {
         loop {
             if let Some(found) = self.events.iter().find(|e| e.name() == name) {
                 return found.clone();
@@ -51,7 +64,7 @@ impl Streaming {
         }
     }
 
-    fn session_id(&self) -> String {
+    pub(super) fn session_id(&self) -> String {
         match &self.events[0] {
             ChatEvent::Meta(meta) => meta.session_id.clone(),
             other => panic!("first event {other:?}"),

@@ -9,6 +9,7 @@ mod hostile;
 mod limits;
 mod processes;
 mod servers;
+mod stop;
 mod storage;
 mod whole;
 
