@@ -101,8 +101,8 @@ def figures_of(run):
         elif line.get("bench") == "auth":
             for kind in ("cookie", "token"):
                 figures[f"auth_{kind}_added_us_{line['backend']}"] = line[f"{kind}_added_us_p50"]
-        elif "round_overhead_ms_p50" in line:
-            figures[f"tool_round_ms_{line['transport']}"] = line["round_overhead_ms_p50"]
+        elif "round_own_ms_p50" in line:
+            figures[f"tool_round_ms_{line['transport']}"] = line["round_own_ms_p50"]
     for (backend, size), ack in turns.items():
         base = turns.get((backend, 100))
         if size != 100 and base:

@@ -36,7 +36,7 @@ def cargo(ack_100, ack_big):
         json.dumps({"backend": "file", "stored_messages": 100000, "acknowledged_ms_p50": ack_big}),
         json.dumps({"bench": "auth", "backend": "redis", "cookie_added_us_p50": 4.1,
                     "token_added_us_p50": 3.6}),
-        json.dumps({"transport": "stdio", "round_overhead_ms_p50": 0.24}),
+        json.dumps({"transport": "stdio", "round_own_ms_p50": 0.24}),
     ]
     return "\n".join(lines) + "\n"
 

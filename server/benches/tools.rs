@@ -10,8 +10,10 @@
 //! - `turn_plain`: a turn whose model answers at once (`turn::start` to the stored reply,
 //!   on an in-memory history);
 //! - `turn_round`: the same turn when the model first asks for one echo call;
-//! - `round_overhead`: `turn_round - turn_plain - direct - upstream` at the median: what a
-//!   round costs beyond the tool's call and the model's second call.
+//! - `round_own`: Parlor's own time in the round, measured inside the process by the turn
+//!   itself (from the model's asking to the next call's request, less the wait for the
+//!   server's answer; reported per round in the turn's debug report, `own_us`): a figure a
+//!   difference of medians of noisy loopback calls cannot resolve.
 
 use parlor_domain::message::ToolCall;
 use parlor_domain::ChatEvent;
@@ -229,8 +231,14 @@ async fn upstream(base: &str) -> (f64, f64) {
     .await
 }
 
-/// A turn through Parlor's pipeline with `message`, to its stored reply.
-async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> (f64, f64) {
+/// A turn through Parlor's pipeline with `message`, to its stored reply: its median and p99
+/// in ms, and those of Parlor's own time per tool round (when the turn made any).
+async fn turns(
+    transport: Transport,
+    base: &str,
+    data: &Path,
+    message: &str,
+) -> ((f64, f64), Option<(f64, f64)>) {
     let dir = tempfile::tempdir_in(data).expect("dir");
     let config = dir.path().join("parlor.toml");
     let declared = match &transport {
@@ -278,8 +286,9 @@ async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> 
     let services = parlor_server::services(config, catalog, setup);
     wait_ready(&services.tools).await;
     let agent = services.agents.get("bench").expect("agent");
-    let result = timed(|_| {
-        let (services, agent) = (&services, &agent);
+    let own = std::sync::Mutex::new(Vec::new());
+    let result = timed(|i| {
+        let (services, agent, own) = (&services, &agent, &own);
         async move {
             let input = TurnInput {
                 agent: agent.clone(),
@@ -296,6 +305,7 @@ async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> 
                 user: None,
             };
             let mut running = start(services, input).await.expect("turn");
+            let session = running.meta.session_id.clone();
             let mut done = false;
             while let Some(event) = running.events.recv().await {
                 match event {
@@ -306,11 +316,32 @@ async fn turns(transport: Transport, base: &str, data: &Path, message: &str) -> 
                 }
             }
             assert!(done);
+            if i < WARM_UP {
+                return;
+            }
+            let history = services.histories.get("default").expect("history");
+            let id = parlor_domain::ConversationId::parse(&session).expect("id");
+            let info = history
+                .store
+                .info(&id)
+                .await
+                .expect("info")
+                .expect("stored");
+            let rounds = info.last_turn.and_then(|t| t.tools).map(|t| t.own_us);
+            own.lock().expect("own").extend(
+                rounds
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&us| us as f64 / 1000.0),
+            );
         }
     })
     .await;
     services.tools.shutdown().await;
-    result
+    let mut own = own.into_inner().expect("own");
+    own.sort_by(f64::total_cmp);
+    let own = (!own.is_empty()).then(|| (percentile(&own, 0.5), percentile(&own, 0.99)));
+    (result, own)
 }
 
 fn main() {
@@ -337,12 +368,12 @@ fn main() {
         let up = upstream(&base).await;
         for (name, transport) in transports {
             let (direct, direct_p99, parlor, parlor_p99) = calls(name, transport.clone()).await;
-            let plain = turns(transport.clone(), &base, data.path(), "hello").await;
+            let (plain, _) = turns(transport.clone(), &base, data.path(), "hello").await;
             let ask = r#"[call:echo__echo {"message":"hello"}]"#;
-            let round = turns(transport, &base, data.path(), ask).await;
-            let overhead = round.0 - plain.0 - direct - up.0;
+            let (round, own) = turns(transport, &base, data.path(), ask).await;
+            let (own, own_p99) = own.expect("the turns made a round");
             println!(
-                "{{\"transport\": \"{name}\", \"direct_ms_p50\": {direct:.3}, \"direct_ms_p99\": {direct_p99:.3}, \"parlor_call_ms_p50\": {parlor:.3}, \"parlor_call_ms_p99\": {parlor_p99:.3}, \"upstream_ms_p50\": {:.3}, \"turn_plain_ms_p50\": {:.3}, \"turn_round_ms_p50\": {:.3}, \"turn_round_ms_p99\": {:.3}, \"round_overhead_ms_p50\": {overhead:.3}}}",
+                "{{\"transport\": \"{name}\", \"direct_ms_p50\": {direct:.3}, \"direct_ms_p99\": {direct_p99:.3}, \"parlor_call_ms_p50\": {parlor:.3}, \"parlor_call_ms_p99\": {parlor_p99:.3}, \"upstream_ms_p50\": {:.3}, \"turn_plain_ms_p50\": {:.3}, \"turn_round_ms_p50\": {:.3}, \"turn_round_ms_p99\": {:.3}, \"round_own_ms_p50\": {own:.3}, \"round_own_ms_p99\": {own_p99:.3}}}",
                 up.0, plain.0, round.0, round.1
             );
         }

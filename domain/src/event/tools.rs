@@ -96,6 +96,10 @@ pub struct ToolsReport {
     /// round after it): messages and the tools' definitions, after the budget's stubs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_tokens: Vec<u64>,
+    /// Parlor's own time in each round, in microseconds (the tool servers' and the model's
+    /// time left out): what `make bench` reports as the time per tool round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_us: Vec<u64>,
 }
 
 /// A tool server and its state (`ready (3 tools)`, `starting`, `down: …`).

@@ -424,7 +424,7 @@ mod tests {
         let other = FileAccounts::new(dir.path().join("accounts"));
         let ada = UserName::parse("ada").unwrap();
         assert!(other.user(&ada).await.unwrap().is_some());
-        assert_eq!(other.usage(&ada, 7).await.unwrap(), 42);
+        assert_eq!(other.usage(&ada, 7).await.unwrap(), 30);
     }
 
     #[tokio::test]

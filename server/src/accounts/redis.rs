@@ -463,7 +463,7 @@ mod tests {
         let ada = UserName::parse("ada").unwrap();
         let same = RedisAccounts::new(connection.clone(), "t:");
         assert!(same.user(&ada).await.unwrap().is_some());
-        assert_eq!(same.usage(&ada, 7).await.unwrap(), 42);
+        assert_eq!(same.usage(&ada, 7).await.unwrap(), 30);
         let other = RedisAccounts::new(connection, "u:");
         assert!(other.user(&ada).await.unwrap().is_none());
     }

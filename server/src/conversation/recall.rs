@@ -58,6 +58,7 @@ fn answer(text: String) -> Outcome {
         bytes: text.len() as u64,
         content: vec![Part::Text { text }],
         ms: 0,
+        waited_us: 0,
     }
 }
 

@@ -361,8 +361,12 @@ async fn remote(
         Ok(handle) => handle,
         Err(e) => return failed(e.to_string()),
     };
+    let waiting = Instant::now();
     let timeout = tokio::select! {
-        answer = &mut handle.rx => return answered(server, answer),
+        answer = &mut handle.rx => {
+            let waited_us = waiting.elapsed().as_micros() as u64;
+            return Outcome { waited_us, ..answered(server, answer) };
+        }
         _ = tokio::time::sleep(spec.timeout) => true,
         _ = stop.cancelled() => false,
     };

@@ -13,6 +13,9 @@ pub struct Outcome {
     /// The size of the whole answer as received, in bytes (before any cut).
     pub bytes: u64,
     pub ms: u64,
+    /// Microseconds spent waiting for the server's answer (Parlor's own time per round is
+    /// measured without it).
+    pub waited_us: u64,
 }
 
 impl Outcome {
@@ -24,6 +27,7 @@ impl Outcome {
             bytes: text.len() as u64,
             content: vec![Part::Text { text }],
             ms: 0,
+            waited_us: 0,
         }
     }
 
@@ -90,6 +94,7 @@ pub fn read(result: &Value, max_bytes: usize, max_items: usize) -> Outcome {
         content: cut(parts, max_bytes, bytes),
         bytes,
         ms: 0,
+        waited_us: 0,
     }
 }
 

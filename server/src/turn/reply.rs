@@ -353,10 +353,13 @@ impl Conversing<'_> {
         // Every call within the budget: this turn's rounds are appended after the plan's.
         let rounds_from = request.messages.len();
         let mut newest_from = rounds_from;
+        // When the last round began, and how long it waited for its servers.
+        let mut round_began: Option<(std::time::Instant, u64)> = None;
         loop {
             if let Some(run) = self.run {
                 run.fit(&mut request, rounds_from, newest_from, progress);
             }
+            progress.own_time(round_began.take());
             // Each model call's text is its own message (the page shows it so): its own
             // Markdown.
             let mut markdown = StreamingMarkdown::new();
@@ -376,8 +379,10 @@ impl Conversing<'_> {
                 }
                 (outcome, _) => return outcome,
             };
+            let began = std::time::Instant::now();
             let said = text.split_off(round_start);
             let round = run.round(said, calls, progress, (self.tx, self.stop)).await;
+            round_began = Some((began, round.waited_us));
             exchanges.extend(round.stored);
             newest_from = request.messages.len();
             request.messages.extend(round.sent);

@@ -71,6 +71,9 @@ pub(super) struct Progress {
     pub limit: Option<LimitEvent>,
     /// The tokens of each model call, as sent.
     pub call_tokens: Vec<u64>,
+    /// Parlor's own time in each round, in microseconds: from the model's asking to the next
+    /// call's request, less the wait for the slowest tool server's answer.
+    pub own_us: Vec<u64>,
     /// What the calls that asked for tools used: all of it (the provider's count, else the
     /// estimate of the request), and what the provider reported (what is priced).
     pub spent: Spent,
@@ -83,9 +86,20 @@ pub(super) struct Round {
     pub stored: Vec<Message>,
     /// Stop (a closed stream) came during the calls.
     pub stopped: bool,
+    /// The longest wait for a server's answer among the round's calls, in microseconds.
+    pub waited_us: u64,
 }
 
 impl Progress {
+    /// Notes Parlor's own time in the round that began at `began` and waited `waited_us`
+    /// for its servers (none: no round before this call).
+    pub(super) fn own_time(&mut self, round: Option<(std::time::Instant, u64)>) {
+        if let Some((began, waited_us)) = round {
+            let took = began.elapsed().as_micros() as u64;
+            self.own_us.push(took.saturating_sub(waited_us));
+        }
+    }
+
     /// Counts a call that asked for tools: what the provider reported, else the estimate
     /// of its request.
     pub(super) fn asked(&mut self, usage: Option<&parlor_domain::Usage>) {
@@ -184,6 +198,7 @@ impl ToolRun {
             rounds: progress.rounds,
             limit: progress.limit,
             call_tokens: progress.call_tokens,
+            own_us: progress.own_us,
         }
     }
 
@@ -213,6 +228,7 @@ impl ToolRun {
             let _ = tx.send(ChatEvent::ToolCall(self.call_event(call))).await;
         }
         let (mut outcomes, stopped) = self.run_all(&calls[..to_run], tx, user_stop).await;
+        let waited_us = outcomes.iter().map(|o| o.waited_us).max().unwrap_or(0);
         for _ in to_run..calls.len() {
             outcomes.push(Outcome::error(format!(
                 "Not run: this turn reached its limit of {} tool calls.",
@@ -223,6 +239,7 @@ impl ToolRun {
             sent: vec![asked.clone()],
             stored: vec![asked],
             stopped,
+            waited_us,
         };
         let reports = self.answered(&calls, outcomes, &mut round, tx).await;
         progress.rounds.push(reports);

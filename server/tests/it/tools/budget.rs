@@ -68,6 +68,7 @@ async fn each_round_is_fitted_and_counted() {
         "{:?}",
         tools.call_tokens
     );
+    assert_eq!(tools.own_us.len(), 4, "Parlor's own time in each round");
     assert!(
         tools.call_tokens.windows(2).any(|w| w[1] > w[0]),
         "later calls carry more: {:?}",
