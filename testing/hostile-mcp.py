@@ -12,6 +12,7 @@ Tools (what `tools/call` does):
   endless                starts an answer that never ends (a line with no newline; over HTTP,
                          one SSE event that never ends)
   items {count}          answers `count` empty text items
+  items_sse {count}      the same, over HTTP as one event of an event stream
   hang                   never answers (and goes on reading its input)
   busy                   works for ten minutes without reading its input (a server busy in
                          a call does not notice its input closing)
@@ -52,6 +53,7 @@ def tools():
         tool("huge", {"mb": {"type": "number"}}),
         tool("endless"),
         tool("items", {"count": {"type": "integer"}}),
+        tool("items_sse", {"count": {"type": "integer"}}),
         tool("hang"),
         tool("busy"),
         tool("grow"),
@@ -96,9 +98,10 @@ def answer(message):
         if name == "huge":
             size = int(float(args.get("mb", 40)) * 1024 * 1024)
             return result(id, text(("lorem " * (size // 6 + 1))[:size]))
-        if name == "items":
+        if name in ("items", "items_sse"):
             items = [{"type": "text", "text": ""}] * int(args.get("count", 1000))
-            return result(id, {"content": items})
+            reply = result(id, {"content": items})
+            return ("sse", reply) if name == "items_sse" else reply
         if name in ("endless", "hang", "busy"):
             return name
         if name == "grow":
@@ -139,6 +142,8 @@ def stdio():
             continue
         elif reply == "busy":
             time.sleep(600)
+        elif isinstance(reply, tuple) and reply[0] == "sse":
+            send(reply[1])
         elif isinstance(reply, tuple):
             send(reply[1])
             send(CHANGED)
@@ -189,6 +194,17 @@ def http(port):
                         self.wfile.write(b"x" * 65536)
                 except (BrokenPipeError, ConnectionResetError):
                     return
+            if isinstance(reply, tuple) and reply[0] == "sse":
+                data = json.dumps(reply[1]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    self.wfile.write(b"event: message\ndata: " + data + b"\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                return
             if isinstance(reply, tuple):
                 reply = reply[1]
             body = json.dumps(reply).encode()

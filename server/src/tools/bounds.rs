@@ -273,17 +273,9 @@ impl GuardedHttp {
                 Ok(StreamableHttpPostResponse::Json(parsed, session))
             }
             Kind::Sse => {
-                let max_items = self.bounds.max_items;
-                let events =
-                    sse_stream::SseStream::from_bytes_stream(bytes).map_ok(move |mut event| {
-                        if let Some(data) = event.data.as_deref() {
-                            if let Some(error) = too_many_items(data.as_bytes(), max_items) {
-                                event.data = Some(String::from_utf8_lossy(&error).into_owned());
-                            }
-                        }
-                        event
-                    });
-                Ok(StreamableHttpPostResponse::Sse(events.boxed(), session))
+                let events = sse_stream::SseStream::from_bytes_stream(bytes);
+                let events = guard_events(events.boxed(), self.bounds.max_items);
+                Ok(StreamableHttpPostResponse::Sse(events, session))
             }
             Kind::Other(kind) => Err(HttpError::UnexpectedContentType(kind)),
         }
@@ -382,9 +374,10 @@ impl StreamableHttpClient for GuardedHttp {
         last_event_id: Option<String>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpError>
-    {
-        self.inner
+    ) -> Result<Events, HttpError> {
+        // The server's own stream (and a call's stream resumed on it) may carry answers too.
+        let events = self
+            .inner
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -393,8 +386,26 @@ impl StreamableHttpClient for GuardedHttp {
                 custom_headers,
                 self.bounds.max_bytes,
             )
-            .await
+            .await?;
+        Ok(guard_events(events, self.bounds.max_items))
     }
+}
+
+type Events = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
+/// `events` with every answer of more than `max_items` content items replaced, unparsed, by
+/// a JSON-RPC error.
+fn guard_events(events: Events, max_items: usize) -> Events {
+    events
+        .map_ok(move |mut event| {
+            if let Some(data) = event.data.as_deref() {
+                if let Some(error) = too_many_items(data.as_bytes(), max_items) {
+                    event.data = Some(String::from_utf8_lossy(&error).into_owned());
+                }
+            }
+            event
+        })
+        .boxed()
 }
 
 impl GuardedHttp {

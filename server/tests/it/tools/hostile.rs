@@ -261,8 +261,8 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     );
     assert!(all.contains("not_object: dropped"), "{all}");
     assert!(
-        // 7 tools, 2 refused, 200 more: 128 offered, 79 left out.
-        all.contains("79 more: dropped: a server may offer at most 128 tools"),
+        // 8 tools, 2 refused, 200 more: 128 offered, 80 left out.
+        all.contains("80 more: dropped: a server may offer at most 128 tools"),
         "{all}"
     );
     let report = tools.reports(&bad);
@@ -399,6 +399,11 @@ fn floods_over_stdio_and_http_leave_parlor_under_256_mib_and_the_next_turn_answe
         (
             "floodweb",
             r#"floodweb__items {"count": 250000}"#,
+            "250,000 content items",
+        ),
+        (
+            "floodweb",
+            r#"floodweb__items_sse {"count": 250000}"#,
             "250,000 content items",
         ),
         (
