@@ -186,7 +186,9 @@ fn init_logs(config: &Config, dev: bool) {
         if dev {
             "info,parlor_server=debug"
         } else {
-            "info"
+            // rmcp logs every notification a tool server sends, whole: a server could
+            // flood the log.
+            "info,rmcp=warn"
         },
     );
     let logs = tracing_subscriber::fmt().with_env_filter(filter);

@@ -4,6 +4,7 @@
 //! (Parsed into typed content, a quarter of a million empty items within 8 MiB costs
 //! Parlor hundreds of MiB; counted here they cost nothing.)
 
+pub use super::verdict::{verdict, Verdict, MAX_VALUES};
 use futures::{StreamExt, TryStreamExt};
 use reqwest_rmcp::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -11,8 +12,6 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
-use serde::de::{IgnoredAny, SeqAccess, Visitor};
-use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -28,58 +27,6 @@ pub type Fault = Arc<Mutex<Option<String>>>;
 pub struct Bounds {
     pub max_bytes: usize,
     pub max_items: usize,
-}
-
-/// The error that replaces `message` when it answers a call with more than `max_items`
-/// content items; `None` when it does not (or is not an answer Parlor can read cheaply).
-pub fn too_many_items(message: &[u8], max_items: usize) -> Option<Vec<u8>> {
-    #[derive(Deserialize)]
-    struct Shallow {
-        id: Option<serde_json::Value>,
-        result: Option<ShallowResult>,
-    }
-    #[derive(Deserialize)]
-    struct ShallowResult {
-        content: Option<Count>,
-    }
-    let shallow: Shallow = serde_json::from_slice(message).ok()?;
-    let items = shallow.result?.content?.0;
-    if items <= max_items {
-        return None;
-    }
-    let text = format!(
-        "The result held {} content items; at most {max_items} are accepted (max_result_items).",
-        parlor_domain::numbers::group_digits(items as u64)
-    );
-    let error = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": shallow.id?,
-        "error": {"code": -32603, "message": text},
-    });
-    serde_json::to_vec(&error).ok()
-}
-
-/// The length of a JSON array, its items skipped unread.
-struct Count(usize);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
-        struct Counting;
-        impl<'de> Visitor<'de> for Counting {
-            type Value = Count;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
-                let mut n = 0;
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    n += 1;
-                }
-                Ok(Count(n))
-            }
-        }
-        d.deserialize_seq(Counting)
-    }
 }
 
 /// A stdio server's output, a line at a time: a line longer than `max_bytes` fails the
@@ -114,9 +61,10 @@ impl<R> Lines<R> {
         for newline in memchr::memchr_iter(b'\n', fresh) {
             self.grow(&fresh[start..newline])?;
             let line = std::mem::take(&mut self.line);
-            match too_many_items(&line, self.bounds.max_items) {
-                Some(error) => self.ready.extend_from_slice(&error),
-                None => self.ready.extend_from_slice(&line),
+            match verdict(&line, self.bounds.max_items) {
+                Verdict::Pass => self.ready.extend_from_slice(&line),
+                Verdict::Replace(error) => self.ready.extend_from_slice(&error),
+                Verdict::Drop => {}
             }
             self.ready.push(b'\n');
             start = newline + 1;
@@ -268,7 +216,14 @@ impl GuardedHttp {
                 while let Some(chunk) = bytes.next().await {
                     body.extend_from_slice(&chunk.map_err(HttpError::Io)?);
                 }
-                let body = too_many_items(&body, self.bounds.max_items).unwrap_or(body);
+                let body = match verdict(&body, self.bounds.max_items) {
+                    Verdict::Pass => body,
+                    Verdict::Replace(error) => error,
+                    Verdict::Drop => {
+                        let why = "the answer was too large a structure and answered no request";
+                        return Err(HttpError::UnexpectedServerResponse(Cow::Borrowed(why)));
+                    }
+                };
                 let parsed: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
                 Ok(StreamableHttpPostResponse::Json(parsed, session))
             }
@@ -298,12 +253,10 @@ fn response_kind(kind: &str) -> Kind {
     }
 }
 
-fn is_call(message: &ClientJsonRpcMessage) -> bool {
-    matches!(
-        message,
-        rmcp::model::JsonRpcMessage::Request(request)
-            if matches!(request.request, rmcp::model::ClientRequest::CallToolRequest(_))
-    )
+/// Requests (calls, tool lists, the handshake) are answered through Parlor's bounded reader;
+/// notifications and Parlor's own answers expect no content.
+fn is_request(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, rmcp::model::JsonRpcMessage::Request(_))
 }
 
 impl StreamableHttpClient for GuardedHttp {
@@ -338,7 +291,7 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        if is_call(&message) {
+        if is_request(&message) {
             return self
                 .call(uri, message, session_id, auth_header, custom_headers)
                 .await;
@@ -398,10 +351,16 @@ type Events = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseErr
 fn guard_events(events: Events, max_items: usize) -> Events {
     events
         .map_ok(move |mut event| {
-            if let Some(data) = event.data.as_deref() {
-                if let Some(error) = too_many_items(data.as_bytes(), max_items) {
+            match event
+                .data
+                .as_deref()
+                .map(|d| verdict(d.as_bytes(), max_items))
+            {
+                None | Some(Verdict::Pass) => {}
+                Some(Verdict::Replace(error)) => {
                     event.data = Some(String::from_utf8_lossy(&error).into_owned());
                 }
+                Some(Verdict::Drop) => event.data = None,
             }
             event
         })
@@ -468,7 +427,31 @@ mod tests {
         );
         assert_eq!(lines[1]["result"]["content"].as_array().unwrap().len(), 3);
         // Not an answer, or not JSON: handed on as it came.
-        assert!(too_many_items(br#"{"method":"x","params":{"content":[1,2,3,4]}}"#, 3).is_none());
-        assert!(too_many_items(b"not json", 3).is_none());
+        let note = br#"{"method":"x","params":{"content":[1,2,3,4]}}"#;
+        assert_eq!(verdict(note, 3), Verdict::Pass);
+        assert_eq!(verdict(b"not json", 3), Verdict::Pass);
+        // Too many items without an id to answer, or a huge structure anywhere: dropped, or
+        // an error for the request it answers.
+        let idless = br#"{"jsonrpc":"2.0","result":{"content":[{},{},{},{}]}}"#;
+        assert_eq!(verdict(idless, 3), Verdict::Drop);
+        let nulled = br#"{"jsonrpc":"2.0","id":null,"result":{"content":[{},{},{},{}]}}"#;
+        assert_eq!(verdict(nulled, 3), Verdict::Drop);
+        let values = vec!["0"; MAX_VALUES + 1].join(",");
+        let structured = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"result":{{"structuredContent":{{"a":[{values}]}}}}}}"#
+        );
+        let Verdict::Replace(error) = verdict(structured.as_bytes(), 3) else {
+            panic!("a huge structure is refused")
+        };
+        assert!(String::from_utf8(error)
+            .unwrap()
+            .contains("more than 100000 JSON values"));
+        let flood = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":[{values}]}}}}"#
+        );
+        assert_eq!(verdict(flood.as_bytes(), 3), Verdict::Drop);
+        let deep = format!("{}{}", "[".repeat(500), "]".repeat(500));
+        // Nested too deep to count: refused like a structure too large.
+        assert_eq!(verdict(deep.as_bytes(), 3), Verdict::Drop);
     }
 }

@@ -11,6 +11,7 @@ pub mod connect;
 pub mod result;
 pub mod server;
 pub mod spec;
+pub mod verdict;
 
 use parlor_domain::message::ToolCall;
 use parlor_domain::tool::list::MAX_TOOLS;
@@ -254,7 +255,9 @@ impl Tools {
                 _ = stop.cancelled() => stopped(&call.name),
             };
         }
-        remote(server, &call.name, &tool.tool, arguments, stop).await
+        // Errors too: a server's error text is cut like its results.
+        let outcome = remote(server, &call.name, &tool.tool, arguments, stop).await;
+        outcome.bounded(spec.max_result_bytes)
     }
 
     /// Tells every server to end, without waiting.

@@ -137,7 +137,9 @@ impl ToolServer {
     /// A call timed out; after [`HUNG_AFTER`] in a row the server is started again.
     pub fn timed_out(&self) {
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= HUNG_AFTER {
-            self.restart.notify_one();
+            // Wakes the supervisor that serves the connection now; no permit is left for
+            // the next one (several calls timing out together restart it once).
+            self.restart.notify_waiters();
         }
     }
 
@@ -243,9 +245,22 @@ impl ToolServer {
                     "it stopped answering ({HUNG_AFTER} calls in a row timed out)"
                 )),
                 _ = client.tools_changed.notified() => {
-                    match connect::tools(&self.spec.id, &peer).await {
-                        Ok(checked) => self.offer(checked, peer.clone()),
-                        Err(e) => tracing::warn!("tool server {:?}: {e}", self.spec.id),
+                    // Read again within the start timeout; Parlor stopping does not wait.
+                    let listing = tokio::time::timeout(
+                        self.start_timeout(),
+                        connect::tools(&self.spec.id, &peer),
+                    );
+                    let listed = tokio::select! {
+                        listed = listing => listed,
+                        _ = stop.cancelled() => break Ended::Stopped,
+                    };
+                    match listed {
+                        Ok(Ok(checked)) => self.offer(checked, peer.clone()),
+                        Ok(Err(e)) => tracing::warn!("tool server {:?}: {e}", self.spec.id),
+                        Err(_) => tracing::warn!(
+                            "tool server {:?} did not list its tools again in time",
+                            self.spec.id
+                        ),
                     }
                 }
                 quit = &mut waiting => {

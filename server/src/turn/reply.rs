@@ -10,7 +10,6 @@ use crate::llm::{LlmClient, LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::state::BusyGuard;
 use crate::store::histories::History;
 use crate::store::{now_ms, ConversationInfo};
-use futures::future::OptionFuture;
 use futures::StreamExt;
 use parlor_domain::chain::TokenCounter;
 use parlor_domain::markdown::StreamingMarkdown;
@@ -115,9 +114,7 @@ impl Reply {
             let mut text = String::new();
             let mut exchanges = Vec::new();
             let mut progress = Progress::default();
-            let user_stop = self.stop.as_ref().map(|s| s.token.clone());
-            let user_stop = user_stop.unwrap_or_default();
-            OptionFuture::from(self.tools.as_mut().map(ToolRun::wait_for_servers)).await;
+            let user_stop = self.ready().await;
             let reply = async {
                 match request {
                     Ok((client, request)) => {
@@ -165,6 +162,17 @@ impl Reply {
         }
     }
 
+    /// Stop's token (`POST …/stop`), once the agent's starting tool servers are waited for
+    /// (Stop ends the wait too).
+    async fn ready(&mut self) -> CancellationToken {
+        let stop = self.stop.as_ref().map(|s| s.token.clone());
+        let stop = stop.unwrap_or_default();
+        if let Some(run) = self.tools.as_mut() {
+            run.wait_for_servers(&self.tx, &stop).await;
+        }
+        stop
+    }
+
     /// The reply has ended (`outcome`, with `text` from `model`): stores it, frees the
     /// conversation, sends the last event and starts what runs after (the summarizer).
     async fn complete(
@@ -182,7 +190,8 @@ impl Reply {
         }
         crate::ops::metrics::reply(started.elapsed().as_secs_f64());
         crate::ops::metrics::turn(outcome.label());
-        let (spent, reported) = (written.progress.spent, written.progress.reported);
+        let reported = written.progress.reported;
+        let spent = self.spent(&written, matches!(outcome, Outcome::Abandoned));
         if self.note_tools(&mut written) {
             if let Err(e) = self.history.store.put_info(&self.info).await {
                 tracing::error!(

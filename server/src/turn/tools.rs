@@ -175,7 +175,11 @@ impl ToolRun {
     /// Waits for the agent's servers that are starting (the first turn after a restart),
     /// each at most its start timeout, then offers what they list. A server still not ready
     /// after that is left out; the debug panel says why.
-    pub(super) async fn wait_for_servers(&mut self) {
+    pub(super) async fn wait_for_servers(
+        &mut self,
+        tx: &mpsc::Sender<ChatEvent>,
+        stop: &CancellationToken,
+    ) {
         let starting = self
             .tools
             .reports(&self.agent)
@@ -184,11 +188,17 @@ impl ToolRun {
         if !starting {
             return;
         }
-        let missing = self.tools.started_for(&self.agent).await;
+        let missing = tokio::select! {
+            missing = self.tools.started_for(&self.agent) => missing,
+            _ = gone(tx, stop) => return,
+        };
         for (id, status) in missing {
             tracing::warn!("tool server {id:?} is {status}: this turn goes on without its tools");
         }
         self.offered = self.tools.offered(&self.agent);
+        let tokens = self.budget.tokens.as_ref();
+        self.budget.tool_tokens =
+            parlor_domain::tool::rounds::definition_tokens(&self.offered, tokens);
     }
 
     /// The debug panel's report of the turn's tools.

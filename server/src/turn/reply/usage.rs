@@ -6,6 +6,22 @@ use super::Reply;
 use parlor_domain::DoneEvent;
 
 impl Reply {
+    /// What the turn's calls used: those that asked for tools, and when the user stopped
+    /// the turn (`stopped`) while a call was under way, that call's request and what it
+    /// wrote (Stop is no way around the quota).
+    pub(super) fn spent(&self, written: &super::Written, stopped: bool) -> Spent {
+        let mut spent = written.progress.spent;
+        let calls = &written.progress.call_tokens;
+        let in_flight = calls.is_empty() || calls.len() > written.progress.round as usize;
+        if stopped && in_flight {
+            let sent = self.info.last_turn.as_ref().map_or(0, |t| t.tokens_sent);
+            spent.prompt += calls.last().copied().unwrap_or(sent);
+            let text = parlor_domain::Message::assistant(written.text.as_str(), 0);
+            spent.completion += self.tokens.count(&text);
+        }
+        spent
+    }
+
     /// The tokens of the turn against the account's quota: those of the calls that asked for
     /// tools (`earlier`), and of the last call (`done`, when the turn finished): what the
     /// provider reports, else the estimate of what was sent and of the reply.

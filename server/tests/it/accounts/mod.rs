@@ -486,6 +486,52 @@ async fn parallel_turns_reserve_their_tokens_and_cannot_run_far_past_the_quota()
     }
 }
 
+/// What `cookie`'s account used today, as `/api/account` says.
+async fn used_today(server: &TestServer, cookie: &str) -> u64 {
+    let (_, me) = get(server, "/api/account", &Auth::Cookie(cookie)).await;
+    let me: Value = serde_json::from_str(&me).unwrap();
+    me["used_today"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_reply_stopped_midway_still_counts_against_the_quota() {
+    let fake = fake_llm::FakeLlm::start().await.unwrap();
+    let base = fake.base_url();
+    let server = local(&[
+        ("PARLOR_TOKENS_PER_DAY", "1000000"),
+        ("OPENAI_BASE_URL", &base),
+        ("PARLOR_MODEL", "fake-model"),
+    ])
+    .await;
+    let bob = cookie_of(&server, "bob").await;
+    let first = chat(&server, &Auth::Cookie(&bob), json!({ "message": "hello" })).await;
+    let session = first.session_id();
+    let before = used_today(&server, &bob).await;
+    // A slow reply (60 words, one every 150 ms), stopped after a second.
+    let body = json!({ "message": "[slow] tell me everything", "session_id": session });
+    let auth = Auth::Cookie(&bob);
+    let slow = chat(&server, &auth, body);
+    let stop = async {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        client()
+            .post(server.url(&format!("/api/chat/general/sessions/{session}/stop")))
+            .header("cookie", &bob)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    let (slow, stopped) = tokio::join!(slow, stop);
+    assert_eq!(stopped, 200);
+    assert!(slow.done().is_none(), "the reply was cut short");
+    let after = used_today(&server, &bob).await;
+    assert!(
+        after > before,
+        "the stopped call counts: {before} then {after}"
+    );
+}
+
 #[tokio::test]
 async fn signup_when_allowed_makes_the_first_account_an_admin() {
     let server = TestServer::start(&[("PARLOR_AUTH", "local"), ("PARLOR_SIGNUP", "true")]).await;
