@@ -102,6 +102,9 @@ describe('tool calls', () => {
     const { page, context, errors } = await openChat(browser, `${parlor.url}/chat?agent=timekeeper`);
     await send(page, '/tool guarded__get_current_time {"timezone": "Europe/Paris"}');
     const waiting = page.locator('.tool-card.waiting');
+    await waiting.locator('button.approve').waitFor();
+    assert.equal(await waiting.locator('button.approve').innerText(), 'Allow once');
+    await page.screenshot({ path: '/tmp/parlor-approval.png' });
     await waiting.locator('button.approve').click();
     await replyFinished(page);
     const approved = cards(page).last();
