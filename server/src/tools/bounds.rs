@@ -41,6 +41,28 @@ pub struct Lines<R> {
     /// Whole lines ready to hand on, from `ready_at`.
     ready: Vec<u8>,
     ready_at: usize,
+    /// The server's own requests in the current second: when it began, and how many.
+    requests: (std::time::Instant, u32),
+}
+
+/// The most requests a stdio server may send Parlor in a second. Each gets an answer that
+/// waits to be written; a server that floods them while never reading its input would pile
+/// the answers up without end.
+pub const MAX_SERVER_REQUESTS_PER_SECOND: u32 = 50;
+
+/// Whether `line` is a request of the server's (a method and an id), read only when it
+/// names a method.
+fn is_server_request(line: &[u8]) -> bool {
+    if memchr::memmem::find(line, b"\"method\"").is_none() {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        method: Option<serde::de::IgnoredAny>,
+        id: Option<serde_json::Value>,
+    }
+    serde_json::from_slice::<Shape>(line)
+        .is_ok_and(|s| s.method.is_some() && s.id.is_some_and(|id| !id.is_null()))
 }
 
 impl<R> Lines<R> {
@@ -52,6 +74,7 @@ impl<R> Lines<R> {
             line: Vec::new(),
             ready: Vec::new(),
             ready_at: 0,
+            requests: (std::time::Instant::now(), 0),
         }
     }
 
@@ -61,6 +84,9 @@ impl<R> Lines<R> {
         for newline in memchr::memchr_iter(b'\n', fresh) {
             self.grow(&fresh[start..newline])?;
             let line = std::mem::take(&mut self.line);
+            if is_server_request(&line) {
+                self.count_request()?;
+            }
             match verdict(&line, self.bounds.max_items) {
                 Verdict::Pass => self.ready.extend_from_slice(&line),
                 Verdict::Replace(error) => self.ready.extend_from_slice(&error),
@@ -72,6 +98,32 @@ impl<R> Lines<R> {
         self.grow(&fresh[start..])
     }
 
+    /// Counts a request of the server's; past [`MAX_SERVER_REQUESTS_PER_SECOND`] the read
+    /// fails (which ends the connection).
+    fn count_request(&mut self) -> std::io::Result<()> {
+        let (began, count) = &mut self.requests;
+        if began.elapsed() >= std::time::Duration::from_secs(1) {
+            *began = std::time::Instant::now();
+            *count = 0;
+        }
+        *count += 1;
+        if *count <= MAX_SERVER_REQUESTS_PER_SECOND {
+            return Ok(());
+        }
+        let why = format!(
+            "it sent more than {MAX_SERVER_REQUESTS_PER_SECOND} requests a second; Parlor closed \
+             the connection"
+        );
+        self.fail(why)
+    }
+
+    fn fail(&mut self, why: String) -> std::io::Result<()> {
+        if let Ok(mut fault) = self.fault.lock() {
+            *fault = Some(why.clone());
+        }
+        Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
+    }
+
     fn grow(&mut self, piece: &[u8]) -> std::io::Result<()> {
         if self.line.len() + piece.len() > self.bounds.max_bytes {
             let why = format!(
@@ -79,11 +131,8 @@ impl<R> Lines<R> {
                  connection",
                 self.bounds.max_bytes
             );
-            if let Ok(mut fault) = self.fault.lock() {
-                *fault = Some(why.clone());
-            }
             self.line = Vec::new();
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+            return self.fail(why);
         }
         self.line.extend_from_slice(piece);
         Ok(())
@@ -407,6 +456,29 @@ mod tests {
         assert!(why.unwrap().contains("larger than 5 bytes"));
         let endless = vec![b'x'; 100_000];
         assert!(read_all(&endless, 1000).await.0.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_server_flooding_parlor_with_requests_is_cut_off() {
+        let ping = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let few: String = (0..MAX_SERVER_REQUESTS_PER_SECOND)
+            .map(|i| ping(i) + "\n")
+            .collect();
+        assert!(read_all(few.as_bytes(), 1000).await.0.is_ok());
+        let many: String = (0..=MAX_SERVER_REQUESTS_PER_SECOND)
+            .map(|i| ping(i) + "\n")
+            .collect();
+        let (refused, why) = read_all(many.as_bytes(), 1000).await;
+        assert!(refused.is_err());
+        assert!(why.unwrap().contains("more than 50 requests a second"));
+        // Notifications and answers are not requests.
+        let notes: String = (0..200)
+            .map(|_| {
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#.to_owned()
+                    + "\n"
+            })
+            .collect();
+        assert!(read_all(notes.as_bytes(), 1000).await.0.is_ok());
     }
 
     #[tokio::test]
