@@ -17,6 +17,9 @@ Tools (what `tools/call` does):
   busy                   works for ten minutes without reading its input (a server busy in
                          a call does not notice its input closing)
   grow                   adds a tool `extra` and says the list changed
+  env {name}             answers the environment variable `name` of its process (or
+                         `(unset)`) and the process id
+  header {name}          over HTTP: answers the request header `name` the call came with
 
 HOSTILE_TOOLS changes the list: `bad` adds tools whose schemas providers refuse and 200
 more tools; `clash` adds two tools the model would see under one name.
@@ -31,6 +34,8 @@ import time
 LOG = os.environ.get("HOSTILE_LOG")
 LOCK = threading.Lock()
 EXTRA = []
+# The headers of the HTTP request being answered.
+HEADERS = {}
 
 
 def log(message):
@@ -57,6 +62,8 @@ def tools():
         tool("hang"),
         tool("busy"),
         tool("grow"),
+        tool("env", {"name": {"type": "string"}}),
+        tool("header", {"name": {"type": "string"}}),
     ] + EXTRA
     kind = os.environ.get("HOSTILE_TOOLS", "")
     if kind == "bad":
@@ -104,6 +111,11 @@ def answer(message):
             return ("sse", reply) if name == "items_sse" else reply
         if name in ("endless", "hang", "busy"):
             return name
+        if name == "env":
+            value = os.environ.get(args.get("name", ""), "(unset)")
+            return result(id, text(f"{value} pid={os.getpid()}"))
+        if name == "header":
+            return result(id, text(HEADERS.get(args.get("name", "").lower(), "(none)")))
         if name == "grow":
             if not EXTRA:
                 EXTRA.append(tool("extra"))
@@ -174,6 +186,8 @@ def http(port):
             length = int(self.headers.get("Content-Length", "0"))
             message = json.loads(self.rfile.read(length))
             log(message)
+            HEADERS.clear()
+            HEADERS.update({k.lower(): v for k, v in self.headers.items()})
             reply = answer(message)
             if reply is None:
                 self.send_response(202)

@@ -8,7 +8,8 @@
 
 use crate::start::{optional, or_default, required, FromJson, Json};
 use parlor_domain::event::{
-    ApprovalEvent, LimitEvent, Rendered, StreamEvent, ToolCallEvent, ToolResultEvent, Usage,
+    ApprovalEvent, LimitEvent, Rendered, StreamEvent, ToolCallEvent, ToolResultEvent,
+    UnavailableEvent, Usage,
 };
 use parlor_domain::meter::Meter;
 use parlor_domain::DoneEvent;
@@ -83,6 +84,11 @@ pub fn read_event(json: &impl Json) -> Option<PageEvent> {
         "limit" => PageEvent::Limit(LimitEvent {
             reached: required(json, "reached")?,
             limit: required(json, "limit")?,
+        }),
+        "unavailable" => PageEvent::Unavailable(UnavailableEvent {
+            server: required(json, "server")?,
+            why: required(json, "why")?,
+            settings_url: optional(json, "settings_url")?,
         }),
         _ => return None,
     })
@@ -349,6 +355,11 @@ mod tests {
                 reached: LimitReached::MaxCalls,
                 limit: 8,
             }),
+            PageEvent::Unavailable(UnavailableEvent {
+                server: "memory".into(),
+                why: "it needs your TOKEN".into(),
+                settings_url: Some("/account/tools".into()),
+            }),
         ];
         for expected in events {
             // As the server writes it: the full event type, serialized by serde.
@@ -358,6 +369,7 @@ mod tests {
                 PageEvent::ToolResult(result) => ChatEvent::ToolResult(result),
                 PageEvent::Approval(asked) => ChatEvent::Approval(asked),
                 PageEvent::Limit(limit) => ChatEvent::Limit(limit),
+                PageEvent::Unavailable(e) => ChatEvent::Unavailable(e),
                 other => panic!("not in this list: {other:?}"),
             };
             let json = serde_json::to_string(&sent).unwrap();

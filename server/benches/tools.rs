@@ -122,6 +122,7 @@ fn spec(transport: Transport) -> ServerSpec {
         confirm: parlor_domain::tool::Confirm::Never,
         allow: Some(vec!["echo".into()]),
         save: parlor_domain::context::Save::Always,
+        scope: parlor_server::tools::spec::Scope::Shared,
     }
 }
 
@@ -188,7 +189,7 @@ async fn calls(name: &str, transport: Transport) -> (f64, f64, f64, f64) {
     let agent = parlor_domain::Agent::from_json(&json.to_string())
         .expect("agent")
         .0;
-    let offered = tools.offered(&agent);
+    let offered = tools.offered(&agent, None);
     let call = ToolCall {
         id: "c".into(),
         name: "echo__echo".into(),
@@ -198,7 +199,7 @@ async fn calls(name: &str, transport: Transport) -> (f64, f64, f64, f64) {
     let parlor = timed(|_| {
         let (tools, call, offered, stop) = (&tools, &call, &offered, &stop);
         async move {
-            let outcome = tools.call(call, offered, stop, &NoRecall).await;
+            let outcome = tools.call(call, (offered, None), stop, &NoRecall).await;
             assert!(outcome.ok, "{outcome:?}");
         }
     })

@@ -65,6 +65,8 @@ pub struct Setup {
     pub config_path: std::path::PathBuf,
     /// Signs browser session cookies (shared by the processes sharing the `default` history).
     pub cookie_key: browser::CookieKey,
+    /// The values users set for their own tool servers, kept where the cookie key is.
+    pub tool_secrets: Arc<store::secrets::Secrets>,
     /// Where accounts are kept: the `default` history's backend (none when it is in memory).
     pub account_store: Option<Arc<dyn accounts::AccountStore>>,
 }
@@ -96,16 +98,21 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
         .map(|(path, _)| path)
         .unwrap_or_else(|| "parlor.toml".into());
     let default = histories.get("default");
-    let key_file = config.data_dir.join("cookie.key");
     let home = match default {
         Some(history) => match &history.redis {
             Some(redis) => cookie_key::KeyHome::Redis(redis.connection.clone(), &redis.prefix),
             None if history.store.kind() == "memory" => cookie_key::KeyHome::Process,
-            None => cookie_key::KeyHome::File(&key_file),
+            None => cookie_key::KeyHome::File(&config.data_dir),
         },
-        None => cookie_key::KeyHome::File(&key_file),
+        None => cookie_key::KeyHome::File(&config.data_dir),
     };
-    let cookie_key = cookie_key::CookieKey::load(config.cookie_key.as_ref(), home).await?;
+    let cookie_key = cookie_key::CookieKey::load(config.cookie_key.as_ref(), home.clone()).await?;
+    let asked = settings
+        .tools
+        .servers
+        .iter()
+        .any(|s| matches!(&s.scope, tools::spec::Scope::PerUser(p) if !p.secrets.is_empty()));
+    let tool_secrets = Arc::new(tool_secrets(config, asked.then_some(home)).await?);
     let account_store = accounts::open_store(&histories, &config.data_dir);
     if config.auth.required() && account_store.is_none() {
         anyhow::bail!(
@@ -119,12 +126,39 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
         settings,
         config_path,
         cookie_key,
+        tool_secrets,
         account_store,
     })
 }
 
+/// The users' tool secrets, beside the cookie key, sealed with a key kept the same way
+/// (`home`: none when no server asks for any: then no key is made or kept).
+async fn tool_secrets(
+    config: &Config,
+    home: Option<cookie_key::KeyHome<'_>>,
+) -> anyhow::Result<store::secrets::Secrets> {
+    use store::secrets::{Home, Secrets};
+    let Some(home) = home else {
+        let mut key = [0u8; 32];
+        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        return Ok(Secrets::in_memory(&key));
+    };
+    let configured = config.secrets_key.as_ref();
+    let kept = match &home {
+        cookie_key::KeyHome::Redis(connection, prefix) => {
+            Home::Redis(connection.clone(), prefix.to_string())
+        }
+        cookie_key::KeyHome::File(dir) => Home::Files(dir.join("tool-secrets")),
+        cookie_key::KeyHome::Process => Home::Memory(Default::default()),
+    };
+    let key = cookie_key::CookieKey::load_named(configured, home, "secrets-key").await?;
+    Ok(Secrets::new(key.bytes(), kept))
+}
+
 pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Services> {
-    let settings = setup.settings;
+    let mut settings = setup.settings;
+    settings.tools.user_root = Some(config.data_dir.join("tool-users"));
     let models = models::Models::new(
         settings.models,
         llm_client(&config),
@@ -162,6 +196,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         summary_model: settings.summary_model,
         cookie_key: setup.cookie_key,
         tools: crate::tools::Tools::start(settings.tools),
+        tool_secrets: setup.tool_secrets,
         accounts: accounts::Accounts::for_config(&config_auth, setup.account_store),
     });
     // The metrics recorder is installed before anything is measured.
@@ -357,6 +392,7 @@ fn pages_router(state: &AppState) -> Router<AppState> {
             services.clone(),
             pages::decide_chat_head,
         ))
+        .merge(routes::tool_secrets::router())
         .layer(middleware::from_fn_with_state(
             services.clone(),
             gate::session::ensure_browser_session,

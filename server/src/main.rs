@@ -92,8 +92,19 @@ async fn run_accounts(command: Command) -> anyhow::Result<()> {
     let accounts = parlor_server::accounts::Accounts::new(
         config.auth.clone(),
         config.trusted_proxies.clone(),
-        store,
+        store.clone(),
     );
+    // A removed account's tool secrets go with it.
+    let removed = match &command {
+        Command::User(parlor_server::cli::UserCommand::Remove { name }) => {
+            let name = parlor_domain::account::UserName::parse(name).ok();
+            match name {
+                Some(name) => store.user(&name).await.ok().flatten(),
+                None => None,
+            }
+        }
+        _ => None,
+    };
     let output = match command {
         Command::User(command) => {
             parlor_server::cli::run_user(command, &accounts, read_stdin).await
@@ -102,6 +113,10 @@ async fn run_accounts(command: Command) -> anyhow::Result<()> {
         _ => anyhow::bail!("not an accounts command"),
     }
     .map_err(anyhow::Error::msg)?;
+    if let Some(account) = removed {
+        let owner = parlor_server::accounts::owner_key_of(&account);
+        setup.tool_secrets.forget(&owner).await?;
+    }
     print!("{output}");
     Ok(())
 }

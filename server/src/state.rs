@@ -51,6 +51,8 @@ pub struct Services {
     pub cookie_key: crate::ops::cookie_key::CookieKey,
     /// The operator's tool servers (`[[mcp_servers]]`) and the loop's limits.
     pub tools: Arc<crate::tools::Tools>,
+    /// The values users set for their own tool servers (`user_secrets`).
+    pub tool_secrets: Arc<crate::store::secrets::Secrets>,
     /// The accounts, when `PARLOR_AUTH` is not `none`.
     pub accounts: Option<Arc<crate::accounts::Accounts>>,
 }
@@ -247,7 +249,9 @@ impl Services {
             settings: SettingsReport::from_settings(&settings),
             last_turn: conversation.and_then(|c| c.last_turn.as_deref().cloned()),
             forked_from: conversation.and_then(|c| c.forked_from.as_ref().map(|f| f.link())),
-            tool_servers: self.tools.reports(agent),
+            tool_servers: self
+                .tools
+                .reports(agent, conversation.and_then(|c| c.owner.as_deref())),
         }
     }
 

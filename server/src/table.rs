@@ -290,6 +290,18 @@ pub const TABLE: &[Route] = &[
         Accounts
     ),
     route!("/api/account", [Get], Login, Chat, Api, Always),
+    // The values users set for their own tool servers (every auth mode: without accounts,
+    // each browser is a user).
+    route!("/account/tools", [Get, Post], Login, Pages, Page, Always),
+    route!("/api/account/tool-secrets", [Get], Login, Chat, Api, Always),
+    route!(
+        "/api/account/tool-secrets/{server}",
+        [Put],
+        Login,
+        Chat,
+        Api,
+        Always
+    ),
     route!("/api/account/tokens", [Get, Post], Login, Chat, Api, Always),
     route!(
         "/api/account/tokens/{id}",

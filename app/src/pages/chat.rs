@@ -269,6 +269,7 @@ fn ConversationMenu(state: ChatState, account: Option<String>) -> impl IntoView 
                     <div class="menu-account">
                         <p class="menu-user">"Logged in as "<strong>{name}</strong></p>
                         <a href="/account/tokens">"Access tokens"</a>
+                        <a href="/account/tools">"Tool credentials"</a>
                         <form method="post" action="/auth/logout">
                             <button type="submit" class="logout">"Log out"</button>
                         </form>

@@ -183,6 +183,7 @@ impl TurnView {
             PageEvent::ToolResult(result) => self.tool_result(result),
             PageEvent::Approval(asked) => self.approval(asked),
             PageEvent::Limit(limit) => self.limit(limit),
+            PageEvent::Unavailable(event) => self.unavailable(event),
         }
     }
 

@@ -11,7 +11,9 @@ use super::ChatState;
 use crate::api::ToolCard;
 use crate::stream;
 use leptos::prelude::*;
-use parlor_domain::event::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent};
+use parlor_domain::event::{
+    ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent, UnavailableEvent,
+};
 use parlor_domain::tool::LimitReached;
 use parlor_domain::Role;
 
@@ -74,6 +76,20 @@ impl TurnView {
         let notice = self.state.transcript.push(Role::Assistant, text);
         notice.notice.set(true);
         self.results_seen.set_value(true);
+    }
+
+    /// A tool server is not available to this user on this turn: said above the reply
+    /// (not stored).
+    pub(super) fn unavailable(self, event: UnavailableEvent) {
+        let mut text = format!(
+            "The tools of {} are not available to you: {}.",
+            event.server, event.why
+        );
+        if let Some(url) = event.settings_url {
+            text.push_str(&format!(" Your tool credentials: {url}"));
+        }
+        let notice = self.state.transcript.push(Role::Assistant, text);
+        notice.notice.set(true);
     }
 
     /// The reply continues after a round's calls: a new message, as stored.

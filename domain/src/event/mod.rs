@@ -35,12 +35,13 @@ pub enum ChatEvent {
     ToolResult(ToolResultEvent),
     Approval(ApprovalEvent),
     Limit(LimitEvent),
+    Unavailable(UnavailableEvent),
 }
 
 mod request;
 pub mod tools;
 pub use request::{ChatRequest, ChatRequestError, ValidChatRequest};
-pub use tools::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent};
+pub use tools::{ApprovalEvent, LimitEvent, ToolCallEvent, ToolResultEvent, UnavailableEvent};
 
 /// A refused request's body: `{"error": "…"}`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -61,6 +62,7 @@ impl ChatEvent {
             ChatEvent::ToolResult(_) => "tool_result",
             ChatEvent::Approval(_) => "approval",
             ChatEvent::Limit(_) => "limit",
+            ChatEvent::Unavailable(_) => "unavailable",
         }
     }
 }
@@ -80,6 +82,7 @@ impl ChatEvent {
                 StreamEvent::ToolResult(e) => ChatEvent::ToolResult(e),
                 StreamEvent::Approval(e) => ChatEvent::Approval(e),
                 StreamEvent::Limit(e) => ChatEvent::Limit(e),
+                StreamEvent::Unavailable(e) => ChatEvent::Unavailable(e),
             },
         )
     }
@@ -106,6 +109,7 @@ pub enum StreamEvent<M, D> {
     ToolResult(ToolResultEvent),
     Approval(ApprovalEvent),
     Limit(LimitEvent),
+    Unavailable(UnavailableEvent),
 }
 
 impl<M: serde::de::DeserializeOwned, D: serde::de::DeserializeOwned> StreamEvent<M, D> {
@@ -150,6 +154,7 @@ impl<M: serde::de::DeserializeOwned, D: serde::de::DeserializeOwned> StreamEvent
             "tool_result" => StreamEvent::ToolResult(serde_json::from_str(data)?),
             "approval" => StreamEvent::Approval(serde_json::from_str(data)?),
             "limit" => StreamEvent::Limit(serde_json::from_str(data)?),
+            "unavailable" => StreamEvent::Unavailable(serde_json::from_str(data)?),
             other => {
                 return Err(serde::de::Error::unknown_variant(
                     other,

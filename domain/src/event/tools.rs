@@ -62,6 +62,19 @@ pub struct LimitEvent {
     pub limit: u32,
 }
 
+/// A tool server the agent may use is not available to this user on this turn (a per-user
+/// server whose secrets they have not set, or that serves as many users as it may): the
+/// turn goes on without its tools.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnavailableEvent {
+    pub server: String,
+    pub why: String,
+    /// Where the user sets what it needs, when that is the cure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_url: Option<String>,
+}
+
 /// The first [`PREVIEW_CHARS`] characters of `text`, `…` when cut.
 pub fn preview(text: &str) -> String {
     let mut chars = text.chars();

@@ -76,6 +76,22 @@ pub struct McpServerEntry {
     pub allow: Option<Vec<String>>,
     /// The results' retention: true (default), false, or for the next n turns.
     pub save: Option<parlor_domain::context::Save>,
+    /// `shared` (default: one process or HTTP session for every user) or `per_user` (one
+    /// per user, started on first use, stopped when idle).
+    pub scope: Option<String>,
+    /// per_user: minutes without a call after which a user's process or session is ended
+    /// (1..=1440, default 15).
+    pub idle_minutes: Option<i64>,
+    /// per_user: the most users served at once (1..=1000, default 32); the least recently
+    /// used idle one is ended to make room.
+    pub max_users: Option<i64>,
+    /// per_user: values each user sets in the page (`/account/tools`), given to their
+    /// process as environment variables, or to an HTTP server through `user_headers`.
+    #[serde(default)]
+    pub user_secrets: Vec<String>,
+    /// per_user, url servers: headers made from the user's secrets (`{NAME}` is replaced).
+    #[serde(default)]
+    pub user_headers: std::collections::BTreeMap<String, String>,
 }
 
 /// `[[context]]`: context added to every turn of the agents that name it in

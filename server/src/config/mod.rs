@@ -76,6 +76,8 @@ pub struct Config {
     pub mcp_token: Option<ApiKey>,
     /// `PARLOR_COOKIE_KEY`: the operator's key for browser session cookies.
     pub cookie_key: Option<crate::ops::cookie_key::CookieKey>,
+    /// `PARLOR_SECRETS_KEY`: the operator's key for the values users set for tool servers.
+    pub secrets_key: Option<crate::ops::cookie_key::CookieKey>,
     /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
     pub public_url: Option<String>,
     /// Cookies carry `Secure`.
@@ -162,6 +164,7 @@ impl Config {
             admin_token: env.set(&PARLOR_ADMIN_TOKEN)?,
             mcp_token: env.set(&PARLOR_MCP_TOKEN)?,
             cookie_key: env.set(&PARLOR_COOKIE_KEY)?,
+            secrets_key: env.set(&PARLOR_SECRETS_KEY)?,
             cookie_secure,
             public_url,
             shutdown_grace: Duration::from_secs(env.value(&PARLOR_SHUTDOWN_GRACE_SECS)?),

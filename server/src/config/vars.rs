@@ -138,6 +138,10 @@ variables! {
         Unset("made once, kept in Redis or the data folder"), read::cookie_key,
         "64 hex digits: the key that signs browser session cookies (set the same on processes \
          that share no Redis or data folder)").secret();
+    PARLOR_SECRETS_KEY: CookieKey = Var::new(
+        Unset("made once, kept in Redis or the data folder"), read::cookie_key,
+        "64 hex digits: the key that seals the values users set for their own tool servers \
+         (set the same on processes that share no Redis or data folder)").secret();
     PARLOR_ADMIN_TOKEN: ApiKey = Var::new(
         Unset("unset"), read::key,
         "allows admin chat commands to requests carrying it in X-Parlor-Admin-Token").secret();

@@ -202,8 +202,9 @@ struct Choice {
 struct Delta {
     #[serde(default)]
     content: Option<String>,
+    /// Absent, or `null` (llama.cpp's server sends `"tool_calls": null` in every chunk).
     #[serde(default)]
-    tool_calls: Vec<CallPiece>,
+    tool_calls: Option<Vec<CallPiece>>,
 }
 
 /// A piece of a streamed tool call: `index` says which call it belongs to.
@@ -312,8 +313,9 @@ fn wire_message(m: &Message) -> serde_json::Value {
                 "function": {"name": c.name, "arguments": c.arguments}})
         })
         .collect();
-    let content = (!m.text.is_empty()).then(|| m.text.clone());
-    json!({"role": "assistant", "content": content, "tool_calls": calls})
+    // A string, empty when the call came without text: OpenAI takes `null` too, but
+    // llama.cpp's server refuses anything but a string.
+    json!({"role": "assistant", "content": m.text, "tool_calls": calls})
 }
 
 type Events = std::pin::Pin<
@@ -433,7 +435,7 @@ impl Reader {
             if let Some(content) = delta.content {
                 text.push_str(&content);
             }
-            for piece in delta.tool_calls {
+            for piece in delta.tool_calls.into_iter().flatten() {
                 self.calls.add(piece.into());
             }
         }
@@ -492,6 +494,21 @@ mod tests {
             error_message("<html>oops</html>", status),
             "Unauthorized (<html>oops</html>)"
         );
+    }
+
+    #[test]
+    fn a_delta_with_nulls_for_what_it_lacks_is_read() {
+        // llama-cpp-python's first chunk of a forced tool call.
+        let delta: Delta = serde_json::from_str(
+            r#"{"role": "assistant", "content": null, "function_call": null, "tool_calls": null}"#,
+        )
+        .unwrap();
+        assert!(delta.content.is_none() && delta.tool_calls.is_none());
+        let delta: Delta = serde_json::from_str(
+            r#"{"tool_calls": [{"index": 0, "id": "c", "function": {"name": "n", "arguments": null}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(delta.tool_calls.unwrap().len(), 1);
     }
 
     #[test]
@@ -585,6 +602,7 @@ mod tests {
             sent["messages"][1]["tool_calls"][0]["function"]["name"],
             "clock__now"
         );
+        assert!(sent["messages"][1]["content"].is_string(), "{sent}");
         assert_eq!(sent["messages"][2]["role"], "tool");
         assert_eq!(
             sent["messages"][2]["tool_call_id"],

@@ -6,10 +6,11 @@ use sha2::Sha256;
 use std::sync::Arc;
 
 /// Where the key is kept when the operator sets none.
+#[derive(Clone)]
 pub enum KeyHome<'a> {
-    /// In the Redis of the `default` history, under `<prefix>cookie-key`.
+    /// In the Redis of the `default` history, under `<prefix><name>` (`cookie-key`).
     Redis(redis::aio::ConnectionManager, &'a str),
-    /// In a file (`cookie.key` in the data folder).
+    /// In a file of the data folder (`cookie.key`).
     File(&'a std::path::Path),
     /// Nowhere: a new key for this process (the `default` history is in memory).
     Process,
@@ -80,12 +81,22 @@ impl CookieKey {
         configured: Option<&CookieKey>,
         kept: KeyHome<'_>,
     ) -> anyhow::Result<CookieKey> {
+        Self::load_named(configured, kept, "cookie-key").await
+    }
+
+    /// A key kept the way the cookie key is, under `name` (`cookie-key` in Redis is
+    /// `cookie.key` in the data folder): the operator's when set, else made once and shared.
+    pub async fn load_named(
+        configured: Option<&CookieKey>,
+        kept: KeyHome<'_>,
+        name: &str,
+    ) -> anyhow::Result<CookieKey> {
         if let Some(key) = configured {
             return Ok(key.clone());
         }
         match kept {
-            KeyHome::Redis(connection, prefix) => Self::in_redis(connection, prefix).await,
-            KeyHome::File(path) => Self::in_file(path),
+            KeyHome::Redis(connection, prefix) => Self::in_redis(connection, prefix, name).await,
+            KeyHome::File(dir) => Self::in_file(&dir.join(name.replace('-', "."))),
             // Its conversations end with the process: so may its sessions.
             KeyHome::Process => Ok(CookieKey::from_bytes(Self::random())),
         }
@@ -94,8 +105,9 @@ impl CookieKey {
     async fn in_redis(
         mut connection: redis::aio::ConnectionManager,
         prefix: &str,
+        name: &str,
     ) -> anyhow::Result<CookieKey> {
-        let key = format!("{prefix}cookie-key");
+        let key = format!("{prefix}{name}");
         let fresh = hex(&Self::random());
         let _: Option<String> = redis::cmd("SET")
             .arg(&key)
@@ -108,7 +120,7 @@ impl CookieKey {
             .query_async(&mut connection)
             .await?;
         CookieKey::parse(&stored)
-            .ok_or_else(|| anyhow::anyhow!("Redis key {key} is not a cookie key"))
+            .ok_or_else(|| anyhow::anyhow!("Redis key {key} does not hold a key (64 hex digits)"))
     }
 
     fn in_file(path: &std::path::Path) -> anyhow::Result<CookieKey> {
@@ -116,21 +128,19 @@ impl CookieKey {
         use std::os::unix::fs::OpenOptionsExt;
         if let Ok(text) = std::fs::read_to_string(path) {
             return CookieKey::parse(&text).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{} does not hold a cookie key (64 hex digits)",
-                    path.display()
-                )
+                anyhow::anyhow!("{} does not hold a key (64 hex digits)", path.display())
             });
         }
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         std::fs::create_dir_all(dir)?;
         // Written whole under another name, then linked into place: a process starting at
         // the same moment either links first or reads the key this one linked.
-        let staged = dir.join(format!(".cookie.key.tmp-{}", uuid::Uuid::new_v4().simple()));
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("key");
+        let staged = dir.join(format!(".{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            // Only the owner may read it: it signs every browser's session.
+            // Only the owner may read it: it signs every browser's session (or seals secrets).
             .mode(0o600)
             .open(&staged)?;
         file.write_all(hex(&Self::random()).as_bytes())?;
@@ -144,7 +154,12 @@ impl CookieKey {
         }
         let text = std::fs::read_to_string(path)?;
         CookieKey::parse(&text)
-            .ok_or_else(|| anyhow::anyhow!("{} does not hold a cookie key", path.display()))
+            .ok_or_else(|| anyhow::anyhow!("{} does not hold a key", path.display()))
+    }
+
+    /// The key's bytes (for a key used for something else than signing cookies).
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// A key written as 64 hex digits.
@@ -230,10 +245,16 @@ mod tests {
             let client = redis::Client::open(redis.url()).unwrap();
             redis::aio::ConnectionManager::new(client).await.unwrap()
         };
-        let first = CookieKey::in_redis(connect().await, "p:").await.unwrap();
-        let second = CookieKey::in_redis(connect().await, "p:").await.unwrap();
+        let first = CookieKey::in_redis(connect().await, "p:", "cookie-key")
+            .await
+            .unwrap();
+        let second = CookieKey::in_redis(connect().await, "p:", "cookie-key")
+            .await
+            .unwrap();
         assert_eq!(first.sign("a"), second.sign("a"));
-        let elsewhere = CookieKey::in_redis(connect().await, "q:").await.unwrap();
+        let elsewhere = CookieKey::in_redis(connect().await, "q:", "cookie-key")
+            .await
+            .unwrap();
         assert_ne!(
             first.sign("a"),
             elsewhere.sign("a"),

@@ -14,6 +14,7 @@ pub mod openapi;
 mod ready;
 mod stop;
 mod tool_calls;
+pub mod tool_secrets;
 
 use crate::state::AppState;
 use axum::Router;
@@ -70,6 +71,8 @@ routes! {
         "/api/account/tokens" =>
             get(crate::accounts::tokens::get_tokens), post(crate::accounts::tokens::post_token);
         "/api/account/tokens/{id}" => delete(crate::accounts::tokens::delete_token);
+        "/api/account/tool-secrets" => get(tool_secrets::get_secrets);
+        "/api/account/tool-secrets/{server}" => put(tool_secrets::put_secrets);
         "/auth/login" => post(crate::accounts::routes::post_login);
         "/auth/logout" => post(crate::accounts::routes::post_logout);
     }

@@ -36,6 +36,8 @@ use utoipa::OpenApi;
         crate::accounts::tokens::get_tokens,
         crate::accounts::tokens::post_token,
         crate::accounts::tokens::delete_token,
+        super::tool_secrets::get_secrets,
+        super::tool_secrets::put_secrets,
         crate::accounts::routes::post_login,
         crate::accounts::routes::post_logout,
         super::healthz,
@@ -59,6 +61,8 @@ use utoipa::OpenApi;
         crate::accounts::tokens::AccountView, crate::accounts::tokens::TokenView,
         crate::accounts::tokens::NewToken, crate::accounts::tokens::MadeToken,
         crate::accounts::routes::LoginRequest,
+        super::tool_secrets::ServerSecrets, super::tool_secrets::SecretState,
+        parlor_domain::event::UnavailableEvent,
     ))
 )]
 pub struct ApiDoc;

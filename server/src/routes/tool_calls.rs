@@ -68,7 +68,29 @@ pub async fn post_answer(
         (true, Scope::Conversation) => Answer::Conversation,
     };
     let history = &found.history.id;
-    if !approvals.answer(history, &found.info.session_id, &call_id, given) {
+    let session = &found.info.session_id;
+    // On Redis the answer goes through it first, whichever process waits: answered once.
+    let shared = match &found.history.redis {
+        Some(redis) => {
+            use crate::store::shared_approvals::answer as shared_answer;
+            let given = shared_answer(redis, history, session, &call_id, given).await;
+            Some(given.inspect_err(|e| tracing::warn!("an approval did not reach Redis: {e}")))
+        }
+        None => None,
+    };
+    use crate::store::shared_approvals::Given;
+    let local = || approvals.answer(history, session, &call_id, given);
+    let reached = match shared {
+        Some(Ok(Given::Taken)) => {
+            local();
+            true
+        }
+        Some(Ok(Given::Answered)) => false,
+        // No marker (the call waits here, marked while Redis was away, or nowhere), or
+        // Redis is away: only this process can tell.
+        Some(Ok(Given::Unmarked)) | Some(Err(_)) | None => local(),
+    };
+    if !reached {
         return Err(ApiError::not_found(format!(
             "No tool call {call_id:?} waits for approval in this conversation (answered already, timed out, or its turn ended)."
         )));

@@ -6,12 +6,14 @@
 
 pub mod atomic;
 pub mod histories;
+pub mod secrets;
 
 mod file;
 mod measured;
 mod memory;
 mod redis;
 
+pub use self::redis::approvals as shared_approvals;
 pub use self::redis::{retrying as redis_retrying, RedisOptions, RedisStore, SharedRedis};
 pub use file::FileStore;
 pub use measured::Measured;

@@ -8,21 +8,46 @@ pub mod approval;
 pub mod bounds;
 pub mod builtin;
 pub mod connect;
+mod remote;
 pub mod result;
 pub mod server;
 pub mod spec;
+pub mod users;
 pub mod verdict;
 
 use parlor_domain::message::ToolCall;
 use parlor_domain::tool::list::MAX_TOOLS;
 use parlor_domain::tool::{model_name, Limits, Offered};
 use parlor_domain::Agent;
+use remote::{remote, stopped, timed_out};
 pub use result::Outcome;
 use server::{Status, ToolServer};
-use spec::{ServerSpec, ToolSpecs, Transport};
+use spec::{Scope, ServerSpec, ToolSpecs, Transport};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// How often per-user servers are looked at for being idle.
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where per-user servers find the values each user set for them (`user_secrets`).
+#[async_trait::async_trait]
+pub trait UserValues: Send + Sync {
+    /// The values `user` set for server `server`, by name.
+    async fn values(
+        &self,
+        user: &str,
+        server: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, String>;
+}
+
+/// What a turn needs of its user's own servers: a hold on each that runs, and why each
+/// other one is unavailable to this user (server id, why).
+#[derive(Default)]
+pub struct Prepared {
+    pub leases: Vec<users::Lease>,
+    pub unavailable: Vec<(String, String)>,
+}
 
 /// The arguments of a call, as a JSON object.
 pub type Arguments = serde_json::Map<String, serde_json::Value>;
@@ -39,6 +64,8 @@ pub struct Tools {
     /// Calls waiting for the user's approval.
     pub approvals: Arc<approval::Approvals>,
     servers: Vec<Arc<ToolServer>>,
+    /// Each user's own servers (`scope = "per_user"`).
+    users: Arc<users::Users>,
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -54,15 +81,21 @@ impl Tools {
             specs.servers.into_iter().map(ToolServer::new).collect();
         // Outside a runtime (a command that serves nothing) no server is started.
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let tasks = servers
+        let mut tasks: Vec<_> = servers
             .iter()
-            .filter(|s| s.spec.transport != Transport::Builtin)
+            .filter(|s| supervised(&s.spec))
             .filter_map(|s| Some(runtime.as_ref()?.spawn(s.clone().supervise(stop.clone()))))
             .collect();
+        let users = Arc::new(users::Users::new(specs.user_root));
+        let per_user = servers.iter().any(|s| s.spec.scope != Scope::Shared);
+        if let (true, Some(runtime)) = (per_user, &runtime) {
+            tasks.push(runtime.spawn(end_idle(users.clone(), servers.clone(), stop.clone())));
+        }
         Arc::new(Tools {
             limits: specs.limits,
             approvals: Default::default(),
             servers,
+            users,
             stop,
             tasks: Mutex::new(tasks),
         })
@@ -82,9 +115,12 @@ impl Tools {
         self.servers
             .iter()
             .map(|s| {
-                let status = match s.spec.transport {
-                    Transport::Builtin => Status::Ready {
+                let status = match (&s.spec.transport, &s.spec.scope) {
+                    (Transport::Builtin, _) => Status::Ready {
                         tools: builtin::TOOLS.len(),
+                    },
+                    (_, Scope::PerUser(_)) => Status::PerUser {
+                        running: self.users.count(&s.spec.id),
                     },
                     _ => s.status(),
                 };
@@ -95,13 +131,13 @@ impl Tools {
 
     /// How long the results of server `id` are kept (kept for good when unknown).
     pub fn save_of(&self, id: &str) -> parlor_domain::context::Save {
-        self.server(id)
+        self.declared(id)
             .map_or(parlor_domain::context::Save::Always, |s| s.spec.save)
     }
 
     /// The declared server `id`.
     pub fn spec(&self, id: &str) -> Option<&ServerSpec> {
-        self.server(id).map(|s| &s.spec)
+        self.declared(id).map(|s| &s.spec)
     }
 
     /// What was dropped from or changed in each server's tool list (servers with none left
@@ -118,11 +154,14 @@ impl Tools {
     pub fn settled(&self) -> bool {
         self.servers
             .iter()
-            .all(|s| s.spec.transport == Transport::Builtin || s.settled())
+            .all(|s| !supervised(&s.spec) || s.settled())
     }
 
-    /// The servers `agent` may use.
-    fn used_by<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a Arc<ToolServer>> + 'a {
+    /// The declared servers `agent` may use.
+    fn declared_for<'a>(
+        &'a self,
+        agent: &'a Agent,
+    ) -> impl Iterator<Item = &'a Arc<ToolServer>> + 'a {
         let uses = |id: &str| {
             agent
                 .tools
@@ -132,60 +171,173 @@ impl Tools {
         self.servers.iter().filter(move |s| uses(&s.spec.id))
     }
 
-    /// The state of each server `agent` may use, for the debug panel.
-    pub fn reports(&self, agent: &Agent) -> Vec<parlor_domain::event::tools::ServerReport> {
+    /// The servers `agent` may use for `user` that have a process or session: the shared
+    /// ones and the user's own that run.
+    fn used_by(&self, agent: &Agent, user: Option<&str>) -> Vec<Arc<ToolServer>> {
+        self.declared_for(agent)
+            .filter_map(|s| self.server(&s.spec.id, user))
+            .collect()
+    }
+
+    /// The state of each server `agent` may use, for `user`'s debug panel.
+    pub fn reports(
+        &self,
+        agent: &Agent,
+        user: Option<&str>,
+    ) -> Vec<parlor_domain::event::tools::ServerReport> {
         let statuses = self.statuses();
-        self.used_by(agent)
+        self.declared_for(agent)
             .map(|s| {
-                let state = statuses
-                    .iter()
-                    .find(|(id, _)| *id == s.spec.id)
-                    .map(|(_, status)| status.to_string())
-                    .unwrap_or_default();
+                let id = &s.spec.id;
+                let own = match (&s.spec.scope, user) {
+                    (Scope::Shared, _) => None,
+                    (Scope::PerUser(_), None) => Some(None),
+                    (Scope::PerUser(_), Some(user)) => Some(self.users.server(id, user)),
+                };
+                let state = match &own {
+                    None => statuses
+                        .iter()
+                        .find(|(sid, _)| sid == id)
+                        .map(|(_, status)| status.to_string())
+                        .unwrap_or_default(),
+                    Some(None) => {
+                        "per user: not running for you (it starts on your next turn)".into()
+                    }
+                    Some(Some(mine)) => format!("per user: {}", mine.status()),
+                };
+                let warnings = own.flatten().map_or_else(|| s.warnings(), |m| m.warnings());
                 parlor_domain::event::tools::ServerReport {
-                    id: s.spec.id.clone(),
+                    id: id.clone(),
                     state,
-                    warnings: s.warnings(),
+                    warnings,
                 }
             })
             .collect()
     }
 
-    /// Waits for the servers `agent` may use that are starting, each at most its start
-    /// timeout; returns those still not ready, with their state.
-    pub async fn started_for(&self, agent: &Agent) -> Vec<(String, Status)> {
-        let starting: Vec<_> = self
-            .used_by(agent)
-            .filter(|s| s.spec.transport != Transport::Builtin)
-            .map(|s| s.started(s.start_timeout()))
+    /// Starts (or keeps) `user`'s own servers that `agent` may use, with the values they
+    /// set; says why each one that cannot run for them does not.
+    pub async fn prepare(
+        &self,
+        agent: &Agent,
+        user: Option<&str>,
+        secrets: &dyn UserValues,
+    ) -> Prepared {
+        let mut prepared = Prepared::default();
+        for server in self.declared_for(agent) {
+            let (spec, Scope::PerUser(per_user)) = (&server.spec, &server.spec.scope) else {
+                continue;
+            };
+            let opened = match user {
+                None => Err("it serves each user apart, and this conversation has no user".into()),
+                Some(user) => self.open(spec, per_user, user, secrets).await,
+            };
+            match opened {
+                Ok(lease) => prepared.leases.push(lease),
+                Err(why) => prepared.unavailable.push((spec.id.clone(), why)),
+            }
+        }
+        prepared
+    }
+
+    async fn open(
+        &self,
+        spec: &ServerSpec,
+        per_user: &spec::PerUser,
+        user: &str,
+        secrets: &dyn UserValues,
+    ) -> Result<users::Lease, String> {
+        let values = match per_user.secrets.is_empty() {
+            true => Default::default(),
+            false => secrets.values(user, &spec.id).await?,
+        };
+        let missing: Vec<&str> = per_user
+            .secrets
+            .iter()
+            .filter(|n| !values.contains_key(*n))
+            .map(String::as_str)
             .collect();
-        futures::future::join_all(starting).await;
-        self.used_by(agent)
+        if !missing.is_empty() {
+            return Err(format!(
+                "it needs your {} (set them on {SECRETS_PAGE})",
+                missing.join(", ")
+            ));
+        }
+        self.users.open(spec, per_user, user, &values, &self.stop)
+    }
+
+    /// Ends `user`'s own server `id` (their values for it changed).
+    pub fn user_changed(&self, id: &str, user: &str) {
+        self.users.end(id, user);
+    }
+
+    /// Ends the per-user servers idle for `idle` or more (tests; Parlor itself ends each
+    /// after its `idle_minutes`).
+    pub fn end_idle(&self, idle: std::time::Duration) {
+        drop(
+            self.users
+                .end_idle(&self.servers, Some(idle), Instant::now()),
+        );
+    }
+
+    /// The per-user servers with the `user_secrets` each asks for.
+    pub fn asking_secrets(&self) -> Vec<(&str, &[String])> {
+        self.servers
+            .iter()
+            .filter_map(|s| match &s.spec.scope {
+                Scope::PerUser(p) if !p.secrets.is_empty() => {
+                    Some((s.spec.id.as_str(), p.secrets.as_slice()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Waits for the servers `agent` may use for `user` that are starting, each at most its
+    /// start timeout; returns those still not ready, with their state.
+    pub async fn started_for(&self, agent: &Agent, user: Option<&str>) -> Vec<(String, Status)> {
+        let used: Vec<_> = self
+            .used_by(agent, user)
+            .into_iter()
             .filter(|s| s.spec.transport != Transport::Builtin)
+            .collect();
+        futures::future::join_all(used.iter().map(|s| s.started(s.start_timeout()))).await;
+        used.iter()
             .map(|s| (s.spec.id.clone(), s.status()))
             .filter(|(_, status)| !matches!(status, Status::Ready { .. }))
             .collect()
     }
 
-    fn server(&self, id: &str) -> Option<&Arc<ToolServer>> {
+    /// Server `id` as `user` reaches it: the shared one, or the user's own when it runs.
+    fn server(&self, id: &str, user: Option<&str>) -> Option<Arc<ToolServer>> {
+        let declared = self.servers.iter().find(|s| s.spec.id == id)?;
+        match (&declared.spec.scope, user) {
+            (Scope::Shared, _) => Some(declared.clone()),
+            (Scope::PerUser(_), Some(user)) => self.users.server(id, user),
+            (Scope::PerUser(_), None) => None,
+        }
+    }
+
+    fn declared(&self, id: &str) -> Option<&Arc<ToolServer>> {
         self.servers.iter().find(|s| s.spec.id == id)
     }
 
-    /// The tools `agent` is offered now: those of its servers that answer, as each server's
+    /// The tools `agent` is offered now for `user`: those of its servers that answer (the
+    /// user's own, for per-user servers), as each server's
     /// `allow` and the agent's list let through, at most [`MAX_TOOLS`]. Names cannot clash:
     /// a server's own list is refused when two of its tools share one, and server ids
     /// cannot make one (see [`parlor_domain::tool::is_server_id`]).
-    pub fn offered(&self, agent: &Agent) -> Vec<Offered> {
+    pub fn offered(&self, agent: &Agent, user: Option<&str>) -> Vec<Offered> {
         let mut out: Vec<Offered> = Vec::new();
         for entry in &agent.tools {
             let (id, only) = match entry.split_once('.') {
                 Some((id, tool)) => (id, Some(tool)),
                 None => (entry.as_str(), None),
             };
-            let Some(server) = self.server(id) else {
+            let Some(server) = self.server(id, user) else {
                 continue;
             };
-            for tool in listed(server) {
+            for tool in listed(&server) {
                 let allowed = server
                     .spec
                     .allow
@@ -207,16 +359,17 @@ impl Tools {
         out
     }
 
-    /// Runs one call the model asked for; every fault is an error result.
+    /// Runs one call the model asked for, on `user`'s behalf; every fault is an error
+    /// result.
     pub async fn call(
         &self,
         call: &ToolCall,
-        offered: &[Offered],
+        (offered, user): (&[Offered], Option<&str>),
         stop: &CancellationToken,
         recall: &dyn Recall,
     ) -> Outcome {
         let started = Instant::now();
-        let mut outcome = self.run(call, offered, stop, recall).await;
+        let mut outcome = self.run(call, (offered, user), stop, recall).await;
         outcome.ms = started.elapsed().as_millis() as u64;
         outcome
     }
@@ -224,7 +377,7 @@ impl Tools {
     async fn run(
         &self,
         call: &ToolCall,
-        offered: &[Offered],
+        (offered, user): (&[Offered], Option<&str>),
         stop: &CancellationToken,
         recall: &dyn Recall,
     ) -> Outcome {
@@ -244,8 +397,8 @@ impl Tools {
             Ok(arguments) => arguments,
             Err(why) => return Outcome::error(why),
         };
-        let Some(server) = self.server(&tool.server) else {
-            return Outcome::error(format!("Tool server {:?} is not declared.", tool.server));
+        let Some(server) = self.server(&tool.server, user) else {
+            return Outcome::error(format!("Tool server {:?} is not running.", tool.server));
         };
         let spec = &server.spec;
         if spec.transport == Transport::Builtin {
@@ -256,7 +409,7 @@ impl Tools {
             };
         }
         // Errors too: a server's error text is cut like its results.
-        let outcome = remote(server, &call.name, &tool.tool, arguments, stop).await;
+        let outcome = remote(&server, &call.name, &tool.tool, arguments, stop).await;
         outcome.bounded(spec.max_result_bytes)
     }
 
@@ -273,7 +426,7 @@ impl Tools {
             .lock()
             .map(|mut t| std::mem::take(&mut *t))
             .unwrap_or_default();
-        for task in tasks {
+        for task in tasks.into_iter().chain(self.users.end_all()) {
             let _ = task.await;
         }
     }
@@ -294,6 +447,30 @@ fn arguments(text: &str) -> Result<Arguments, String> {
         Ok(serde_json::Value::Object(map)) => Ok(map),
         Ok(_) => Err("The arguments must be a JSON object.".into()),
         Err(e) => Err(format!("The arguments are not valid JSON ({e}).")),
+    }
+}
+
+/// Where users set the values per-user servers ask for.
+pub const SECRETS_PAGE: &str = "/account/tools";
+
+/// Whether Parlor keeps a process or session of its own for `spec` from the start (a
+/// per-user server's start on a user's first turn; the built-in one has none).
+fn supervised(spec: &ServerSpec) -> bool {
+    spec.transport != Transport::Builtin && spec.scope == Scope::Shared
+}
+
+/// Ends the per-user servers left idle, every [`IDLE_CHECK`], until Parlor stops.
+async fn end_idle(
+    users: Arc<users::Users>,
+    servers: Vec<Arc<ToolServer>>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(IDLE_CHECK);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => drop(users.end_idle(&servers, None, Instant::now())),
+            _ = stop.cancelled() => return,
+        }
     }
 }
 
@@ -320,105 +497,4 @@ fn listed(server: &ToolServer) -> Vec<Offered> {
         .iter()
         .map(|t| offered(&t.name, &t.description, t.schema.clone()))
         .collect()
-}
-
-fn timed_out(name: &str, timeout: std::time::Duration) -> Outcome {
-    Outcome::error(format!(
-        "{name} did not answer within {} s (its timeout); the call was cancelled.",
-        timeout.as_secs()
-    ))
-}
-
-fn stopped(name: &str) -> Outcome {
-    Outcome::error(format!("{name} was cancelled: the user stopped the turn."))
-}
-
-/// A call to a server over MCP, within its timeout. A call that times out or is stopped is
-/// cancelled at the server (`notifications/cancelled`, with the reason); a server whose calls
-/// keep timing out is started again.
-async fn remote(
-    server: &ToolServer,
-    name: &str,
-    tool: &str,
-    arguments: Arguments,
-    stop: &CancellationToken,
-) -> Outcome {
-    use rmcp::model::{CallToolRequest, ClientRequest};
-    let spec = &server.spec;
-    let Some(live) = server.live() else {
-        let why = match server.status() {
-            Status::Down { error, .. } => error,
-            Status::Starting => "it is starting".into(),
-            other => other.to_string(),
-        };
-        return Outcome::error(format!("Tool server {:?} is not running ({why}).", spec.id));
-    };
-    let failed = |e: String| {
-        let why = server.fault().unwrap_or(e);
-        Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
-    };
-    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let options = rmcp::service::PeerRequestOptions::no_options();
-    let mut handle = match live.peer.send_cancellable_request(request, options).await {
-        Ok(handle) => handle,
-        Err(e) => return failed(e.to_string()),
-    };
-    let waiting = Instant::now();
-    let timeout = tokio::select! {
-        answer = &mut handle.rx => {
-            let waited_us = waiting.elapsed().as_micros() as u64;
-            return Outcome { waited_us, ..answered(server, answer) };
-        }
-        _ = tokio::time::sleep(spec.timeout) => true,
-        _ = stop.cancelled() => false,
-    };
-    if timeout {
-        let reason = format!("no answer within {} s", spec.timeout.as_secs());
-        cancel(handle, reason).await;
-        server.timed_out();
-        timed_out(name, spec.timeout)
-    } else {
-        cancel(handle, "the user stopped the turn".into()).await;
-        stopped(name)
-    }
-}
-
-type Answer = Result<
-    Result<rmcp::model::ServerResult, rmcp::ServiceError>,
-    tokio::sync::oneshot::error::RecvError,
->;
-
-/// What a server's answer to a call comes to.
-fn answered(server: &ToolServer, answer: Answer) -> Outcome {
-    let spec = &server.spec;
-    let failed = |e: String| {
-        let why = server.fault().unwrap_or(e);
-        Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
-    };
-    match answer {
-        Ok(Ok(rmcp::model::ServerResult::CallToolResult(result))) => {
-            server.answered();
-            // Counted before anything is copied: a flood of items is refused as it came.
-            if let Some(refused) = result::too_many(result.content.len(), spec.max_result_items) {
-                return refused;
-            }
-            let json = serde_json::to_value(&result).unwrap_or_default();
-            drop(result);
-            result::read(&json, spec.max_result_bytes, spec.max_result_items)
-        }
-        Ok(Ok(_)) => {
-            server.answered();
-            failed("it answered something other than a tool result".into())
-        }
-        Ok(Err(e)) => failed(e.to_string()),
-        Err(_) => failed("the connection ended".into()),
-    }
-}
-
-/// Tells the server a call is abandoned, waiting at most a second (a server that does not
-/// read its input must not hold the turn).
-async fn cancel(handle: rmcp::service::RequestHandle<rmcp::RoleClient>, reason: String) {
-    let sending = handle.cancel(Some(reason));
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), sending).await;
 }

@@ -41,6 +41,10 @@ pub enum Status {
         retry_secs: u64,
     },
     Stopped,
+    /// A per-user server: one process or session per user, `running` now.
+    PerUser {
+        running: usize,
+    },
 }
 
 impl std::fmt::Display for Status {
@@ -52,6 +56,7 @@ impl std::fmt::Display for Status {
                 write!(f, "down: {error} (retrying in {retry_secs} s)")
             }
             Status::Stopped => f.write_str("stopped"),
+            Status::PerUser { running } => write!(f, "per user ({running} running)"),
         }
     }
 }

@@ -36,7 +36,10 @@ impl TurnContext<'_> {
         let tools = &self.services.tools;
         let tool_tokens = match self.agent.tools.is_empty() {
             true => 0,
-            false => definition_tokens(&tools.offered(self.agent), tokens.as_ref()),
+            false => {
+                let offered = tools.offered(self.agent, info.owner.as_deref());
+                definition_tokens(&offered, tokens.as_ref())
+            }
         };
         CallFacts {
             tokens,

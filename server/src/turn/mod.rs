@@ -6,6 +6,8 @@
 
 pub mod providers;
 
+mod approval;
+mod budget;
 mod call;
 mod commands;
 mod reading;

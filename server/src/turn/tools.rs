@@ -4,22 +4,21 @@
 //! every call is paired with a result, a cancelled one's saying so.
 
 use crate::store::now_ms;
-use crate::tools::approval::Answer;
 use crate::tools::{Outcome, Recall, Tools};
 use futures::stream::{FuturesUnordered, StreamExt};
 use parlor_domain::context::Save;
 use parlor_domain::event::tools::preview;
 use parlor_domain::event::tools::{CallReport, ToolsReport};
-use parlor_domain::event::ApprovalEvent;
 use parlor_domain::event::{LimitEvent, ToolCallEvent, ToolResultEvent};
 use parlor_domain::message::{ToolAnswer, ToolCall};
-use parlor_domain::tool::Confirm;
 use parlor_domain::tool::{next, stub, LimitReached, Next, Offered};
 use parlor_domain::ConversationId;
 use parlor_domain::{ChatEvent, Message};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+pub(crate) use super::budget::{Budget, Spent};
 
 /// What a turn's loop may use: the servers, the tools offered, the built-in server's view.
 #[derive(Clone)]
@@ -37,26 +36,13 @@ pub(crate) struct ToolRun {
     pub approved: Arc<Mutex<Vec<String>>>,
     /// Every call of the turn within the model's token budget (see [`Budget`]).
     pub budget: Budget,
-}
-
-/// What fitting each model call of a turn needs: the model's token budget, the tokens of
-/// the tools' definitions and of the planned messages, and the model's counter.
-#[derive(Clone)]
-pub(crate) struct Budget {
-    pub limit: Option<u64>,
-    pub tool_tokens: u64,
-    pub planned_tokens: u64,
-    pub tokens: Arc<dyn parlor_domain::chain::TokenCounter>,
-    /// The last call of a loop a limit ended goes without the tools (the model's
-    /// `last_call = "without_tools"`), not with them and `tool_choice: "none"`.
-    pub last_without_tools: bool,
-}
-
-/// Tokens the model calls of a turn used, prompt and completion.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Spent {
-    pub prompt: u64,
-    pub completion: u64,
+    /// The conversation's owner: the user its per-user servers serve.
+    pub user: Option<String>,
+    /// The turn's hold on the user's own servers (they are not ended as idle meanwhile).
+    pub leases: Arc<Vec<crate::tools::users::Lease>>,
+    pub secrets: Arc<crate::store::secrets::Secrets>,
+    /// The history's Redis, when it is on one: approvals reach calls waiting on any process.
+    pub redis: Option<crate::store::SharedRedis>,
 }
 
 /// Where the loop is within a turn.
@@ -162,40 +148,64 @@ impl ToolRun {
         };
         Some(ToolRun {
             tools: services.tools.clone(),
-            offered: services.tools.offered(agent),
+            offered: services.tools.offered(agent, info.owner.as_deref()),
             agent: agent.clone(),
             recall: Arc::new(recall),
             history: turn.history.id.clone(),
             session: info.session_id.clone(),
             approved: Arc::new(Mutex::new(info.approved_tools.clone())),
             budget,
+            user: info.owner.clone(),
+            leases: Arc::default(),
+            secrets: services.tool_secrets.clone(),
+            redis: turn.history.redis.clone(),
         })
     }
 
-    /// Waits for the agent's servers that are starting (the first turn after a restart),
-    /// each at most its start timeout, then offers what they list. A server still not ready
-    /// after that is left out; the debug panel says why.
+    /// Starts the user's own servers (per-user ones), saying which cannot run for them;
+    /// waits for the agent's servers that are starting (the first turn after a restart, or
+    /// the user's first), each at most its start timeout, then offers what they list. A
+    /// server still not ready after that is left out; the debug panel says why.
     pub(super) async fn wait_for_servers(
         &mut self,
         tx: &mpsc::Sender<ChatEvent>,
         stop: &CancellationToken,
     ) {
+        let user = self.user.as_deref();
+        let prepared = self
+            .tools
+            .prepare(&self.agent, user, self.secrets.as_ref())
+            .await;
+        self.leases = Arc::new(prepared.leases);
+        for (server, why) in prepared.unavailable {
+            tracing::info!("tool server {server:?} is not available to this user: {why}");
+            let settings_url = why
+                .contains(crate::tools::SECRETS_PAGE)
+                .then(|| crate::tools::SECRETS_PAGE.to_owned());
+            let event = parlor_domain::event::UnavailableEvent {
+                server,
+                why,
+                settings_url,
+            };
+            let _ = tx.send(ChatEvent::Unavailable(event)).await;
+        }
         let starting = self
             .tools
-            .reports(&self.agent)
+            .reports(&self.agent, user)
             .iter()
-            .any(|r| r.state == "starting");
+            .any(|r| r.state.ends_with("starting"));
         if !starting {
+            self.offered = self.tools.offered(&self.agent, user);
             return;
         }
         let missing = tokio::select! {
-            missing = self.tools.started_for(&self.agent) => missing,
+            missing = self.tools.started_for(&self.agent, user) => missing,
             _ = gone(tx, stop) => return,
         };
         for (id, status) in missing {
             tracing::warn!("tool server {id:?} is {status}: this turn goes on without its tools");
         }
-        self.offered = self.tools.offered(&self.agent);
+        self.offered = self.tools.offered(&self.agent, user);
         let tokens = self.budget.tokens.as_ref();
         self.budget.tool_tokens =
             parlor_domain::tool::rounds::definition_tokens(&self.offered, tokens);
@@ -296,7 +306,7 @@ impl ToolRun {
         reports
     }
 
-    fn server_of(&self, call: &ToolCall) -> Option<&str> {
+    pub(super) fn server_of(&self, call: &ToolCall) -> Option<&str> {
         self.offered
             .iter()
             .find(|t| t.name == call.name)
@@ -354,64 +364,13 @@ impl ToolRun {
             return refused;
         }
         self.tools
-            .call(call, &self.offered, stop, self.recall.as_ref())
+            .call(
+                call,
+                (&self.offered, self.user.as_deref()),
+                stop,
+                self.recall.as_ref(),
+            )
             .await
-    }
-
-    /// Waits for the user's answer when the call's server asks for one (up to its timeout:
-    /// then the call is denied); the error result when it is not approved.
-    async fn approval(
-        &self,
-        call: &ToolCall,
-        stop: &CancellationToken,
-        tx: &mpsc::Sender<ChatEvent>,
-    ) -> Result<(), Outcome> {
-        let Some(spec) = self.server_of(call).and_then(|s| self.tools.spec(s)) else {
-            return Ok(());
-        };
-        let approved_before = self.approved.lock().is_ok_and(|a| a.contains(&spec.id));
-        if !spec.confirm.waits(approved_before) {
-            return Ok(());
-        }
-        let approvals = &self.tools.approvals;
-        let mut waiting = approvals.ask(&self.history, &self.session, &call.id);
-        let event = ApprovalEvent {
-            id: call.id.clone(),
-            tool: call.name.clone(),
-            server: spec.id.clone(),
-            arguments: call.arguments.clone(),
-            timeout_secs: spec.timeout.as_secs(),
-            first_use: spec.confirm == Confirm::First,
-        };
-        let _ = tx.send(ChatEvent::Approval(event)).await;
-        let secs = spec.timeout.as_secs();
-        let answer = tokio::select! {
-            answer = waiting.answered() => answer,
-            _ = tokio::time::sleep(spec.timeout) => {
-                let why = format!("No one approved {} within {secs} s, so it was denied.", call.name);
-                return Err(Outcome::error(why));
-            }
-            _ = stop.cancelled() => {
-                let why = format!("{} was cancelled: the user stopped the turn.", call.name);
-                return Err(Outcome::error(why));
-            }
-        };
-        let for_conversation = match answer {
-            Some(Answer::Once) => false,
-            Some(Answer::Conversation) => spec.confirm == Confirm::First,
-            Some(Answer::Deny) | None => {
-                let why = format!("The user denied this call of {}.", call.name);
-                return Err(Outcome::error(why));
-            }
-        };
-        if for_conversation {
-            if let Ok(mut approved) = self.approved.lock() {
-                if !approved.contains(&spec.id) {
-                    approved.push(spec.id.clone());
-                }
-            }
-        }
-        Ok(())
     }
 }
 

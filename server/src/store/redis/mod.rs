@@ -12,6 +12,7 @@
 //! LRANGE with negative indexes, so a turn's cost does not grow with the conversation.
 //! The connection manager reconnects by itself when Redis comes back.
 
+pub mod approvals;
 mod index;
 mod lock;
 mod scripts;

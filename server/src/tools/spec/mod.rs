@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+mod scope;
+pub use scope::{for_user, PerUser, Scope, USER_DIR};
+
 /// The id of Parlor's own tool server kind (`builtin = "parlor"`).
 pub const BUILTIN_PARLOR: &str = "parlor";
 /// A call's timeout when the entry sets none.
@@ -57,6 +60,8 @@ pub struct ServerSpec {
     /// The tools offered; `None`: every tool the server lists.
     pub allow: Option<Vec<String>>,
     pub save: Save,
+    /// Who one process or session serves: everyone, or one user.
+    pub scope: Scope,
 }
 
 /// Every tool server, and the loop's limits.
@@ -64,6 +69,9 @@ pub struct ServerSpec {
 pub struct ToolSpecs {
     pub limits: Limits,
     pub servers: Vec<ServerSpec>,
+    /// Where per-user servers' folders (`{user_dir}`) are made (`tool-users` in the data
+    /// folder).
+    pub user_root: Option<std::path::PathBuf>,
 }
 
 /// An agent names a tool server that is not declared, or a tool its server does not allow.
@@ -116,7 +124,7 @@ impl ToolSpecs {
 }
 
 /// Why an entry is refused: the field, and what it must be.
-type Refusal = (&'static str, String);
+pub(super) type Refusal = (&'static str, String);
 
 /// Checks `[tools]` and `[[mcp_servers]]`; `${VAR}` in `env` and `headers` is read through
 /// `var` (Parlor's environment).
@@ -145,7 +153,11 @@ pub fn specs(
         }
         servers.push(server(entry, var).map_err(|refusal| fail(name, refusal))?);
     }
-    Ok(ToolSpecs { limits, servers })
+    Ok(ToolSpecs {
+        limits,
+        servers,
+        user_root: None,
+    })
 }
 
 fn server(
@@ -159,6 +171,7 @@ fn server(
         return Err(("id", rule));
     }
     let transport = transport(entry, var)?;
+    let scope = scope::scope(entry, &transport)?;
     let Numbers {
         timeout,
         max_result_bytes,
@@ -189,6 +202,7 @@ fn server(
         confirm,
         allow: entry.allow.clone(),
         save: entry.save.unwrap_or(Save::Always),
+        scope,
     })
 }
 
@@ -240,7 +254,7 @@ fn numbers(entry: &McpServerEntry) -> Result<Numbers, Refusal> {
 }
 
 /// `value` (`default` when unset) when it is in `range`; else the refusal naming `field`.
-fn within(
+pub(super) fn within(
     field: &'static str,
     value: Option<i64>,
     range: std::ops::RangeInclusive<i64>,

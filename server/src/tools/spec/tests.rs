@@ -144,3 +144,138 @@ fn an_agent_names_declared_servers_and_allowed_tools_only() {
         );
     }
 }
+
+#[test]
+fn per_user_servers_are_checked_field_by_field() {
+    let specs = read(
+        r#"
+[[mcp_servers]]
+id = "memory"
+command = "mcp-server-memory"
+scope = "per_user"
+idle_minutes = 5
+user_secrets = ["GITHUB_TOKEN"]
+env = { MEMORY_FILE_PATH = "{user_dir}/memory.jsonl" }
+
+[[mcp_servers]]
+id = "api"
+url = "http://h/mcp"
+scope = "per_user"
+user_secrets = ["API_KEY"]
+user_headers = { Authorization = "Bearer {API_KEY}" }
+"#,
+    )
+    .unwrap();
+    let Scope::PerUser(memory) = &specs.servers[0].scope else {
+        panic!("{:?}", specs.servers[0].scope)
+    };
+    assert_eq!(memory.idle, Duration::from_secs(300));
+    assert_eq!((memory.max_users, memory.secrets.len()), (32, 1));
+    let Scope::PerUser(api) = &specs.servers[1].scope else {
+        panic!()
+    };
+    assert_eq!(api.idle, Duration::from_secs(900), "15 minutes by default");
+    for (toml, expected) in per_user_refusals() {
+        let error = read(&toml).unwrap_err();
+        assert!(error.contains(expected), "{toml}\n→ {error}");
+    }
+}
+
+/// Per-user entries Parlor refuses, and what the refusal says.
+fn per_user_refusals() -> Vec<(String, &'static str)> {
+    let server = |fields: &str| format!("[[mcp_servers]]\nid = \"a\"\n{fields}");
+    vec![
+        (server("command = \"x\"\nscope = \"team\""), "scope: must be"),
+        (server("command = \"x\"\nuser_secrets = [\"T\"]"), "user_secrets: applies to scope = \"per_user\""),
+        (server("command = \"x\"\nidle_minutes = 3"), "idle_minutes: applies to"),
+        (
+            server("command = \"x\"\nenv = { F = \"{user_dir}/f\" }"),
+            "env: applies to scope = \"per_user\"",
+        ),
+        (server("builtin = \"parlor\"\nscope = \"per_user\""), "scope: the built-in"),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nidle_minutes = 0"),
+            "idle_minutes: must be between 1 and 1440",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nmax_users = 0"),
+            "max_users: must be between 1 and 1000",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"lower\"]"),
+            "user_secrets: \"lower\" must be",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"A\", \"A\"]"),
+            "named twice",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nenv = { T = \"1\" }"),
+            "also set by the operator",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nuser_headers = { A = \"{T}\" }"),
+            "user_headers: applies to url servers only",
+        ),
+        (
+            server("url = \"http://h\"\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nuser_headers = { A = \"{U}\" }"),
+            "{U} is not one of user_secrets",
+        ),
+        (
+            server("url = \"http://h\"\nscope = \"per_user\"\nuser_secrets = [\"T\", \"U\"]\nuser_headers = { A = \"{T}\" }"),
+            "user_secrets: U is not used in user_headers",
+        ),
+        (
+            server("url = \"http://h\"\nheaders = { A = \"1\" }\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nuser_headers = { a = \"{T}\" }"),
+            "\"a\" is also in headers",
+        ),
+        (
+            server("url = \"http://h\"\nscope = \"per_user\"\nuser_headers = { A = \"fixed\" }"),
+            "names no secret",
+        ),
+        (
+            server("url = \"http://h\"\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nuser_headers = { A = \"{T\" }"),
+            "an unclosed {",
+        ),
+    ]
+}
+
+#[test]
+fn a_users_transport_gets_their_values_and_folder_and_nothing_is_read_twice() {
+    let per_user = PerUser {
+        idle: Duration::from_secs(60),
+        max_users: 1,
+        secrets: vec!["T".into(), "U".into()],
+        headers: [("A".to_owned(), "Bearer {T} {U}".to_owned())].into(),
+    };
+    let values = BTreeMap::from([
+        ("T".to_owned(), "{U}".to_owned()),
+        ("U".to_owned(), "u".to_owned()),
+    ]);
+    let http = Transport::Http {
+        url: "http://h".into(),
+        headers: BTreeMap::new(),
+    };
+    let Ok(Transport::Http { headers, .. }) = for_user(&http, &per_user, Path::new("/d"), &values)
+    else {
+        panic!()
+    };
+    assert_eq!(headers["A"], "Bearer {U} u", "a value is not a template");
+    let bad = BTreeMap::from([("T".to_owned(), "\u{7f}".to_owned())]);
+    assert!(for_user(&http, &per_user, Path::new("/d"), &bad).is_err());
+    let stdio = Transport::Stdio {
+        command: "x".into(),
+        args: vec!["--dir={user_dir}".into()],
+        env: BTreeMap::from([("F".to_owned(), "{user_dir}/f".to_owned())]),
+    };
+    let Ok(Transport::Stdio { args, env, .. }) =
+        for_user(&stdio, &per_user, Path::new("/d"), &values)
+    else {
+        panic!()
+    };
+    assert_eq!(args, ["--dir=/d"]);
+    assert_eq!(
+        (env["F"].as_str(), env["T"].as_str(), env["U"].as_str()),
+        ("/d/f", "{U}", "u")
+    );
+}

@@ -239,3 +239,45 @@ async fn parlor_with_tools_confirming(
 ) -> (TestServer, tempfile::TempDir, tempfile::NamedTempFile) {
     super::chat::parlor_with_tools_as(confirm, timeout).await
 }
+
+#[tokio::test]
+async fn an_answer_reaching_another_process_on_one_redis_is_given_to_the_waiting_call() {
+    let redis = fake_llm::redis_server::RedisServer::start().unwrap();
+    let extra = format!(
+        "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\", key_prefix = \"ap:\" }}\n",
+        redis.url()
+    );
+    let (one, _a1, _c1) = super::chat::parlor_with(&extra, "always", 20, &[]).await;
+    let (two, _a2, _c2) = super::chat::parlor_with(&extra, "always", 20, &[]).await;
+    let (alice, bob) = (browser(&"a".repeat(32)), browser(&"b".repeat(32)));
+    let mut turn = Streaming::start(&one, json!({"message": ASK}), &alice).await;
+    let ChatEvent::Approval(asked) = turn.until("approval").await else {
+        unreachable!()
+    };
+    let session = turn.session_id();
+    let yes = json!({"approve": true});
+    // The other process applies the conversation's rule, then reaches the waiting call.
+    assert_eq!(
+        answer(&two, &session, &asked.id, yes.clone(), &bob).await.0,
+        404
+    );
+    let unknown = answer(
+        &two,
+        &session,
+        "call_000000000000000000000000",
+        yes.clone(),
+        &alice,
+    );
+    assert_eq!(unknown.await.0, 404, "no call waits under that id");
+    let (status, body) = answer(&two, &session, &asked.id, yes.clone(), &alice).await;
+    assert_eq!(status, 200, "{body}");
+    for server in [&two, &one] {
+        let again = answer(server, &session, &asked.id, yes.clone(), &alice).await;
+        assert_eq!(again.0, 404, "answered once: {}", again.1);
+    }
+    let events = turn.rest().await;
+    let ran = events
+        .iter()
+        .any(|e| matches!(e, ChatEvent::ToolResult(r) if r.ok));
+    assert!(ran, "{events:?}");
+}

@@ -85,12 +85,10 @@ pub async fn parlor_with(
     env.extend_from_slice(vars);
     let server = TestServer::start(&env).await;
     for _ in 0..600 {
-        let ready = server
-            .services
-            .tools
-            .statuses()
-            .iter()
-            .all(|(_, s)| matches!(s, parlor_server::tools::server::Status::Ready { .. }));
+        let ready = server.services.tools.statuses().iter().all(|(_, s)| {
+            use parlor_server::tools::server::Status;
+            matches!(s, Status::Ready { .. } | Status::PerUser { .. })
+        });
         if ready {
             return (server, agents, config);
         }

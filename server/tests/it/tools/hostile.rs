@@ -242,7 +242,7 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     });
     wait_for(&tools, "bad", "ready").await;
     let bad = agent(&["bad"]);
-    let offered = tools.offered(&bad);
+    let offered = tools.offered(&bad, None);
     assert_eq!(offered.len(), 128, "at most 128 tools");
     let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
     assert!(!names.contains(&"bad__no_items") && !names.contains(&"bad__not_object"));
@@ -261,11 +261,11 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     );
     assert!(all.contains("not_object: dropped"), "{all}");
     assert!(
-        // 8 tools, 2 refused, 200 more: 128 offered, 80 left out.
-        all.contains("80 more: dropped: a server may offer at most 128 tools"),
+        // 10 tools, 2 refused, 200 more: 128 offered, 82 left out.
+        all.contains("82 more: dropped: a server may offer at most 128 tools"),
         "{all}"
     );
-    let report = tools.reports(&bad);
+    let report = tools.reports(&bad, None);
     assert_eq!(report[0].warnings, warnings, "the debug panel shows them");
 
     let Status::Down { error, .. } = wait_for(&tools, "clash", "down").await else {
@@ -281,14 +281,14 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     wait_for(&tools, "grows", "ready").await;
     let grows = agent(&["grows"]);
     assert!(!tools
-        .offered(&grows)
+        .offered(&grows, None)
         .iter()
         .any(|t| t.name == "grows__extra"));
     let grown = run(&tools, &grows, &call("grows__grow", "{}")).await;
     assert!(grown.ok);
     eventually("the list was read again after list_changed", || {
         tools
-            .offered(&grows)
+            .offered(&grows, None)
             .iter()
             .any(|t| t.name == "grows__extra")
     })

@@ -11,6 +11,7 @@ mod processes;
 mod servers;
 mod stop;
 mod storage;
+mod users;
 mod whole;
 
 use parlor_domain::message::ToolCall;
@@ -41,6 +42,7 @@ fn spec(id: &str, transport: Transport) -> ServerSpec {
         confirm: parlor_domain::tool::Confirm::Never,
         allow: None,
         save: parlor_domain::context::Save::Always,
+        scope: parlor_server::tools::spec::Scope::Shared,
     }
 }
 
@@ -78,9 +80,9 @@ async fn wait_for(tools: &Tools, id: &str, wanted: &str) -> Status {
 }
 
 async fn run(tools: &Tools, agent: &parlor_domain::Agent, call: &ToolCall) -> Outcome {
-    let offered = tools.offered(agent);
+    let offered = tools.offered(agent, None);
     tools
-        .call(call, &offered, &CancellationToken::new(), &NoRecall)
+        .call(call, (&offered, None), &CancellationToken::new(), &NoRecall)
         .await
 }
 
@@ -97,7 +99,11 @@ async fn the_time_server_over_stdio_answers_and_every_fault_is_a_result() {
     });
     wait_for(&tools, "clock", "ready").await;
     let clock = agent(&["clock"]);
-    let names: Vec<String> = tools.offered(&clock).into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = tools
+        .offered(&clock, None)
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert!(
         names.contains(&"clock__get_current_time".to_owned()),
         "{names:?}"
@@ -133,7 +139,11 @@ async fn the_time_server_over_stdio_answers_and_every_fault_is_a_result() {
     assert!(!zone.ok, "{zone:?}");
     // One tool only, as the agent's list says.
     let one = agent(&["clock.convert_time"]);
-    let names: Vec<String> = tools.offered(&one).into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = tools
+        .offered(&one, None)
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert_eq!(names, ["clock__convert_time"]);
     // Stopping ends the process: none of ours is left.
     let pids = servers::children_running("--local-timezone Etc/UTC");
@@ -158,7 +168,7 @@ async fn a_server_that_cannot_start_is_reported_and_retried_without_stopping_any
     };
     assert!(error.contains("cannot start"), "{error}");
     assert!(retry_secs >= 1);
-    assert!(tools.offered(&agent(&["gone"])).is_empty());
+    assert!(tools.offered(&agent(&["gone"]), None).is_empty());
     tools.shutdown().await;
 }
 
@@ -202,12 +212,15 @@ async fn the_everything_server_over_http_images_timeouts_and_stop() {
     );
     // Stop cancels a running call at once.
     let stop = CancellationToken::new();
-    let offered = tools.offered(&all);
+    let offered = tools.offered(&all, None);
     let slow_call = call("everything__trigger-long-running-operation", long);
-    let (stopped, _) = tokio::join!(tools.call(&slow_call, &offered, &stop, &NoRecall), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.cancel();
-    });
+    let (stopped, _) = tokio::join!(
+        tools.call(&slow_call, (&offered, None), &stop, &NoRecall),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            stop.cancel();
+        }
+    );
     assert!(
         !stopped.ok && stopped.text().contains("cancelled"),
         "{}",
@@ -271,7 +284,7 @@ async fn a_server_answering_malformed_json_rpc_is_down_not_a_panic() {
         unreachable!()
     };
     assert!(!error.is_empty());
-    let offered = tools.offered(&agent(&["garbage"]));
+    let offered = tools.offered(&agent(&["garbage"]), None);
     assert!(offered.is_empty());
     tools.shutdown().await;
 }
@@ -284,18 +297,21 @@ async fn a_server_that_exits_mid_call_answers_an_error_and_is_started_again() {
     });
     wait_for(&tools, "everything", "ready").await;
     let all = agent(&["everything"]);
-    let offered = tools.offered(&all);
+    let offered = tools.offered(&all, None);
     let long = call(
         "everything__trigger-long-running-operation",
         r#"{"duration": 30, "steps": 3}"#,
     );
     let stop = CancellationToken::new();
-    let (outcome, _) = tokio::join!(tools.call(&long, &offered, &stop, &NoRecall), async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        for pid in servers::children_running("mcp-server-everything stdio") {
-            servers::kill(pid);
+    let (outcome, _) = tokio::join!(
+        tools.call(&long, (&offered, None), &stop, &NoRecall),
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for pid in servers::children_running("mcp-server-everything stdio") {
+                servers::kill(pid);
+            }
         }
-    });
+    );
     assert!(
         !outcome.ok && outcome.text().contains("failed"),
         "{}",
