@@ -65,6 +65,18 @@ impl Accounts {
         }))
     }
 
+    /// Counts `tokens` spent for `user` outside a turn (a summary, `!compact`) against
+    /// their quota, when they have one.
+    pub async fn count(&self, user: &User, tokens: u64) {
+        if self.config.tokens_per_day == 0 || user.admin {
+            return;
+        }
+        let day = rules::quota_day(crate::store::now_ms());
+        if let Err(e) = self.store.add_usage(&user.name, day, tokens as i64).await {
+            tracing::warn!("could not count {}'s use: {e}", user.name);
+        }
+    }
+
     /// `name`'s use of the daily quota today, when one is set (the chat page's meter).
     pub async fn daily_use(
         &self,

@@ -20,6 +20,12 @@ use parlor_domain::{Agent, ConversationId, Message};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// Where a summary's model tokens are counted (the daily quota of the account chatting).
+#[async_trait::async_trait]
+pub trait Payer: Send + Sync {
+    async fn pay(&self, tokens: u64);
+}
+
 /// What a run did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -67,12 +73,25 @@ pub async fn bring_up_to_date(
     services: &Services,
     history: &History,
     agent: &Agent,
-    id: &ConversationId,
-    chosen_model: Option<&str>,
+    (id, chosen_model): (&ConversationId, Option<&str>),
     first_sent: usize,
+    payer: Option<&dyn Payer>,
 ) -> Result<Outcome, SummarizeError> {
     let key = (history.id.clone(), id.clone());
-    let result = run(services, history, agent, id, chosen_model, first_sent).await;
+    let spent = std::sync::atomic::AtomicU64::new(0);
+    let result = run(
+        services,
+        history,
+        agent,
+        (id, chosen_model),
+        first_sent,
+        &spent,
+    )
+    .await;
+    let spent = spent.into_inner();
+    if let (Some(payer), true) = (payer, spent > 0) {
+        payer.pay(spent).await;
+    }
     match &result {
         Err(SummarizeError::Busy) => {}
         Err(e) => {
@@ -93,9 +112,9 @@ async fn run(
     services: &Services,
     history: &History,
     agent: &Agent,
-    id: &ConversationId,
-    chosen_model: Option<&str>,
+    (id, chosen_model): (&ConversationId, Option<&str>),
     first_sent: usize,
+    spent: &std::sync::atomic::AtomicU64,
 ) -> Result<Outcome, SummarizeError> {
     let key = (history.id.clone(), id.clone());
     let summarizers = &services.summarizers;
@@ -118,7 +137,8 @@ async fn run(
         id,
         first_sent,
         |prev, pending| async move {
-            summarize(services, agent, chosen_model, prev.as_ref(), &pending).await
+            let asked = (chosen_model, prev.as_ref(), pending.as_slice());
+            summarize(services, agent, asked, spent).await
         },
     )
     .await;
@@ -167,13 +187,14 @@ where
     }
 }
 
-/// Asks the summarizing model what `pending` adds to the summary.
+/// Asks the summarizing model what `pending` adds to the summary (`prev`); adds the tokens
+/// it used to `spent` (the provider's count, else Parlor's of the request and the answer),
+/// also when its answer is not a summary: the model was paid for.
 async fn summarize(
     services: &Services,
     agent: &Agent,
-    chosen_model: Option<&str>,
-    prev: Option<&Value>,
-    pending: &[Message],
+    (chosen_model, prev, pending): (Option<&str>, Option<&Value>, &[Message]),
+    spent: &std::sync::atomic::AtomicU64,
 ) -> Result<Value, SummarizeError> {
     let models = &services.models;
     let model = match &services.summary_model {
@@ -205,28 +226,39 @@ async fn summarize(
         tools: Vec::new(),
         tool_choice: None,
     };
+    let counter = crate::llm::models::token_counter(&model.upstream);
+    let asked: u64 = request.messages.iter().map(|m| counter.count(m)).sum();
     let mut stream = client
         .stream(request)
         .await
         .map_err(|e| SummarizeError::Model(e.to_string()))?;
     let mut text = String::new();
+    let mut usage = None;
     while let Some(event) = stream.next().await {
         match event.map_err(|e| SummarizeError::Model(e.to_string()))? {
             LlmEvent::Delta(piece) => text.push_str(&piece),
-            LlmEvent::Finished { .. } => break,
+            LlmEvent::Finished { usage: u, .. } => {
+                usage = u;
+                break;
+            }
         }
     }
+    let tokens = match usage {
+        Some(u) => u.prompt_tokens + u.completion_tokens,
+        None => asked + counter.count(&Message::assistant(text.as_str(), 0)),
+    };
+    spent.fetch_add(tokens, std::sync::atomic::Ordering::Relaxed);
     parse_model_summary(&text).ok_or(SummarizeError::NotJson)
 }
 
 /// Starts a background run after a reply (never delaying it); shutdown waits for it.
 pub fn spawn_after_reply(
     services: &Arc<Services>,
-    history: &Arc<History>,
-    agent: &Arc<Agent>,
+    (history, agent): (&Arc<History>, &Arc<Agent>),
     id: ConversationId,
     chosen_model: Option<String>,
     first_sent: usize,
+    payer: Option<Arc<dyn Payer>>,
 ) {
     let (services, history, agent) = (services.clone(), history.clone(), agent.clone());
     let tracker = services.replies.clone();
@@ -235,9 +267,9 @@ pub fn spawn_after_reply(
             &services,
             &history,
             &agent,
-            &id,
-            chosen_model.as_deref(),
+            (&id, chosen_model.as_deref()),
             first_sent,
+            payer.as_deref(),
         )
         .await;
     });

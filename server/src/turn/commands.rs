@@ -160,13 +160,17 @@ async fn compact(turn: &TurnContext<'_>, info: &ConversationInfo) -> Result<Stri
         .last_turn
         .as_ref()
         .map_or(0, |t| t.history.first_sent_index);
+    if let Some(refused) = quota_used_up(turn).await {
+        return Ok(refused);
+    }
+    let payer = turn.payer();
     let outcome = bring_up_to_date(
         turn.services,
         turn.history,
         turn.agent,
-        &info.session_id,
-        info.model.as_deref(),
+        (&info.session_id, info.model.as_deref()),
         first_sent,
+        payer.as_deref(),
     )
     .await;
     Ok(match outcome {
@@ -178,6 +182,19 @@ async fn compact(turn: &TurnContext<'_>, info: &ConversationInfo) -> Result<Stri
             .to_owned(),
         Err(SummarizeError::Store(e)) => return Err(e.into()),
         Err(e) => format!("The summary was not updated: {e}. The old one is kept."),
+    })
+}
+
+/// Why `!compact` may not call the model for the account chatting (its daily quota is used
+/// up), if it may not.
+async fn quota_used_up(turn: &TurnContext<'_>) -> Option<String> {
+    let (accounts, user) = (turn.services.accounts.as_ref()?, turn.user.as_ref()?);
+    let quota = accounts.quota(user, crate::store::now_ms()).await.ok()?;
+    (!quota.allows_a_turn()).then(|| {
+        format!(
+            "The summary was not updated: today's quota of {} tokens is used up.",
+            quota.per_day
+        )
     })
 }
 

@@ -99,6 +99,8 @@ pub(crate) struct TurnContext<'a> {
     /// The tokens reserved against the daily quota of the account chatting; the reply
     /// settles them.
     pub reserved: std::sync::Mutex<Option<crate::accounts::quota::Reserved>>,
+    /// The account chatting (its quota counts the summaries the turn leads to).
+    pub user: Option<crate::accounts::User>,
 }
 
 /// Runs a turn. The conversation is the body's `session_id`, else the cookie's (when it is
@@ -122,6 +124,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         history: &history,
         agent: &input.agent,
         reserved: std::sync::Mutex::new(reserved),
+        user: input.user.clone(),
         settings: services.history_settings(
             &input.agent,
             input.url_policy.as_deref(),
@@ -134,8 +137,7 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         Some(command) => {
             if is_new {
                 // The owner is durable before anything of the conversation is stored or
-                // acknowledged: a crash can never leave a browser's conversation without
-                // its owner.
+                // acknowledged: a crash never leaves a conversation without its owner.
                 history.store.put_info(&info).await?;
             }
             return Box::pin(commands::answer(&turn, command, info, busy)).await;

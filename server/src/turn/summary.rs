@@ -2,9 +2,11 @@
 //! summarizer run after the reply.
 
 use super::{TurnContext, TurnError};
+use crate::conversation::summarizer::Payer;
 use crate::store::ConversationInfo;
 use parlor_domain::turn::call::StoredSummary;
 use parlor_domain::{ConversationId, Message};
+use std::sync::Arc;
 
 impl TurnContext<'_> {
     /// The rolling summary, when the agent's chain has the `summary` processor and the
@@ -57,10 +59,37 @@ impl TurnContext<'_> {
             self.agent.clone(),
         );
         let (id, model) = (info.session_id.clone(), info.model.clone());
+        let payer = self.payer();
         Some(Box::new(move || {
             crate::conversation::summarizer::spawn_after_reply(
-                &services, &history, &agent, id, model, first_sent,
+                &services,
+                (&history, &agent),
+                id,
+                model,
+                first_sent,
+                payer,
             )
         }))
+    }
+
+    /// Where the summaries this turn leads to are counted: the daily quota of the account
+    /// chatting, when it has one.
+    pub(super) fn payer(&self) -> Option<Arc<dyn Payer>> {
+        let accounts = self.services.accounts.clone()?;
+        let user = self.user.clone()?;
+        Some(Arc::new(QuotaPayer { accounts, user }))
+    }
+}
+
+/// Counts a summary's model tokens against an account's daily quota.
+struct QuotaPayer {
+    accounts: Arc<crate::accounts::Accounts>,
+    user: crate::accounts::User,
+}
+
+#[async_trait::async_trait]
+impl Payer for QuotaPayer {
+    async fn pay(&self, tokens: u64) {
+        self.accounts.count(&self.user, tokens).await;
     }
 }

@@ -273,8 +273,8 @@ async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time(
     };
 
     let (first, second) = tokio::join!(
-        bring_up_to_date(&a.services, history_a, &agent, &id, None, 2),
-        bring_up_to_date(&b.services, history_b, &agent, &id, None, 2),
+        bring_up_to_date(&a.services, history_a, &agent, (&id, None), 2, None),
+        bring_up_to_date(&b.services, history_b, &agent, (&id, None), 2, None),
     );
     let busy = [&first, &second]
         .iter()
@@ -295,7 +295,72 @@ async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time(
         first
     };
     assert!(matches!(ran, Err(SummarizeError::NotJson)), "{ran:?}");
-    let again = bring_up_to_date(&b.services, history_b, &agent, &id, None, 2).await;
+    let again = bring_up_to_date(&b.services, history_b, &agent, (&id, None), 2, None).await;
     assert!(matches!(again, Err(SummarizeError::NotJson)), "{again:?}");
     assert_eq!(summarizing(), 2);
+}
+
+#[tokio::test]
+async fn summaries_count_against_the_daily_quota() {
+    let fake = fake_llm::FakeLlm::start().await.unwrap();
+    let (base, config) = (fake.base_url(), config_file(CHAIN));
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_AUTH", "local"),
+        ("PARLOR_CONFIG", &path),
+        ("OPENAI_BASE_URL", &base),
+        ("PARLOR_TOKENS_PER_DAY", "1000000"),
+    ])
+    .await;
+    crate::accounts::add_users(&server).await;
+    let bob = crate::accounts::cookie_of(&server, "bob").await;
+    let headers = [("cookie", bob.as_str())];
+    let mut session = serde_json::Value::Null;
+    let mut turns = 0;
+    for text in ["Alpha.", "Beta.", "Gamma."] {
+        let body = json!({"message": text, "session_id": session});
+        let reply = server
+            .chat_request("concise", "", body, None, &headers)
+            .await;
+        let usage = reply.done().and_then(|d| d.usage.clone()).expect("usage");
+        turns += usage.prompt_tokens + usage.completion_tokens;
+        session = json!(reply.session_id());
+    }
+    let summarizing = || {
+        fake.requests()
+            .iter()
+            .filter(|r| {
+                r["messages"][1]["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("Current summary:"))
+            })
+            .count()
+    };
+    let used = || async {
+        let (_, me) = crate::accounts::get(
+            &server,
+            "/api/account",
+            &crate::accounts::Auth::Cookie(&bob),
+        )
+        .await;
+        serde_json::from_str::<Value>(&me).unwrap()["used_today"]
+            .as_u64()
+            .unwrap()
+    };
+    // The background summarizer asked the model: its tokens are counted too (the fake's
+    // answer is no summary, so the run failed; the model was paid for all the same).
+    let mut counted = 0;
+    for _ in 0..200 {
+        counted = used().await;
+        if summarizing() > 0 && counted > turns {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        summarizing() > 0 && counted > turns,
+        "turns {turns}, counted {counted}"
+    );
+    // `!compact` runs the same summarizer with the same count (and is refused once the
+    // quota is used up).
 }
