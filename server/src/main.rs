@@ -116,6 +116,8 @@ async fn run_accounts(command: Command) -> anyhow::Result<()> {
     if let Some(account) = removed {
         let owner = parlor_server::accounts::owner_key_of(&account);
         setup.tool_secrets.forget(&owner).await?;
+        let root = config.data_dir.join("tool-users");
+        parlor_server::tools::users::remove_folders(&root, &owner)?;
     }
     print!("{output}");
     Ok(())

@@ -81,15 +81,25 @@ impl TurnView {
     /// A tool server is not available to this user on this turn: said above the reply
     /// (not stored).
     pub(super) fn unavailable(self, event: UnavailableEvent) {
-        let mut text = format!(
+        let text = format!(
             "The tools of {} are not available to you: {}.",
             event.server, event.why
         );
-        if let Some(url) = event.settings_url {
-            text.push_str(&format!(" Your tool credentials: {url}"));
+        let mut html = format!("<p>{}</p>", crate::components::escape_html(&text));
+        // A link only to a page of this site (the server names it; never another site).
+        let own = |url: &str| url.starts_with('/') && !url.starts_with("//") && !url.contains('\\');
+        if let Some(url) = event.settings_url.filter(|u| own(u)) {
+            let url = crate::components::escape_html(&url);
+            html.push_str(&format!(
+                "<p><a href=\"{url}\">Set your tool credentials</a></p>"
+            ));
         }
         let notice = self.state.transcript.push(Role::Assistant, text);
         notice.notice.set(true);
+        notice
+            .rendered_len
+            .set(notice.text.with_untracked(String::len));
+        notice.html.set(html);
     }
 
     /// The reply continues after a round's calls: a new message, as stored.

@@ -43,6 +43,16 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(ApiError { error })).into_response()
 }
 
+/// The largest body either form of setting values takes (16 values of 4 KiB, and names).
+const MAX_BODY: usize = 96 * 1024;
+
+fn too_large() -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the body is larger than 96 KiB",
+    )
+}
+
 fn refused(e: SecretError) -> Response {
     match e {
         SecretError::Input(why) => error(StatusCode::BAD_REQUEST, why),
@@ -140,6 +150,7 @@ pub async fn get_secrets(State(app): State<AppState>, requester: Requester) -> R
         (status = 400, description = "Not a JSON object of strings or nulls, a name the server does not ask for, a bad value, or (accounts off) no browser session cookie", body = ApiError),
         (status = 401, description = "No login", body = ApiError),
         (status = 403, description = "From another site (its `Origin`)", body = ApiError),
+        (status = 413, description = "A body over 96 KiB", body = ApiError),
     )
 )]
 pub async fn put_secrets(
@@ -151,6 +162,9 @@ pub async fn put_secrets(
     let Some(user) = requester.owner() else {
         return no_user();
     };
+    if body.len() > MAX_BODY {
+        return too_large();
+    }
     let Ok(values) = serde_json::from_slice::<BTreeMap<String, Option<String>>>(&body) else {
         let why = "the body must be a JSON object of names to strings (or null to remove)";
         return error(StatusCode::BAD_REQUEST, why);
@@ -186,6 +200,9 @@ async fn post_page(State(app): State<AppState>, requester: Requester, body: Byte
     let Some(user) = requester.owner() else {
         return no_user();
     };
+    if body.len() > MAX_BODY {
+        return too_large();
+    }
     let fields: BTreeMap<String, String> =
         url::form_urlencoded::parse(&body).into_owned().collect();
     let field = |k: &str| fields.get(k).map(String::as_str).unwrap_or_default();

@@ -55,6 +55,9 @@ pub async fn connect(
     let (service, process) = match &spec.transport {
         Transport::Stdio { command, args, env } => {
             let (group, stdout, stdin) = Group::spawn(command, args, env)?;
+            if let Some(stderr) = group.stderr.lock().ok().and_then(|mut e| e.take()) {
+                tokio::spawn(log_stderr(spec.id.clone(), stderr));
+            }
             let reader = Lines::new(stdout, bounds, fault);
             // rmcp's own bound is left above Parlor's, which ends the connection instead of
             // dropping the line (a dropped line leaves its call waiting for its timeout).
@@ -138,6 +141,8 @@ pub async fn tools(server: &str, peer: &Peer<RoleClient>) -> Result<Checked, Str
 pub struct Group {
     child: tokio::process::Child,
     pgid: Option<i32>,
+    /// What the process writes on its standard error, until it is read (into Parlor's log).
+    stderr: std::sync::Mutex<Option<tokio::process::ChildStderr>>,
 }
 
 type Spawned = (
@@ -158,7 +163,7 @@ impl Group {
             .envs(env)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
         #[cfg(target_os = "linux")]
@@ -185,7 +190,16 @@ impl Group {
             return Err(format!("cannot start {command:?}: no pipes"));
         };
         let pgid = child.id().map(|id| id as i32);
-        Ok((Group { child, pgid }, stdout, stdin))
+        let stderr = std::sync::Mutex::new(child.stderr.take());
+        Ok((
+            Group {
+                child,
+                pgid,
+                stderr,
+            },
+            stdout,
+            stdin,
+        ))
     }
 
     fn signal(&self, signal: libc::c_int) {
@@ -232,5 +246,53 @@ impl Drop for Group {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+/// The longest line of a server's standard error that is logged (the rest is cut).
+const STDERR_LINE: usize = 2000;
+/// Lines of a server's standard error logged a second at most (the rest are counted).
+const STDERR_PER_SECOND: u32 = 20;
+
+/// Logs what server `id` writes on its standard error, line by line, as its own (never
+/// mixed into Parlor's own lines), each cut to [`STDERR_LINE`] bytes and at most
+/// [`STDERR_PER_SECOND`] a second: a server cannot flood Parlor's log or forge its lines.
+async fn log_stderr(id: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncReadExt;
+    let mut stderr = stderr;
+    let mut buffer = vec![0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let (mut second, mut logged, mut dropped) = (std::time::Instant::now(), 0u32, 0u64);
+    let mut emit = |line: &[u8]| {
+        if second.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::warn!(server = %id, "tool server wrote {dropped} more line(s) on stderr (not logged)");
+            }
+            (second, logged, dropped) = (std::time::Instant::now(), 0, 0);
+        }
+        if logged >= STDERR_PER_SECOND {
+            dropped += 1;
+            return;
+        }
+        logged += 1;
+        let text = String::from_utf8_lossy(&line[..line.len().min(STDERR_LINE)]);
+        let text: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        tracing::info!(target: "tool_server", server = %id, "stderr: {text}");
+    };
+    while let Ok(n @ 1..) = stderr.read(&mut buffer).await {
+        for &byte in &buffer[..n] {
+            if byte == b'\n' {
+                emit(&line);
+                line.clear();
+            } else if line.len() <= STDERR_LINE {
+                line.push(byte);
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&line);
     }
 }

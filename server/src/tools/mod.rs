@@ -41,11 +41,9 @@ pub trait UserValues: Send + Sync {
     ) -> Result<std::collections::BTreeMap<String, String>, String>;
 }
 
-/// What a turn needs of its user's own servers: a hold on each that runs, and why each
-/// other one is unavailable to this user (server id, why).
+/// Why each of a turn's per-user servers is unavailable to its user (server id, why).
 #[derive(Default)]
 pub struct Prepared {
-    pub leases: Vec<users::Lease>,
     pub unavailable: Vec<(String, String)>,
 }
 
@@ -233,7 +231,7 @@ impl Tools {
                 Some(user) => self.open(spec, per_user, user, secrets).await,
             };
             match opened {
-                Ok(lease) => prepared.leases.push(lease),
+                Ok(()) => {}
                 Err(why) => prepared.unavailable.push((spec.id.clone(), why)),
             }
         }
@@ -246,7 +244,7 @@ impl Tools {
         per_user: &spec::PerUser,
         user: &str,
         secrets: &dyn UserValues,
-    ) -> Result<users::Lease, String> {
+    ) -> Result<(), String> {
         let values = match per_user.secrets.is_empty() {
             true => Default::default(),
             false => secrets.values(user, &spec.id).await?,
@@ -408,6 +406,8 @@ impl Tools {
                 _ = stop.cancelled() => stopped(&call.name),
             };
         }
+        // A per-user server is held while the call runs (not ended to make room).
+        let _held = user.and_then(|user| self.users.lease(&tool.server, user));
         // Errors too: a server's error text is cut like its results.
         let outcome = remote(&server, &call.name, &tool.tool, arguments, stop).await;
         outcome.bounded(spec.max_result_bytes)

@@ -1,10 +1,12 @@
 //! Per-user servers (`scope = "per_user"`): one process or HTTP session per user, started on
 //! the user's first turn that uses it, ended after `idle_minutes` without one, or to make
-//! room when `max_users` are served (the least recently used idle one), or when the
-//! user's secrets change (the next turn starts it with the new ones).
+//! room when `max_users` are served (the least recently used one not in a call: a turn
+//! holds a server only while one of its calls runs, so turns that wait, for an approval or
+//! a slow model, hold no slot), or when the user's secrets change (the next turn starts it
+//! with the new ones).
 
 use super::server::ToolServer;
-use super::spec::{for_user, PerUser, ServerSpec, USER_DIR};
+use super::spec::{for_user, PerUser, ServerSpec};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +28,7 @@ struct Instance {
     /// What it was started with (the user's values and folder), hashed.
     fingerprint: [u8; 32],
     used: Arc<Mutex<Instant>>,
-    /// Turns using it now: it is not ended as idle meanwhile.
+    /// Calls running on it now: it is not ended meanwhile.
     leases: Arc<AtomicUsize>,
 }
 
@@ -46,8 +48,8 @@ impl Instance {
     }
 }
 
-/// A turn's hold on a user's server: while held, it is not ended as idle; dropping it
-/// counts as a use.
+/// A call's hold on a user's server: while held, it is not ended (idle or to make room);
+/// dropping it counts as a use.
 pub struct Lease {
     used: Arc<Mutex<Instant>>,
     leases: Arc<AtomicUsize>,
@@ -85,13 +87,35 @@ fn fingerprint(values: &BTreeMap<String, String>, dir: &std::path::Path) -> [u8;
     hash.finalize().into()
 }
 
-fn uses_user_dir(spec: &ServerSpec) -> bool {
-    match &spec.transport {
-        super::spec::Transport::Stdio { args, env, .. } => {
-            env.values().chain(args).any(|v| v.contains(USER_DIR))
+/// Whether a user's process of `spec` has a folder (a stdio server's: its `HOME`, and
+/// [`super::spec::USER_DIR`]).
+fn has_user_dir(spec: &ServerSpec) -> bool {
+    matches!(spec.transport, super::spec::Transport::Stdio { .. })
+}
+
+/// The name of `user`'s folders: the first 32 of the 64 hex digits of a user key (a
+/// store's owner key); none for anything else.
+fn folder_name(user: &str) -> Option<&str> {
+    let hex = user.len() == 64 && user.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| &user[..32])
+}
+
+/// Removes `user`'s folders of every per-user server under `root` (an account removed).
+pub fn remove_folders(root: &std::path::Path, user: &str) -> std::io::Result<()> {
+    let Some(name) = folder_name(user) else {
+        return Ok(());
+    };
+    let servers = match std::fs::read_dir(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        other => other?,
+    };
+    for server in servers {
+        match std::fs::remove_dir_all(server?.path().join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
         }
-        _ => false,
     }
+    Ok(())
 }
 
 impl Users {
@@ -117,9 +141,16 @@ impl Users {
             .unwrap_or(0)
     }
 
-    /// `user`'s own server of `spec`, started with `values` when it does not run (or runs
-    /// with other values); a lease on it for the turn. Refused (why) when the server serves
-    /// as many users as it may, all of them busy.
+    /// User `user`'s server `id` for a call, held until the lease is dropped.
+    pub fn lease(&self, id: &str, user: &str) -> Option<Lease> {
+        let running = self.running.lock().ok()?;
+        let instance = running.get(&(id.to_owned(), user.to_owned()))?;
+        Some(Lease::new(instance))
+    }
+
+    /// Starts `user`'s own server of `spec` with `values` when it does not run (or runs
+    /// with other values), and counts this as a use. Refused (why) when the server serves
+    /// as many users as it may, all of them in a call.
     pub fn open(
         &self,
         spec: &ServerSpec,
@@ -127,14 +158,17 @@ impl Users {
         user: &str,
         values: &BTreeMap<String, String>,
         stop: &CancellationToken,
-    ) -> Result<Lease, String> {
+    ) -> Result<(), String> {
         let dir = self.dir(spec, user)?;
         let fingerprint = fingerprint(values, &dir);
         let key = (spec.id.clone(), user.to_owned());
         let mut running = self.running.lock().map_err(|_| "a lock was poisoned")?;
         if let Some(instance) = running.get(&key) {
             if instance.fingerprint == fingerprint {
-                return Ok(Lease::new(instance));
+                if let Ok(mut used) = instance.used.lock() {
+                    *used = Instant::now();
+                }
+                return Ok(());
             }
             // The user's values changed: the next process gets the new ones.
             running.remove(&key).and_then(Instance::end);
@@ -170,29 +204,22 @@ impl Users {
             used: Arc::new(Mutex::new(Instant::now())),
             leases: Arc::default(),
         };
-        let lease = Lease::new(&instance);
         running.insert(key, instance);
-        Ok(lease)
+        Ok(())
     }
 
-    /// The user's own folder for `spec` (made, only the owner may enter it), when its
-    /// command uses one.
+    /// The user's own folder for `spec` (made, only the owner may enter it), when it has
+    /// one.
     fn dir(&self, spec: &ServerSpec, user: &str) -> Result<PathBuf, String> {
-        if !uses_user_dir(spec) {
+        if !has_user_dir(spec) {
             return Ok(PathBuf::new());
         }
         let Some(root) = &self.root else {
             return Err("Parlor has no data folder for users' files".into());
         };
-        // A user key is 64 hex digits (a store's owner key); the first 32 name the folder.
-        let name: String = user
-            .chars()
-            .filter(char::is_ascii_hexdigit)
-            .take(32)
-            .collect();
-        if name.len() != 32 {
+        let Some(name) = folder_name(user) else {
             return Err("this conversation's user cannot have a folder".into());
-        }
+        };
         let dir = root.join(&spec.id).join(name);
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
@@ -255,5 +282,30 @@ impl Users {
             .drain()
             .filter_map(|(_, instance)| instance.end())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_removed_users_folders_go_and_nobody_elses() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        for server in ["memory", "files"] {
+            for user in [&a, &b] {
+                let dir = root.path().join(server).join(&user[..32]);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("memory.jsonl"), "x").unwrap();
+            }
+        }
+        super::remove_folders(root.path(), &a).unwrap();
+        for server in ["memory", "files"] {
+            assert!(!root.path().join(server).join(&a[..32]).exists());
+            assert!(root.path().join(server).join(&b[..32]).exists());
+        }
+        // Not a user key: nothing is touched (no path is made of it).
+        super::remove_folders(root.path(), "../..").unwrap();
+        super::remove_folders(&root.path().join("none"), &b).unwrap();
+        assert!(root.path().join("memory").join(&b[..32]).exists());
     }
 }

@@ -38,8 +38,6 @@ pub(crate) struct ToolRun {
     pub budget: Budget,
     /// The conversation's owner: the user its per-user servers serve.
     pub user: Option<String>,
-    /// The turn's hold on the user's own servers (they are not ended as idle meanwhile).
-    pub leases: Arc<Vec<crate::tools::users::Lease>>,
     pub secrets: Arc<crate::store::secrets::Secrets>,
     /// The history's Redis, when it is on one: approvals reach calls waiting on any process.
     pub redis: Option<crate::store::SharedRedis>,
@@ -156,7 +154,6 @@ impl ToolRun {
             approved: Arc::new(Mutex::new(info.approved_tools.clone())),
             budget,
             user: info.owner.clone(),
-            leases: Arc::default(),
             secrets: services.tool_secrets.clone(),
             redis: turn.history.redis.clone(),
         })
@@ -176,7 +173,6 @@ impl ToolRun {
             .tools
             .prepare(&self.agent, user, self.secrets.as_ref())
             .await;
-        self.leases = Arc::new(prepared.leases);
         for (server, why) in prepared.unavailable {
             tracing::info!("tool server {server:?} is not available to this user: {why}");
             let settings_url = why

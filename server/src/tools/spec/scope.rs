@@ -34,9 +34,26 @@ pub struct PerUser {
     pub headers: BTreeMap<String, String>,
 }
 
+/// Variables that make a program load or run other code: a user's value must never be one
+/// (these, and any name starting with one of [`CODE_LOADING_PREFIXES`]).
+const CODE_LOADING: [&str; 6] = [
+    "ENV",
+    "BASH_ENV",
+    "SHELLOPTS",
+    "PS4",
+    "GCONV_PATH",
+    "JAVA_TOOL_OPTIONS",
+];
+const CODE_LOADING_PREFIXES: [&str; 8] = [
+    "LD_", "DYLD_", "NODE_", "NPM_", "PYTHON", "PERL", "RUBY", "GIT_",
+];
+
 /// Whether `name` may name a secret: an environment variable's name, `[A-Z_][A-Z0-9_]*`,
-/// 1 to 64 characters.
+/// 1 to 64 characters, none that makes a program load other code.
 fn is_secret_name(name: &str) -> bool {
+    if CODE_LOADING.contains(&name) || CODE_LOADING_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return false;
+    }
     let mut bytes = name.bytes();
     (1..=64).contains(&name.len())
         && bytes
@@ -105,8 +122,10 @@ fn secrets(entry: &McpServerEntry, transport: &Transport) -> Result<Vec<String>,
     }
     for (i, name) in names.iter().enumerate() {
         if !is_secret_name(name) {
-            let rule =
-                format!("{name:?} must be 1 to 64 of A-Z, 0-9 and _, not starting with a digit");
+            let rule = format!(
+                "{name:?} must be 1 to 64 of A-Z, 0-9 and _, not starting with a digit, and \
+                 not a variable that makes programs load code (LD_*, NODE_*, PYTHON*, …)"
+            );
             return Err(("user_secrets", rule));
         }
         if names[..i].contains(name) {
@@ -184,7 +203,7 @@ fn fill(template: &str, values: &BTreeMap<String, String>) -> String {
 }
 
 /// The transport of `user`'s own process or session: the user's secrets in its
-/// environment or headers, and [`USER_DIR`] replaced by `dir`. A header the values make
+/// environment or headers, [`USER_DIR`] replaced by `dir`, and `dir` as its `HOME`. A header the values make
 /// invalid is refused (the user is told to set it again).
 pub fn for_user(
     transport: &Transport,
@@ -204,6 +223,8 @@ pub fn for_user(
                     env.insert(name.clone(), value.clone());
                 }
             }
+            // What a server keeps in its home is the user's too.
+            env.insert("HOME".into(), dir.to_string());
             Ok(Transport::Stdio {
                 command: command.clone(),
                 args: args.iter().map(|a| a.replace(USER_DIR, &dir)).collect(),

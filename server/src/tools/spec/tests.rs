@@ -187,7 +187,6 @@ fn per_user_refusals() -> Vec<(String, &'static str)> {
     vec![
         (server("command = \"x\"\nscope = \"team\""), "scope: must be"),
         (server("command = \"x\"\nuser_secrets = [\"T\"]"), "user_secrets: applies to scope = \"per_user\""),
-        (server("command = \"x\"\nidle_minutes = 3"), "idle_minutes: applies to"),
         (
             server("command = \"x\"\nenv = { F = \"{user_dir}/f\" }"),
             "env: applies to scope = \"per_user\"",
@@ -208,6 +207,10 @@ fn per_user_refusals() -> Vec<(String, &'static str)> {
         (
             server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"A\", \"A\"]"),
             "named twice",
+        ),
+        (
+            server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"LD_PRELOAD\"]"),
+            "makes programs load code",
         ),
         (
             server("command = \"x\"\nscope = \"per_user\"\nuser_secrets = [\"T\"]\nenv = { T = \"1\" }"),
@@ -273,7 +276,10 @@ fn a_users_transport_gets_their_values_and_folder_and_nothing_is_read_twice() {
     else {
         panic!()
     };
-    assert_eq!(args, ["--dir=/d"]);
+    assert_eq!(
+        (args.as_slice(), env["HOME"].as_str()),
+        (["--dir=/d".to_owned()].as_slice(), "/d")
+    );
     assert_eq!(
         (env["F"].as_str(), env["T"].as_str(), env["U"].as_str()),
         ("/d/f", "{U}", "u")

@@ -16,6 +16,28 @@ pub(super) async fn load(server: &TestServer, session: &str) -> Vec<Message> {
         .unwrap()
 }
 
+/// Exports `session` (as `cookie`), imports the export, and checks the copy is what was
+/// stored: any conversation Parlor keeps imports again.
+pub(super) async fn reimports(server: &TestServer, cookie: &str, session: &str) {
+    let stored = load(server, session).await;
+    let path = format!("/api/chat/timekeeper/sessions/{session}/export");
+    let (status, export) = server.get(&path, Some(cookie)).await;
+    assert_eq!(status, 200, "{export}");
+    let imported = server
+        .http
+        .post(server.url("/api/chat/timekeeper/sessions/import"))
+        .header("cookie", cookie)
+        .header("content-type", "application/json")
+        .body(export)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 201, "{}", imported.text().await.unwrap());
+    let imported: serde_json::Value = imported.json().await.unwrap();
+    let copy = load(server, imported["session_id"].as_str().unwrap()).await;
+    assert_eq!(copy, stored, "imported as it was stored");
+}
+
 async fn round_trip(server: &TestServer) {
     let alice = browser(&"a".repeat(32));
     let reply = server

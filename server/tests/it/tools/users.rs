@@ -14,6 +14,7 @@ use parlor_server::tools::Tools;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 fn memory_bin() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -168,6 +169,12 @@ async fn a_users_secret_reaches_only_their_process_and_is_never_shown_again() {
     );
     let (ok, text) = result_of(&turn(alice.clone()).await);
     assert!(ok && text.starts_with("alice-1 pid="), "{text}");
+    // Its home is Alice's own folder.
+    let home = r#"/tool vault__env {"name": "HOME"}"#;
+    let body = json!({ "message": home, "new_conversation": true });
+    let (_, home) = result_of(&server.chat_with("timekeeper", "", body, Some(&alice)).await);
+    let folder = server.data.path().join("tool-users/vault");
+    assert!(home.starts_with(&*folder.to_string_lossy()), "{home}");
     // A new value: the next turn's process has it (the old one was ended).
     assert_eq!(
         put(Some(alice.clone()), json!({"VAULT_TOKEN": "alice-2"}))
@@ -248,6 +255,8 @@ async fn a_users_secret_reaches_only_their_process_and_is_never_shown_again() {
         let (status, body) = put(Some(alice.clone()), bad.clone()).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
+    let huge = json!({ "VAULT_TOKEN": "x".repeat(200_000) });
+    assert_eq!(put(Some(alice.clone()), huge).await.0, 413);
     // Removed: unavailable again.
     assert_eq!(
         put(Some(alice.clone()), json!({"VAULT_TOKEN": null}))
@@ -272,7 +281,7 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
-fn per_user(log: &std::path::Path, max_users: usize) -> ToolSpecs {
+fn per_user(log: &std::path::Path, max_users: usize, root: &std::path::Path) -> ToolSpecs {
     let mut spec = super::spec("echo", hostile::stdio(log, ""));
     spec.scope = Scope::PerUser(PerUser {
         idle: Duration::from_secs(900),
@@ -282,6 +291,7 @@ fn per_user(log: &std::path::Path, max_users: usize) -> ToolSpecs {
     });
     ToolSpecs {
         servers: vec![spec],
+        user_root: Some(root.to_owned()),
         ..Default::default()
     }
 }
@@ -289,34 +299,50 @@ fn per_user(log: &std::path::Path, max_users: usize) -> ToolSpecs {
 #[tokio::test]
 async fn idle_processes_end_and_max_users_is_kept() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let tools = Tools::start(per_user(log.path(), 1));
+    let root = tempfile::tempdir().unwrap();
+    let tools = Tools::start(per_user(log.path(), 1, root.path()));
     let secrets = parlor_server::store::secrets::Secrets::in_memory(&[9; 32]);
     let agent = super::agent(&["echo"]);
     let (a, b) = ("a".repeat(64), "b".repeat(64));
-    let held = tools.prepare(&agent, Some(&a), &secrets).await;
-    assert!(held.unavailable.is_empty(), "{:?}", held.unavailable);
+    let started = tools.prepare(&agent, Some(&a), &secrets).await;
+    assert!(started.unavailable.is_empty(), "{:?}", started.unavailable);
     assert!(tools.started_for(&agent, Some(&a)).await.is_empty());
-    assert_eq!(tools.offered(&agent, Some(&a)).len(), 10);
+    let offered_a = tools.offered(&agent, Some(&a));
+    assert_eq!(offered_a.len(), 10);
     assert!(
         tools.offered(&agent, Some(&b)).is_empty(),
         "b has none running"
     );
-    // While a's turn holds it, it is neither idle nor given to b.
-    tools.end_idle(Duration::ZERO);
-    let refused = tools.prepare(&agent, Some(&b), &secrets).await;
-    assert!(
-        refused.unavailable[0].1.contains("serves 1 users at once"),
-        "{:?}",
-        refused.unavailable
+    // While a call of a's runs, a's process is neither ended as idle nor given to b.
+    let stop = CancellationToken::new();
+    let hang = super::call("echo__hang", "{}");
+    let running = tools.call(
+        &hang,
+        (&offered_a, Some(a.as_str())),
+        &stop,
+        &super::NoRecall,
     );
-    assert_eq!(tools.offered(&agent, Some(&a)).len(), 10, "a's still runs");
-    // Released: b's first turn ends a's process to make room.
-    drop(held);
-    let b_holds = tools.prepare(&agent, Some(&b), &secrets).await;
-    assert!(b_holds.unavailable.is_empty(), "{:?}", b_holds.unavailable);
+    let meanwhile = async {
+        tokio::task::yield_now().await;
+        let refused = tools.prepare(&agent, Some(&b), &secrets).await;
+        let why = &refused.unavailable[0].1;
+        assert!(why.contains("serves 1 users at once"), "{why}");
+        tools.end_idle(Duration::ZERO);
+        assert_eq!(
+            tools.offered(&agent, Some(&a)).len(),
+            10,
+            "not ended mid-call"
+        );
+        stop.cancel();
+    };
+    let (outcome, ()) = tokio::join!(running, meanwhile);
+    assert!(!outcome.ok);
+    // Between calls (a turn waiting for an approval or a model holds nothing), b's first
+    // turn ends a's process to make room.
+    let room = tools.prepare(&agent, Some(&b), &secrets).await;
+    assert!(room.unavailable.is_empty(), "{:?}", room.unavailable);
     assert!(tools.offered(&agent, Some(&a)).is_empty());
     assert!(tools.started_for(&agent, Some(&b)).await.is_empty());
-    drop(b_holds);
     tools.end_idle(Duration::ZERO);
     assert!(
         tools.offered(&agent, Some(&b)).is_empty(),
@@ -367,8 +393,8 @@ async fn an_http_server_gets_each_users_value_as_a_header() {
         .await
         .unwrap();
     for (user, key) in [(&a, "Bearer key-of-a"), (&b, "Bearer key-of-b")] {
-        let held = tools.prepare(&agent, Some(user), &secrets).await;
-        assert!(held.unavailable.is_empty(), "{:?}", held.unavailable);
+        let started = tools.prepare(&agent, Some(user), &secrets).await;
+        assert!(started.unavailable.is_empty(), "{:?}", started.unavailable);
         assert!(tools.started_for(&agent, Some(user)).await.is_empty());
         let offered = tools.offered(&agent, Some(user));
         let call = super::call("api__header", r#"{"name": "authorization"}"#);

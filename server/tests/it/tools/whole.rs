@@ -4,7 +4,7 @@
 //! the user marked "Don't send" nor the conversation it is called from.
 
 use super::chat::parlor_with;
-use super::storage::{load, ASK};
+use super::storage::{load, reimports, ASK};
 use crate::support::{browser, TestServer};
 use parlor_domain::exchange::paired;
 use parlor_domain::{Message, Role};
@@ -75,7 +75,9 @@ async fn a_fork_at_a_call_or_before_its_result_takes_the_exchange_whole() {
             .unwrap();
         assert_eq!(forked.status(), 201, "{at}");
         let body: serde_json::Value = forked.json().await.unwrap();
-        let copy = load(&server, body["session_id"].as_str().unwrap()).await;
+        let copy_id = body["session_id"].as_str().unwrap();
+        let copy = load(&server, copy_id).await;
+        reimports(&server, &alice, copy_id).await;
         assert_eq!(
             roles(&copy),
             [Role::User, Role::Assistant, Role::Tool],
@@ -126,6 +128,7 @@ async fn capped(history: &str) {
         "eight messages capped to six would start with a result: it goes with its call"
     );
     assert!(paired(&stored));
+    reimports(&server, &alice, &session).await;
 }
 
 #[tokio::test]
