@@ -78,8 +78,8 @@ impl TurnView {
         self.results_seen.set_value(true);
     }
 
-    /// A tool server is not available to this user on this turn: said above the reply
-    /// (not stored).
+    /// A tool server is not available to this user on this turn: said above the reply, with
+    /// a link to where the user sets what it needs (not stored).
     pub(super) fn unavailable(self, event: UnavailableEvent) {
         let text = format!(
             "The tools of {} are not available to you: {}.",
@@ -94,7 +94,11 @@ impl TurnView {
                 "<p><a href=\"{url}\">Set your tool credentials</a></p>"
             ));
         }
-        let notice = self.state.transcript.push(Role::Assistant, text);
+        let reply = self.reply().key;
+        let notice = self
+            .state
+            .transcript
+            .insert_before(reply, Role::Assistant, text);
         notice.notice.set(true);
         notice
             .rendered_len

@@ -188,6 +188,16 @@ impl Transcript {
         message
     }
 
+    /// A message shown just before the one with `key` (at the end when it is gone).
+    pub(super) fn insert_before(&self, key: u64, role: Role, text: String) -> UiMessage {
+        let message = self.make(role, text, None);
+        self.messages.update(|list| {
+            let at = list.iter().position(|m| m.key == key).unwrap_or(list.len());
+            list.insert(at, message);
+        });
+        message
+    }
+
     pub(super) fn push(&self, role: Role, text: String) -> UiMessage {
         let message = self.make(role, text, None);
         self.messages.update(|list| list.push(message));
