@@ -13,7 +13,10 @@
 //! - `round_own`: Parlor's own time in the round, measured inside the process by the turn
 //!   itself (from the model's asking to the next call's request, less the wait for the
 //!   server's answer; reported per round in the turn's debug report, `own_us`): a figure a
-//!   difference of medians of noisy loopback calls cannot resolve.
+//!   difference of medians of noisy loopback calls cannot resolve;
+//! - `round_own_first`: the same for the very first round of a fresh Parlor (new services,
+//!   a tool server just started, nothing of the round's code run before in this process
+//!   for the first transport): the cold case, one figure per run.
 
 use parlor_domain::message::ToolCall;
 use parlor_domain::ChatEvent;
@@ -239,7 +242,7 @@ async fn turns(
     base: &str,
     data: &Path,
     message: &str,
-) -> ((f64, f64), Option<(f64, f64)>) {
+) -> ((f64, f64), Option<(f64, f64)>, Option<f64>) {
     let dir = tempfile::tempdir_in(data).expect("dir");
     let config = dir.path().join("parlor.toml");
     let declared = match &transport {
@@ -288,8 +291,9 @@ async fn turns(
     wait_ready(&services.tools).await;
     let agent = services.agents.get("bench").expect("agent");
     let own = std::sync::Mutex::new(Vec::new());
+    let first = std::sync::Mutex::new(None);
     let result = timed(|i| {
-        let (services, agent, own) = (&services, &agent, &own);
+        let (services, agent, own, first) = (&services, &agent, &own, &first);
         async move {
             let input = TurnInput {
                 agent: agent.clone(),
@@ -317,7 +321,7 @@ async fn turns(
                 }
             }
             assert!(done);
-            if i < WARM_UP {
+            if (1..WARM_UP).contains(&i) {
                 return;
             }
             let history = services.histories.get("default").expect("history");
@@ -329,6 +333,11 @@ async fn turns(
                 .expect("info")
                 .expect("stored");
             let rounds = info.last_turn.and_then(|t| t.tools).map(|t| t.own_us);
+            if i == 0 {
+                let cold = rounds.as_ref().and_then(|r| r.first());
+                *first.lock().expect("first") = cold.map(|&us| us as f64 / 1000.0);
+                return;
+            }
             own.lock().expect("own").extend(
                 rounds
                     .unwrap_or_default()
@@ -342,7 +351,7 @@ async fn turns(
     let mut own = own.into_inner().expect("own");
     own.sort_by(f64::total_cmp);
     let own = (!own.is_empty()).then(|| (percentile(&own, 0.5), percentile(&own, 0.99)));
-    (result, own)
+    (result, own, first.into_inner().expect("first"))
 }
 
 fn main() {
@@ -369,12 +378,14 @@ fn main() {
         let up = upstream(&base).await;
         for (name, transport) in transports {
             let (direct, direct_p99, parlor, parlor_p99) = calls(name, transport.clone()).await;
-            let (plain, _) = turns(transport.clone(), &base, data.path(), "hello").await;
             let ask = r#"[call:echo__echo {"message":"hello"}]"#;
-            let (round, own) = turns(transport, &base, data.path(), ask).await;
+            // The rounds first: the first one is the cold case.
+            let (round, own, cold) = turns(transport.clone(), &base, data.path(), ask).await;
+            let (plain, _, _) = turns(transport, &base, data.path(), "hello").await;
             let (own, own_p99) = own.expect("the turns made a round");
+            let cold = cold.expect("the first turn made a round");
             println!(
-                "{{\"transport\": \"{name}\", \"direct_ms_p50\": {direct:.3}, \"direct_ms_p99\": {direct_p99:.3}, \"parlor_call_ms_p50\": {parlor:.3}, \"parlor_call_ms_p99\": {parlor_p99:.3}, \"upstream_ms_p50\": {:.3}, \"turn_plain_ms_p50\": {:.3}, \"turn_round_ms_p50\": {:.3}, \"turn_round_ms_p99\": {:.3}, \"round_own_ms_p50\": {own:.3}, \"round_own_ms_p99\": {own_p99:.3}}}",
+                "{{\"transport\": \"{name}\", \"direct_ms_p50\": {direct:.3}, \"direct_ms_p99\": {direct_p99:.3}, \"parlor_call_ms_p50\": {parlor:.3}, \"parlor_call_ms_p99\": {parlor_p99:.3}, \"upstream_ms_p50\": {:.3}, \"turn_plain_ms_p50\": {:.3}, \"turn_round_ms_p50\": {:.3}, \"turn_round_ms_p99\": {:.3}, \"round_own_ms_p50\": {own:.3}, \"round_own_ms_p99\": {own_p99:.3}, \"round_own_first_ms\": {cold:.3}}}",
                 up.0, plain.0, round.0, round.1
             );
         }
