@@ -267,6 +267,14 @@ pub struct Covers {
     pub messages: usize,
     pub until_ts: i64,
     pub updated_ms: i64,
+    /// What keeping the summary has cost so far, in nano-USD (priced models only): the
+    /// conversation's cost meter adds it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spent_nano_usd: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Covers {
@@ -341,8 +349,14 @@ pub fn for_model(summary: &Value) -> String {
 }
 
 /// Merges what a summarizer produced for `covered` (newly summarized messages) into the
-/// current summary and records the new coverage.
-pub fn fold(prev: Option<Value>, produced: Value, covered: &[Message], now_ms: i64) -> Value {
+/// current summary and records the new coverage, and what producing it cost (`cost`, in
+/// nano-USD, added to what the summary cost before).
+pub fn fold(
+    prev: Option<Value>,
+    produced: Value,
+    covered: &[Message],
+    (now_ms, cost): (i64, u64),
+) -> Value {
     let before = prev.as_ref().map(Covers::of).unwrap_or_default();
     let mut merged = merge_summary(prev, produced);
     let covers = Covers {
@@ -354,6 +368,7 @@ pub fn fold(prev: Option<Value>, produced: Value, covered: &[Message], now_ms: i
             .unwrap_or(before.until_ts)
             .max(before.until_ts),
         updated_ms: now_ms,
+        spent_nano_usd: before.spent_nano_usd + cost,
     };
     if let Value::Object(map) = &mut merged {
         map.insert(
@@ -524,24 +539,31 @@ mod tests {
             produced,
             json!({"version": 1, "facts": ["I use Rust.", "Deploy on Fridays?"]})
         );
-        let first = fold(None, produced, &messages[..2], 100);
+        let first = fold(None, produced, &messages[..2], (100, 0));
         assert_eq!(
             Covers::of(&first),
             Covers {
                 messages: 2,
                 until_ts: 11,
-                updated_ms: 100
+                updated_ms: 100,
+                spent_nano_usd: 0,
             }
         );
         assert!(Covers::of(&first).includes(&messages[1]));
         assert!(!Covers::of(&first).includes(&messages[2]));
-        let second = fold(Some(first), json!({"facts": ["x"]}), &messages[2..], 200);
+        let second = fold(
+            Some(first),
+            json!({"facts": ["x"]}),
+            &messages[2..],
+            (200, 5),
+        );
         assert_eq!(
             Covers::of(&second),
             Covers {
                 messages: 3,
                 until_ts: 12,
-                updated_ms: 200
+                updated_ms: 200,
+                spent_nano_usd: 5,
             }
         );
         assert_eq!(
@@ -602,6 +624,7 @@ mod tests {
                     100 + covered as i64 - 1
                 },
                 updated_ms: 1,
+                ..Covers::default()
             };
             for first_sent in [0, 1, covered, covered + 1, 35, 40] {
                 let from = read_from(&covers, first_sent);
@@ -632,6 +655,7 @@ mod tests {
             messages: 10,
             until_ts: 109,
             updated_ms: 1,
+            ..Covers::default()
         };
         let trimmed = &stored[5..];
         let from = read_from(&covers, 12);

@@ -73,7 +73,7 @@ async fn fill(history: &History, agent: &str, id: &ConversationId, size: usize) 
     let covered = &messages[..size.saturating_sub(WINDOW)];
     if !covered.is_empty() {
         let produced = serde_json::json!({"facts": ["the conversation so far"]});
-        let summary = fold(None, produced, covered, 0);
+        let summary = fold(None, produced, covered, (0, 0));
         history
             .store
             .put_summary(id, &summary)

@@ -126,9 +126,12 @@ pub fn meta(info: &mut ConversationInfo, plan: &Plan, input: &CallInput<'_>) -> 
     meter.add_tool_definitions(input.tool_tokens);
     if model.is_some_and(|m| m.priced) {
         // Priced: the conversation's cost so far shows before this call's is known.
+        // The summary's own cost (its model calls) is the conversation's too.
+        let summary = input.summary.and_then(|s| s.summary.as_ref());
+        let kept = summary.map_or(0, |s| crate::summary::Covers::of(s).spent_nano_usd);
         meter.cost = Some(Cost {
             turn_nano_usd: None,
-            conversation_nano_usd: info.spent_nano_usd,
+            conversation_nano_usd: info.spent_nano_usd + kept,
         });
     }
     info.last_turn = Some(Box::new(TurnReport {

@@ -78,17 +78,10 @@ pub async fn bring_up_to_date(
     payer: Option<&dyn Payer>,
 ) -> Result<Outcome, SummarizeError> {
     let key = (history.id.clone(), id.clone());
-    let spent = std::sync::atomic::AtomicU64::new(0);
-    let result = run(
-        services,
-        history,
-        agent,
-        (id, chosen_model),
-        first_sent,
-        &spent,
-    )
-    .await;
-    let spent = spent.into_inner();
+    let spent = Spent::default();
+    let called = (id, chosen_model);
+    let result = run(services, history, agent, called, first_sent, &spent).await;
+    let spent = spent.tokens.into_inner();
     if let (Some(payer), true) = (payer, spent > 0) {
         payer.pay(spent).await;
     }
@@ -114,7 +107,7 @@ async fn run(
     agent: &Agent,
     (id, chosen_model): (&ConversationId, Option<&str>),
     first_sent: usize,
-    spent: &std::sync::atomic::AtomicU64,
+    spent: &Spent,
 ) -> Result<Outcome, SummarizeError> {
     let key = (history.id.clone(), id.clone());
     let summarizers = &services.summarizers;
@@ -140,6 +133,7 @@ async fn run(
             let asked = (chosen_model, prev.as_ref(), pending.as_slice());
             summarize(services, agent, asked, spent).await
         },
+        &spent.nano_usd,
     )
     .await;
     lock.release().await;
@@ -156,6 +150,7 @@ pub(crate) async fn update<F, Fut>(
     id: &ConversationId,
     first_sent: usize,
     ask: F,
+    cost: &std::sync::atomic::AtomicU64,
 ) -> Result<Outcome, SummarizeError>
 where
     F: FnOnce(Option<Value>, Vec<Message>) -> Fut,
@@ -175,7 +170,8 @@ where
         return Ok(Outcome::UpToDate);
     }
     let produced = ask(prev.clone(), pending.clone()).await?;
-    let next = fold(prev, produced, &pending, now_ms());
+    let cost = cost.load(std::sync::atomic::Ordering::Relaxed);
+    let next = fold(prev, produced, &pending, (now_ms(), cost));
     if store.put_summary_if(id, version, &next).await? {
         Ok(Outcome::Updated(pending.len()))
     } else {
@@ -187,14 +183,32 @@ where
     }
 }
 
-/// Asks the summarizing model what `pending` adds to the summary (`prev`); adds the tokens
-/// it used to `spent` (the provider's count, else Parlor's of the request and the answer),
+/// What a run's model calls used: tokens (for the daily quota) and their price (for the
+/// conversation's cost, kept with the summary).
+#[derive(Default)]
+struct Spent {
+    tokens: std::sync::atomic::AtomicU64,
+    nano_usd: std::sync::atomic::AtomicU64,
+}
+
+impl Spent {
+    /// Adds a call's prompt and completion tokens, priced at `prices` when known.
+    fn add(&self, (prompt, completion): (u64, u64), prices: Option<parlor_domain::meter::Prices>) {
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        self.tokens.fetch_add(prompt + completion, relaxed);
+        let nano_usd = prices.map_or(0, |p| p.nano_usd(prompt, completion));
+        self.nano_usd.fetch_add(nano_usd, relaxed);
+    }
+}
+
+/// Asks the summarizing model what `pending` adds to the summary (`prev`); adds what it
+/// used to `spent` (the provider's count, else Parlor's of the request and the answer),
 /// also when its answer is not a summary: the model was paid for.
 async fn summarize(
     services: &Services,
     agent: &Agent,
     (chosen_model, prev, pending): (Option<&str>, Option<&Value>, &[Message]),
-    spent: &std::sync::atomic::AtomicU64,
+    spent: &Spent,
 ) -> Result<Value, SummarizeError> {
     let models = &services.models;
     let model = match &services.summary_model {
@@ -243,11 +257,11 @@ async fn summarize(
             }
         }
     }
-    let tokens = match usage {
-        Some(u) => u.prompt_tokens + u.completion_tokens,
-        None => asked + counter.count(&Message::assistant(text.as_str(), 0)),
-    };
-    spent.fetch_add(tokens, std::sync::atomic::Ordering::Relaxed);
+    let reply = counter.count(&Message::assistant(text.as_str(), 0));
+    spent.add(
+        usage.map_or((asked, reply), |u| (u.prompt_tokens, u.completion_tokens)),
+        model.prices,
+    );
     parse_model_summary(&text).ok_or(SummarizeError::NotJson)
 }
 

@@ -848,11 +848,18 @@ pub(crate) mod contract {
                 .unwrap();
             let (asked, mut asked_rx) = tokio::sync::mpsc::channel(1);
             let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
-            let run = update(store, &s, 2, |_prev, pending| async move {
-                asked.send(pending.len()).await.unwrap();
-                go_rx.await.unwrap();
-                Ok(json!({"facts": ["what the model said"]}))
-            });
+            let cost = std::sync::atomic::AtomicU64::new(0);
+            let run = update(
+                store,
+                &s,
+                2,
+                |_prev, pending| async move {
+                    asked.send(pending.len()).await.unwrap();
+                    go_rx.await.unwrap();
+                    Ok(json!({"facts": ["what the model said"]}))
+                },
+                &cost,
+            );
             let other = async {
                 assert_eq!(asked_rx.recv().await, Some(2), "the model was asked");
                 match case {

@@ -402,6 +402,7 @@ impl TurnContext<'_> {
             durable: durable_rx,
             tools,
             quota: self.quota_use(),
+            summary_nano_usd: summary::cost(summary.as_ref()),
             stop: Some(
                 self.services
                     .stoppable(&self.history.id, &details.session_id),

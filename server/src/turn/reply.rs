@@ -86,6 +86,8 @@ pub(super) struct Reply {
     pub tools: Option<ToolRun>,
     /// The account whose daily quota the reply's tokens count against.
     pub quota: Option<QuotaUse>,
+    /// What keeping the conversation's summary has cost (its meter shows it with the rest).
+    pub summary_nano_usd: u64,
     /// Where `POST …/stop` finds this reply (removed when it ends).
     pub stop: Option<crate::state::StopGuard>,
 }
@@ -524,6 +526,7 @@ mod tests {
             durable,
             tools: None,
             quota: None,
+            summary_nano_usd: 0,
             stop: None,
         };
         let request = ModelRequest {

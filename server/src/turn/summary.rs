@@ -81,6 +81,12 @@ impl TurnContext<'_> {
     }
 }
 
+/// What keeping the stored summary has cost, in nano-USD (priced models only).
+pub(super) fn cost(summary: Option<&StoredSummary>) -> u64 {
+    let summary = summary.and_then(|s| s.summary.as_ref());
+    summary.map_or(0, |s| parlor_domain::summary::Covers::of(s).spent_nano_usd)
+}
+
 /// Counts a summary's model tokens against an account's daily quota.
 struct QuotaPayer {
     accounts: Arc<crate::accounts::Accounts>,

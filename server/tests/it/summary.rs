@@ -364,3 +364,64 @@ async fn summaries_count_against_the_daily_quota() {
     // `!compact` runs the same summarizer with the same count (and is refused once the
     // quota is used up).
 }
+
+#[tokio::test]
+async fn a_summarys_cost_is_the_conversations_too() {
+    let fake = fake_llm::FakeLlm::start().await.unwrap();
+    let base = fake.base_url();
+    let config = config_file(&format!(
+        "{CHAIN}[[models]]\nname = \"quick\"\nmodel = \"gpt-4o-mini\"\nprice_in = 0.15\nprice_out = 0.60\n"
+    ));
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &path),
+        ("OPENAI_BASE_URL", &base),
+        ("PARLOR_MODEL", "quick"),
+    ])
+    .await;
+    let first = server.chat("concise", json!({"message": "Alpha."})).await;
+    let session = first.session_id();
+    say(&server, &session, "Beta.").await;
+    say(&server, &session, "Gamma.").await;
+    // The background summarizer's calls are priced and kept with the summary.
+    let spent = || async {
+        summary_of(&server, &session)
+            .await
+            .map_or(0, |s| Covers::of(&s).spent_nano_usd)
+    };
+    let mut before = 0;
+    for _ in 0..200 {
+        before = spent().await;
+        if before > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(before > 0, "{:?}", summary_of(&server, &session).await);
+    let history = server.services.histories.get("default").unwrap();
+    let id = ConversationId::parse(&session).unwrap();
+    let stored_cost = || async {
+        let info = history.store.info(&id).await.unwrap();
+        info.unwrap().spent_nano_usd
+    };
+    let turns = stored_cost().await;
+    // The next call's meter shows the conversation's cost with the summary's.
+    let next = say(&server, &session, "Delta.").await;
+    let shown = next
+        .meta()
+        .meter
+        .clone()
+        .unwrap()
+        .cost
+        .unwrap()
+        .conversation_nano_usd;
+    let after = spent().await;
+    assert!(
+        (turns + before..=turns + after).contains(&shown),
+        "turns {turns}, summary {before}..{after}, shown {shown}"
+    );
+    // What is stored with the conversation stays the turns' own (the summary keeps its own).
+    let stored = stored_cost().await;
+    let done = next.done().unwrap().meter.clone().unwrap().cost.unwrap();
+    assert_eq!(stored, turns + done.turn_nano_usd.unwrap());
+}

@@ -78,12 +78,14 @@ impl Reply {
             let before = self
                 .prices
                 .map_or(0, |p| p.nano_usd(earlier.prompt, earlier.completion));
-            turn.meter = turn
-                .meter
-                .map(|m| m.with_usage(usage, self.prices, info.spent_nano_usd + before));
+            // The summary's cost is shown with the conversation's, and kept with the summary.
+            let shown = info.spent_nano_usd + before + self.summary_nano_usd;
+            turn.meter = turn.meter.map(|m| m.with_usage(usage, self.prices, shown));
             if let Some(cost) = turn.meter.as_mut().and_then(|m| m.cost.as_mut()) {
                 cost.turn_nano_usd = cost.turn_nano_usd.map(|t| t + before);
-                info.spent_nano_usd = cost.conversation_nano_usd;
+                info.spent_nano_usd = cost
+                    .conversation_nano_usd
+                    .saturating_sub(self.summary_nano_usd);
             }
             done.meter.clone_from(&turn.meter);
             info.last_turn = Some(turn);
