@@ -102,6 +102,10 @@ impl FileStore {
     ) -> Result<FileStore, StoreError> {
         let root = base.join(".chat-history");
         std::fs::create_dir_all(&root)?;
+        // Conversations (and the tool results in them) are for Parlor's OS user only,
+        // whatever the files' own modes (the umask's).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
         let root_sync = Arc::new(GroupSync::new(root.clone()));
         let shapes = Arc::<shape::Shapes>::default();
         let journal = journal::Journal::new(&root);

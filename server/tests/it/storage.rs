@@ -150,6 +150,13 @@ async fn dialog_names_can_never_leave_the_store_folder() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(made, [".chat-history"], "nothing written beside the store");
+    use std::os::unix::fs::PermissionsExt;
+    let store = std::fs::metadata(server.data.path().join(".chat-history")).unwrap();
+    assert_eq!(
+        store.permissions().mode() & 0o777,
+        0o700,
+        "for Parlor's OS user only"
+    );
     for entry in std::fs::read_dir(server.data.path().join(".chat-history")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         if name == ".locks" || name == ".journal" {
