@@ -278,9 +278,9 @@ async fn log_stderr(id: String, stderr: tokio::process::ChildStderr) {
         let text = String::from_utf8_lossy(&line[..line.len().min(STDERR_LINE)]);
         let text: String = text
             .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
+            .map(|c| if shown(c) { c } else { ' ' })
             .collect();
-        tracing::info!(target: "tool_server", server = %id, "stderr: {text}");
+        tracing::info!(target: "tool_server", server = %id, "stderr of {id}: {text}");
     };
     while let Ok(n @ 1..) = stderr.read(&mut buffer).await {
         for &byte in &buffer[..n] {
@@ -294,5 +294,33 @@ async fn log_stderr(id: String, stderr: tokio::process::ChildStderr) {
     }
     if !line.is_empty() {
         emit(&line);
+    }
+    if dropped > 0 {
+        tracing::warn!(server = %id, "tool server wrote {dropped} more line(s) on stderr (not logged)");
+    }
+}
+
+/// Whether a character of a server's line is logged as it is: not a control character, a
+/// line or paragraph separator, or a bidirectional mark or override (which would make a
+/// line read differently in a log viewer).
+fn shown(c: char) -> bool {
+    let hidden = matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c);
+    !c.is_control() && !hidden
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_servers_line_cannot_hide_or_reorder_text_in_the_log() {
+        for hidden in [
+            '\u{1b}', '\r', '\0', '\u{85}', '\u{2028}', '\u{202e}', '\u{2066}', '\u{200f}',
+        ] {
+            assert!(!super::shown(hidden), "{hidden:?}");
+        }
+        for kept in ['a', 'é', '→', '中', ' '] {
+            assert!(super::shown(kept), "{kept:?}");
+        }
     }
 }

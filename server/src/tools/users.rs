@@ -222,11 +222,14 @@ impl Users {
         };
         let dir = root.join(&spec.id).join(name);
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("the user's folder could not be made ({e})"))?;
+        let (files, home) = super::spec::user_folders(&dir);
+        for folder in [&files, &home] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(folder)
+                .map_err(|e| format!("the user's folder could not be made ({e})"))?;
+        }
         Ok(dir)
     }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod scope;
-pub use scope::{for_user, PerUser, Scope, USER_DIR};
+pub use scope::{for_user, user_folders, PerUser, Scope, USER_DIR};
 
 /// The id of Parlor's own tool server kind (`builtin = "parlor"`).
 pub const BUILTIN_PARLOR: &str = "parlor";

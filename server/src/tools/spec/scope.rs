@@ -34,18 +34,56 @@ pub struct PerUser {
     pub headers: BTreeMap<String, String>,
 }
 
-/// Variables that make a program load or run other code: a user's value must never be one
-/// (these, and any name starting with one of [`CODE_LOADING_PREFIXES`]).
-const CODE_LOADING: [&str; 6] = [
+/// Variables that make a program load or run other code, or send its traffic elsewhere
+/// (with the operator's credentials in it): a user's value must never be one. These, and
+/// any name starting with one of [`CODE_LOADING_PREFIXES`]. Only the operator chooses the
+/// names; this refuses the well-known ones.
+const CODE_LOADING: [&str; 26] = [
     "ENV",
     "BASH_ENV",
+    "BASHOPTS",
     "SHELLOPTS",
     "PS4",
+    "PROMPT_COMMAND",
     "GCONV_PATH",
+    "GLIBC_TUNABLES",
+    "LOCPATH",
+    "HOSTALIASES",
     "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "LESSOPEN",
+    "PAGER",
+    "EDITOR",
+    "VISUAL",
+    "SSH_ASKPASS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "TMPDIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
 ];
-const CODE_LOADING_PREFIXES: [&str; 8] = [
-    "LD_", "DYLD_", "NODE_", "NPM_", "PYTHON", "PERL", "RUBY", "GIT_",
+const CODE_LOADING_PREFIXES: [&str; 17] = [
+    "LD_",
+    "DYLD_",
+    "NODE_",
+    "NPM_",
+    "YARN_",
+    "COREPACK_",
+    "BUN_",
+    "DENO_",
+    "PYTHON",
+    "PIP_",
+    "UV_",
+    "PERL",
+    "RUBY",
+    "GEM_",
+    "GIT_",
+    "OPENSSL_",
+    "SSL_",
 ];
 
 /// Whether `name` may name a secret: an environment variable's name, `[A-Z_][A-Z0-9_]*`,
@@ -183,6 +221,12 @@ fn placeholders(template: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// A user's folders of a server (`dir`): what the server keeps for them (`{user_dir}`),
+/// and the process's home.
+pub fn user_folders(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    (dir.join("files"), dir.join("home"))
+}
+
 /// Fills `template`'s `{NAME}`s with `values`, in one pass (a value is never read as a
 /// template).
 fn fill(template: &str, values: &BTreeMap<String, String>) -> String {
@@ -202,8 +246,12 @@ fn fill(template: &str, values: &BTreeMap<String, String>) -> String {
     out
 }
 
-/// The transport of `user`'s own process or session: the user's secrets in its
-/// environment or headers, [`USER_DIR`] replaced by `dir`, and `dir` as its `HOME`. A header the values make
+/// The transport of `user`'s own process or session (`dir`: the user's folder of this
+/// server): the user's secrets in its environment or headers, [`USER_DIR`] replaced by
+/// `dir/files` (what the server keeps for the user, which its tools may write), and
+/// `dir/home` as its `HOME`: apart, so that what a user has a server write can never be a
+/// file programs load from their home (Python's user site, `.npmrc`), and Python's user
+/// site off all the same. A header the values make
 /// invalid is refused (the user is told to set it again).
 pub fn for_user(
     transport: &Transport,
@@ -211,7 +259,8 @@ pub fn for_user(
     dir: &Path,
     values: &BTreeMap<String, String>,
 ) -> Result<Transport, String> {
-    let dir = dir.to_string_lossy();
+    let (files, home) = user_folders(dir);
+    let (dir, home) = (files.to_string_lossy(), home.to_string_lossy());
     match transport {
         Transport::Stdio { command, args, env } => {
             let mut env: BTreeMap<String, String> = env
@@ -224,7 +273,8 @@ pub fn for_user(
                 }
             }
             // What a server keeps in its home is the user's too.
-            env.insert("HOME".into(), dir.to_string());
+            env.insert("HOME".into(), home.to_string());
+            env.insert("PYTHONNOUSERSITE".into(), "1".into());
             Ok(Transport::Stdio {
                 command: command.clone(),
                 args: args.iter().map(|a| a.replace(USER_DIR, &dir)).collect(),

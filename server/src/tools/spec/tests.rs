@@ -278,10 +278,12 @@ fn a_users_transport_gets_their_values_and_folder_and_nothing_is_read_twice() {
     };
     assert_eq!(
         (args.as_slice(), env["HOME"].as_str()),
-        (["--dir=/d".to_owned()].as_slice(), "/d")
+        (["--dir=/d/files".to_owned()].as_slice(), "/d/home"),
+        "what tools write is never the home programs load from"
     );
+    assert_eq!(env["PYTHONNOUSERSITE"], "1");
     assert_eq!(
         (env["F"].as_str(), env["T"].as_str(), env["U"].as_str()),
-        ("/d/f", "{U}", "u")
+        ("/d/files/f", "{U}", "u")
     );
 }

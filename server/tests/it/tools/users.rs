@@ -94,7 +94,7 @@ async fn two_accounts_never_see_each_others_memory() {
     }
     let files: Vec<String> = folders
         .iter()
-        .filter_map(|f| std::fs::read_to_string(f.join("memory.jsonl")).ok())
+        .filter_map(|f| std::fs::read_to_string(f.join("files/memory.jsonl")).ok())
         .collect();
     assert_eq!(files.len(), 1, "only ada wrote: {files:?}");
     assert!(files[0].contains("Ada's cat"));
