@@ -57,6 +57,22 @@ pub fn llm_client(config: &Config) -> LlmClient {
     }
 }
 
+/// A client for each `[[providers]]` entry, by id.
+fn provider_clients(
+    config: &Config,
+    providers: &[llm::providers::ProviderSpec],
+) -> std::collections::HashMap<String, LlmClient> {
+    providers
+        .iter()
+        .map(|p| {
+            let timeout = p.timeout.unwrap_or(config.llm_timeout);
+            let client = OpenAiClient::new(p.base_url.clone(), p.api_key.clone(), timeout)
+                .with_headers(&p.headers);
+            (p.id.clone(), LlmClient::OpenAi(client))
+        })
+        .collect()
+}
+
 /// What the configuration file sets up: the histories and the server-wide settings.
 pub struct Setup {
     pub histories: Histories,
@@ -161,7 +177,10 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
     settings.tools.user_root = Some(config.data_dir.join("tool-users"));
     let models = models::Models::new(
         settings.models,
-        llm_client(&config),
+        (
+            llm_client(&config),
+            provider_clients(&config, &settings.llm_providers),
+        ),
         config.model_override.clone(),
         config.mirror_delay,
     );

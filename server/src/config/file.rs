@@ -28,6 +28,28 @@ pub struct ConfigFile {
     /// `[[mcp_servers]]`: the tool servers agents may call.
     #[serde(default)]
     pub mcp_servers: Vec<McpServerEntry>,
+    /// `[[providers]]`: LLM endpoints besides the environment's (`OPENAI_BASE_URL`).
+    #[serde(default)]
+    pub providers: Vec<ProviderEntry>,
+}
+
+/// `[[providers]]`: an LLM endpoint that `[[models]]` entries name.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderEntry {
+    /// `[a-z0-9_-]{1,32}`, unique; not `openai` or `mirror` (Parlor's own).
+    pub id: String,
+    /// `openai` (Chat Completions, the default).
+    pub kind: Option<String>,
+    /// The API's base URL, as for `OPENAI_BASE_URL` (`https://api.openai.com/v1`).
+    pub base_url: String,
+    /// The name of the environment variable that holds the key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Headers sent with every request.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Seconds a model call may take (default `PARLOR_LLM_TIMEOUT_SECS`).
+    pub timeout_secs: Option<i64>,
 }
 
 /// `[tools]`: how far one turn's tool loop may go.
@@ -132,7 +154,8 @@ pub struct HistorySection {
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     pub name: String,
-    /// `openai` (the OpenAI-compatible upstream) or `mirror` (the built-in offline model).
+    /// `openai` (the environment's OpenAI-compatible upstream), `mirror` (the built-in
+    /// offline model) or the id of a `[[providers]]` entry.
     pub provider: Option<String>,
     /// The model id sent upstream (default: `name`).
     pub model: Option<String>,

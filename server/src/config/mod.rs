@@ -23,6 +23,11 @@ use vars::*;
 pub struct ApiKey(String);
 
 impl ApiKey {
+    /// A key read from the environment (a provider's `api_key_env`).
+    pub(crate) fn new(value: String) -> ApiKey {
+        ApiKey(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

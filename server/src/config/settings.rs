@@ -18,6 +18,8 @@ pub struct ServerSettings {
     pub max_users: usize,
     pub idle_timeout_minutes: u64,
     pub models: Vec<crate::llm::models::ModelSpec>,
+    /// `[[providers]]`: the LLM endpoints models may name.
+    pub llm_providers: Vec<crate::llm::providers::ProviderSpec>,
     pub providers: Vec<crate::turn::providers::Provider>,
     /// The model that keeps conversation summaries (`None`: each conversation's own).
     pub summary_model: Option<String>,
@@ -55,13 +57,17 @@ impl ServerSettings {
         let agent_max_ctx = limit(history.and_then(|h| h.agent_max_ctx), AGENT_MAX_CTX)?;
         let max_users = limit(file.max_users, MAX_USERS)?;
         let idle_timeout_minutes = limit(file.session_idle_timeout_minutes, IDLE_TIMEOUT)?;
+        let var = |name: &str| std::env::var(name).ok();
+        let llm_providers = crate::llm::providers::specs(&file.providers, path, &var)?;
+        let provider_ids: Vec<&str> = llm_providers.iter().map(|p| p.id.as_str()).collect();
         Ok(ServerSettings {
             chain,
             agent_max_ctx: agent_max_ctx
                 .map_or(parlor_domain::chain::DEFAULT_MAX_CTX, |n| n as usize),
             max_users: max_users.map_or(DEFAULT_MAX_USERS, |n| n as usize),
             idle_timeout_minutes: idle_timeout_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT_MINUTES),
-            models: crate::llm::models::specs(&file.models, path)?,
+            models: crate::llm::models::specs(&file.models, path, &provider_ids)?,
+            llm_providers,
             providers: crate::turn::providers::specs(&file.context, path)?,
             tools: crate::tools::spec::specs(file, path, &|name| std::env::var(name).ok())?,
             summary_model,
@@ -196,7 +202,8 @@ mod tests {
         let file = validate(&text, &path, Path::new("data")).unwrap();
         let settings = ServerSettings::from_file(Some((&path, &file))).unwrap();
         assert_eq!(settings.chain, ["sliding_window", "token_budget"]);
-        assert_eq!(settings.models.len(), 3);
+        assert_eq!(settings.models.len(), 4);
+        assert_eq!(settings.llm_providers[0].id, "local");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use futures::StreamExt;
 use parlor_domain::mirror::{describe_request, tool_request, words};
 use std::time::Duration;
 
+#[derive(Clone)]
 pub struct MirrorModel {
     /// The pause before each word, so the reply visibly streams.
     pub delay: Duration,

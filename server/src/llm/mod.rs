@@ -1,6 +1,7 @@
 //! Models Parlor can talk to, behind one streaming interface.
 
 pub mod models;
+pub mod providers;
 
 mod mirror;
 mod openai;
@@ -90,6 +91,7 @@ impl LlmError {
 }
 
 /// The model behind a Parlor deployment.
+#[derive(Clone)]
 pub enum LlmClient {
     Mirror(MirrorModel),
     OpenAi(OpenAiClient),

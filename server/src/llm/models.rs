@@ -15,19 +15,22 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Provider {
     /// The OpenAI-compatible upstream (`OPENAI_BASE_URL`).
     OpenAi,
     /// The built-in offline model.
     Mirror,
+    /// A `[[providers]]` entry, by id.
+    Named(String),
 }
 
 impl Provider {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Provider::OpenAi => "openai",
             Provider::Mirror => "mirror",
+            Provider::Named(id) => id,
         }
     }
 }
@@ -72,16 +75,21 @@ impl ModelSpec {
     }
 }
 
-/// Validates `[[models]]`.
-pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, ConfigFileError> {
+/// Validates `[[models]]` (`providers`: the ids of the `[[providers]]` entries).
+pub fn specs(
+    entries: &[ModelEntry],
+    path: &Path,
+    providers: &[&str],
+) -> Result<Vec<ModelSpec>, ConfigFileError> {
     let mut specs: Vec<ModelSpec> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
-        let spec = spec(entry, &specs).map_err(|(field, message)| ConfigFileError::Field {
-            path: path.to_owned(),
-            entry: format!("models[{index}] (name {:?})", entry.name),
-            field,
-            message,
-        })?;
+        let spec =
+            spec(entry, &specs, providers).map_err(|(field, message)| ConfigFileError::Field {
+                path: path.to_owned(),
+                entry: format!("models[{index}] (name {:?})", entry.name),
+                field,
+                message,
+            })?;
         specs.push(spec);
     }
     Ok(specs)
@@ -91,7 +99,11 @@ pub fn specs(entries: &[ModelEntry], path: &Path) -> Result<Vec<ModelSpec>, Conf
 type Refusal = (&'static str, String);
 
 /// One `[[models]]` entry, checked (`declared`: the entries before it).
-fn spec(entry: &ModelEntry, declared: &[ModelSpec]) -> Result<ModelSpec, Refusal> {
+fn spec(
+    entry: &ModelEntry,
+    declared: &[ModelSpec],
+    providers: &[&str],
+) -> Result<ModelSpec, Refusal> {
     if entry.name.trim().is_empty() || entry.name.chars().any(char::is_whitespace) {
         let rule = "must be a non-empty word (it is typed after !model)";
         return Err(("name", rule.into()));
@@ -102,8 +114,14 @@ fn spec(entry: &ModelEntry, declared: &[ModelSpec]) -> Result<ModelSpec, Refusal
     let provider = match entry.provider.as_deref() {
         None | Some("openai") => Provider::OpenAi,
         Some("mirror") => Provider::Mirror,
+        Some(id) if providers.contains(&id) => Provider::Named(id.to_owned()),
         Some(other) => {
-            let rule = format!("unknown provider {other:?} (allowed: openai, mirror)");
+            let known = ["openai", "mirror"].iter().chain(providers).copied();
+            let known: Vec<&str> = known.collect();
+            let rule = format!(
+                "unknown provider {other:?} (declared: {})",
+                known.join(", ")
+            );
             return Err(("provider", rule));
         }
     };
@@ -190,6 +208,8 @@ pub struct Models {
     declared: Vec<ModelSpec>,
     /// The configured upstream (or the mirror, offline).
     llm: LlmClient,
+    /// The clients of the `[[providers]]` entries, by id.
+    providers: HashMap<String, LlmClient>,
     /// `PARLOR_MODEL`: overrides every agent's own model.
     model_override: Option<String>,
     mirror_delay: Duration,
@@ -198,13 +218,14 @@ pub struct Models {
 impl Models {
     pub fn new(
         declared: Vec<ModelSpec>,
-        llm: LlmClient,
+        (llm, providers): (LlmClient, HashMap<String, LlmClient>),
         model_override: Option<String>,
         mirror_delay: Duration,
     ) -> Self {
         Models {
             declared,
             llm,
+            providers,
             model_override,
             mirror_delay,
         }
@@ -262,25 +283,32 @@ impl Models {
     /// The client that answers `model`: offline (no upstream configured) every model is
     /// answered by the mirror.
     pub fn client_for(&self, model: &ModelSpec) -> LlmClient {
-        match (&self.llm, model.provider) {
+        match (&self.llm, &model.provider) {
             (LlmClient::OpenAi(client), Provider::OpenAi) => LlmClient::OpenAi(client.clone()),
+            (_, Provider::Named(id)) if self.providers.contains_key(id) => {
+                self.providers[id].clone()
+            }
             _ => LlmClient::Mirror(MirrorModel {
                 delay: self.mirror_delay,
             }),
         }
     }
 
-    /// The provider shown beside a model's name.
-    pub fn provider_label(&self, model: Option<&ModelSpec>) -> &'static str {
+    /// The provider shown beside a model's name (a `[[providers]]` entry by its id).
+    pub fn provider_label(&self, model: Option<&ModelSpec>) -> String {
         match model {
-            Some(model) => self.client_for(model).provider(),
-            None => self.llm.provider(),
+            Some(ModelSpec {
+                provider: Provider::Named(id),
+                ..
+            }) if self.providers.contains_key(id) => id.clone(),
+            Some(model) => self.client_for(model).provider().to_owned(),
+            None => self.llm.provider().to_owned(),
         }
     }
 
     /// A conversation's model as the pages and the debug panel show it: its name (empty
     /// when none is configured) and provider.
-    pub fn label(&self, agent: &Agent, chosen: Option<&str>) -> (String, &'static str) {
+    pub fn label(&self, agent: &Agent, chosen: Option<&str>) -> (String, String) {
         let model = self.for_conversation(agent, chosen);
         (
             model
@@ -367,123 +395,4 @@ pub fn token_counter(upstream_model: &str) -> Arc<dyn TokenCounter> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn openai_models_are_counted_with_their_tokenizer_others_estimated() {
-        let exact = token_counter("gpt-4o-mini");
-        assert!(exact.is_exact());
-        // "hello world" is two tokens in o200k_base.
-        assert_eq!(
-            exact.count(&Message::user("hello world", 0)),
-            2 + PER_MESSAGE
-        );
-        assert_eq!(
-            exact.count(&Message::user("hello world", 1)),
-            2 + PER_MESSAGE,
-            "cached"
-        );
-        assert!(token_counter("gpt-4").is_exact());
-        let estimate = token_counter("llama-3-70b");
-        assert!(!estimate.is_exact());
-        assert_eq!(estimate.count(&Message::user("x".repeat(40), 0)), 14);
-    }
-
-    #[test]
-    fn model_entries_are_validated_naming_the_field() {
-        let entry = |name: &str, provider: Option<&str>, max_context: Option<i64>| ModelEntry {
-            name: name.into(),
-            provider: provider.map(str::to_owned),
-            model: None,
-            max_context,
-            token_budget: None,
-            vision: None,
-            context_tokens: None,
-            price_in: None,
-            price_out: None,
-            tool_choice: None,
-            last_call: None,
-        };
-        let path = Path::new("parlor.toml");
-        let ok = specs(&[entry("small", None, Some(10))], path).unwrap();
-        assert_eq!(ok[0].upstream, "small");
-        assert_eq!(ok[0].limits.max_context, Some(10));
-        assert_eq!((ok[0].window, ok[0].prices), (None, None));
-        let priced = ModelEntry {
-            model: Some("gpt-4o-mini".into()),
-            price_in: Some(0.15),
-            price_out: Some(0.6),
-            ..entry("quick", None, None)
-        };
-        let declared = ModelEntry {
-            context_tokens: Some(4096),
-            ..entry("local", None, None)
-        };
-        let ok = specs(&[priced, declared], path).unwrap();
-        assert_eq!(
-            ok[0].window,
-            Some(128_000),
-            "known for the upstream id's family"
-        );
-        assert_eq!(ok[0].prices.map(|p| (p.input, p.output)), Some((0.15, 0.6)));
-        assert_eq!(ok[1].window, Some(4096), "declared");
-        let half_priced = ModelEntry {
-            price_in: Some(1.0),
-            ..entry("a", None, None)
-        };
-        let negative = ModelEntry {
-            price_in: Some(-1.0),
-            price_out: Some(1.0),
-            ..entry("a", None, None)
-        };
-        let no_window = ModelEntry {
-            context_tokens: Some(0),
-            ..entry("a", None, None)
-        };
-        let chooses = |choice: &str| ModelEntry {
-            tool_choice: Some(choice.into()),
-            ..entry("a", None, None)
-        };
-        let last = ModelEntry {
-            last_call: Some("never".into()),
-            ..entry("a", None, None)
-        };
-        let forced = specs(&[chooses("clock__now")], path).unwrap();
-        assert_eq!(forced[0].tool_choice, ToolChoice::Tool("clock__now".into()));
-        for (entry, expected) in [
-            (half_priced, "price_out: is needed with price_in"),
-            (negative, "price_in: must be a price"),
-            (no_window, "context_tokens: must be at least 1"),
-            (
-                chooses("any tool"),
-                "tool_choice: must be \"auto\", \"required\" or a tool",
-            ),
-            (last, "last_call: must be \"none\" or \"without_tools\""),
-        ] {
-            let error = specs(&[entry], path).unwrap_err().to_string();
-            assert!(error.contains(expected), "{error}");
-        }
-        for (entries, expected) in [
-            (
-                vec![entry("a", Some("claude"), None)],
-                "models[0] (name \"a\"): provider: unknown provider",
-            ),
-            (
-                vec![entry("a", None, Some(0))],
-                "max_context: must be at least 1 (got 0)",
-            ),
-            (
-                vec![entry("a", None, None), entry("a", None, None)],
-                "models[1] (name \"a\"): name: duplicate",
-            ),
-            (
-                vec![entry("two words", None, None)],
-                "name: must be a non-empty word",
-            ),
-        ] {
-            let error = specs(&entries, path).unwrap_err().to_string();
-            assert!(error.contains(expected), "{error}");
-        }
-    }
-}
+mod tests;

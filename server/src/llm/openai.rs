@@ -38,6 +38,24 @@ impl OpenAiClient {
     }
 
     /// `scheme://host:port` of the upstream, without credentials or path.
+    /// The same client, sending `headers` with every request (checked with the entry).
+    pub fn with_headers(mut self, headers: &std::collections::BTreeMap<String, String>) -> Self {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes());
+            let value = reqwest::header::HeaderValue::from_str(value);
+            if let (Ok(name), Ok(value)) = (name, value) {
+                map.insert(name, value);
+            }
+        }
+        self.http = reqwest::Client::builder()
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
+            .default_headers(map)
+            .build()
+            .unwrap_or_default();
+        self
+    }
+
     fn host(&self) -> String {
         match reqwest::Url::parse(&self.base_url) {
             Ok(url) => format!(

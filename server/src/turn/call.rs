@@ -21,7 +21,7 @@ pub(crate) struct CallFacts {
     chain: Chain,
     max_ctx: usize,
     max_turns: Option<usize>,
-    provider: &'static str,
+    provider: String,
     /// The tokens of the definitions of the tools the agent is offered.
     pub tool_tokens: u64,
 }
@@ -83,7 +83,7 @@ impl CallFacts {
     ) -> CallInput<'a> {
         CallInput {
             agent_id: &turn.agent.id,
-            provider: self.provider,
+            provider: &self.provider,
             system: &self.system,
             settings: &turn.settings,
             chain: &self.chain,

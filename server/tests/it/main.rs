@@ -18,6 +18,7 @@ mod meter;
 mod pages;
 mod paging;
 mod processes;
+mod providers;
 mod startup;
 mod storage;
 mod summary;

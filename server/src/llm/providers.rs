@@ -1,0 +1,212 @@
+//! `[[providers]]` of `parlor.toml`: the LLM endpoints models are sent to, beside the
+//! implicit `openai` one (`OPENAI_BASE_URL` / `OPENAI_API_KEY`) and the offline `mirror`.
+//! A key is named by the variable that holds it (`api_key_env`), never written in the file;
+//! every refusal names the entry and the field.
+
+use crate::config::file::{ConfigFileError, ProviderEntry};
+use crate::config::ApiKey;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The ids every deployment has: the environment's OpenAI-compatible upstream, and the
+/// built-in offline model.
+pub const IMPLICIT: [&str; 2] = ["openai", "mirror"];
+
+/// One declared provider, checked.
+#[derive(Clone, Debug)]
+pub struct ProviderSpec {
+    pub id: String,
+    pub base_url: String,
+    pub api_key: Option<ApiKey>,
+    /// Sent with every request (`Authorization` is the key's).
+    pub headers: BTreeMap<String, String>,
+    /// The model call's timeout (`None`: `PARLOR_LLM_TIMEOUT_SECS`'s).
+    pub timeout: Option<Duration>,
+}
+
+type Refusal = (&'static str, String);
+
+/// The key in the variable `name` names, which must be set.
+fn api_key(
+    name: Option<&str>,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<ApiKey>, Refusal> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let value = var(name).filter(|v| !v.trim().is_empty());
+    let value = value.ok_or_else(|| {
+        (
+            "api_key_env",
+            format!("{name} is not set in Parlor's environment"),
+        )
+    })?;
+    Ok(Some(ApiKey::new(value)))
+}
+
+/// Headers Parlor may send for the operator (the key is never one of them).
+fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), Refusal> {
+    for (name, value) in headers {
+        let valid = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+            && reqwest::header::HeaderValue::from_str(value).is_ok();
+        if !valid || name.eq_ignore_ascii_case("authorization") {
+            let why =
+                format!("{name:?} is not a header Parlor may send (the key goes in api_key_env)");
+            return Err(("headers", why));
+        }
+    }
+    Ok(())
+}
+
+/// Checks `[[providers]]`; `var` reads Parlor's environment (the keys' variables).
+pub fn specs(
+    entries: &[ProviderEntry],
+    path: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ProviderSpec>, ConfigFileError> {
+    let mut specs: Vec<ProviderSpec> = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let fail = |(field, message): Refusal| ConfigFileError::Field {
+            path: path.to_owned(),
+            entry: format!("providers[{index}] (id {:?})", entry.id),
+            field,
+            message,
+        };
+        if specs.iter().any(|s| s.id == entry.id) {
+            return Err(fail(("id", "duplicate id".into())));
+        }
+        specs.push(spec(entry, var).map_err(fail)?);
+    }
+    Ok(specs)
+}
+
+fn is_id(id: &str) -> bool {
+    (1..=32).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn spec(
+    entry: &ProviderEntry,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProviderSpec, Refusal> {
+    if !is_id(&entry.id) {
+        return Err(("id", "must be 1 to 32 of a-z, 0-9, _ and -".into()));
+    }
+    if IMPLICIT.contains(&entry.id.as_str()) {
+        let why = format!(
+            "{:?} is Parlor's own (OPENAI_BASE_URL, or the offline model): choose another id",
+            entry.id
+        );
+        return Err(("id", why));
+    }
+    match entry.kind.as_deref() {
+        None | Some("openai") => {}
+        Some("anthropic") => {
+            let why = "\"anthropic\" (the native Messages API) is not available yet: use kind = \
+                \"openai\" with Anthropic's OpenAI-compatible endpoint, base_url = \
+                \"https://api.anthropic.com/v1/\"";
+            return Err(("kind", why.into()));
+        }
+        Some(other) => return Err(("kind", format!("must be \"openai\" (got {other:?})"))),
+    }
+    let url = reqwest::Url::parse(&entry.base_url)
+        .map_err(|e| ("base_url", format!("{e} ({:?})", entry.base_url)))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err((
+            "base_url",
+            format!("must be http or https (got {:?})", entry.base_url),
+        ));
+    }
+    let api_key = api_key(entry.api_key_env.as_deref(), var)?;
+    check_headers(&entry.headers)?;
+    let timeout = match entry.timeout_secs {
+        None => None,
+        Some(n) if (1..=3600).contains(&n) => Some(Duration::from_secs(n as u64)),
+        Some(n) => {
+            let why = format!("must be between 1 and 3600 (got {n})");
+            return Err(("timeout_secs", why));
+        }
+    };
+    Ok(ProviderSpec {
+        id: entry.id.clone(),
+        base_url: entry.base_url.trim_end_matches('/').to_owned(),
+        api_key,
+        headers: entry.headers.clone(),
+        timeout,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(toml: &str) -> Result<Vec<ProviderSpec>, String> {
+        let path = Path::new("parlor.toml");
+        let file = crate::config::file::ConfigFile::parse(toml, path).map_err(|e| e.to_string())?;
+        let var = |name: &str| (name == "TEAM_KEY").then(|| "sk-team".to_owned());
+        specs(&file.providers, path, &var).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_provider_names_its_key_by_variable_and_every_refusal_names_the_field() {
+        let specs = read(
+            "[[providers]]\nid = \"team\"\nbase_url = \"http://127.0.0.1:1/v1/\"\n\
+             api_key_env = \"TEAM_KEY\"\nheaders = { X-Team = \"parlor\" }\ntimeout_secs = 5\n",
+        )
+        .unwrap();
+        assert_eq!(specs[0].base_url, "http://127.0.0.1:1/v1");
+        assert_eq!(
+            specs[0].api_key.as_ref().map(ApiKey::expose),
+            Some("sk-team")
+        );
+        assert_eq!(specs[0].timeout, Some(Duration::from_secs(5)));
+        let entry = |fields: &str| {
+            format!("[[providers]]\nid = \"p\"\nbase_url = \"http://h/v1\"\n{fields}")
+        };
+        for (toml, expected) in [
+            (
+                entry("api_key_env = \"NOT_SET\""),
+                "providers[0] (id \"p\"): api_key_env: NOT_SET is not set",
+            ),
+            (
+                entry("kind = \"anthropic\""),
+                "kind: \"anthropic\" (the native Messages API) is not available yet",
+            ),
+            (entry("kind = \"grpc\""), "kind: must be"),
+            (
+                entry("headers = { Authorization = \"x\" }"),
+                "headers: \"Authorization\"",
+            ),
+            (
+                entry("timeout_secs = 0"),
+                "timeout_secs: must be between 1 and 3600",
+            ),
+            (
+                "[[providers]]\nid = \"openai\"\nbase_url = \"http://h\"".into(),
+                "id: \"openai\" is Parlor's own",
+            ),
+            (
+                "[[providers]]\nid = \"Team\"\nbase_url = \"http://h\"".into(),
+                "id: must be",
+            ),
+            (
+                "[[providers]]\nid = \"p\"\nbase_url = \"ftp://h\"".into(),
+                "base_url: must be http",
+            ),
+            (
+                format!("{}\n{}", entry(""), entry("")),
+                "providers[1] (id \"p\"): id: duplicate",
+            ),
+            (
+                "[[providers]]\nid = \"p\"\nbase_url = \"http://h\"\napi_key = \"sk\"".into(),
+                "unknown field `api_key`",
+            ),
+        ] {
+            let error = read(&toml).unwrap_err();
+            assert!(error.contains(expected), "{toml}\n→ {error}");
+        }
+    }
+}
