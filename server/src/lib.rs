@@ -67,7 +67,8 @@ fn provider_clients(
         .map(|p| {
             let timeout = p.timeout.unwrap_or(config.llm_timeout);
             let client = OpenAiClient::new(p.base_url.clone(), p.api_key.clone(), timeout)
-                .with_headers(&p.headers);
+                .with_headers(&p.headers)
+                .set_by(format!("the base_url of provider {:?}", p.id));
             (p.id.clone(), LlmClient::OpenAi(client))
         })
         .collect()

@@ -1,5 +1,7 @@
 //! Models Parlor can talk to, behind one streaming interface.
 
+mod errors;
+mod health;
 pub mod models;
 pub mod providers;
 
@@ -59,8 +61,13 @@ pub type LlmStream = BoxStream<'static, Result<LlmEvent, LlmError>>;
 /// Everything that can go wrong upstream, each with a message a person understands.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
-    #[error("Could not reach the model server at {host} ({detail}). Is it running, and is OPENAI_BASE_URL right?")]
-    Unreachable { host: String, detail: String },
+    #[error("Could not reach the model server at {host} ({detail}). Is it running, and is {setting} right?")]
+    Unreachable {
+        host: String,
+        detail: String,
+        /// Where its address is set (`OPENAI_BASE_URL`, or a provider's `base_url`).
+        setting: String,
+    },
     #[error("The model server did not respond within {secs} s.")]
     Timeout { secs: u64 },
     #[error("The model server answered with HTTP {status}: {message}")]

@@ -294,6 +294,23 @@ impl Models {
         }
     }
 
+    /// How each provider has answered (`openai`: the environment's, when configured), for
+    /// an admin's `/readyz`.
+    pub fn health(&self) -> std::collections::BTreeMap<String, String> {
+        let implicit = match &self.llm {
+            LlmClient::OpenAi(client) => Some(("openai".to_owned(), client.health())),
+            LlmClient::Mirror(_) => None,
+        };
+        let named = self
+            .providers
+            .iter()
+            .filter_map(|(id, client)| match client {
+                LlmClient::OpenAi(client) => Some((id.clone(), client.health())),
+                LlmClient::Mirror(_) => None,
+            });
+        implicit.into_iter().chain(named).collect()
+    }
+
     /// The provider shown beside a model's name (a `[[providers]]` entry by its id).
     pub fn provider_label(&self, model: Option<&ModelSpec>) -> String {
         match model {

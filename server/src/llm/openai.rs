@@ -4,6 +4,7 @@
 //! LiteLLM). Every fault becomes an [`LlmError`] whose message a person can act on; the API
 //! key is sent only in the `Authorization` header and scrubbed from any text shown to users.
 
+use super::errors::{error_message, root_cause};
 use super::{LlmError, LlmEvent, LlmStream, ModelRequest, ToolChoice};
 use crate::config::ApiKey;
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -21,6 +22,10 @@ pub struct OpenAiClient {
     base_url: String,
     api_key: Option<ApiKey>,
     timeout: Duration,
+    /// How its last requests went (shared by its clones), for `/readyz`.
+    health: super::health::Health,
+    /// Where its address is set, as errors name it.
+    setting: String,
 }
 
 impl OpenAiClient {
@@ -34,7 +39,27 @@ impl OpenAiClient {
             base_url,
             api_key,
             timeout,
+            health: Default::default(),
+            setting: "OPENAI_BASE_URL".into(),
         }
+    }
+
+    /// The same client, its address set by `setting` (a provider's `base_url`).
+    pub fn set_by(mut self, setting: String) -> Self {
+        self.setting = setting;
+        self
+    }
+
+    /// How the endpoint has answered (see [`super::health::Health::describe`]).
+    pub fn health(&self) -> String {
+        self.health.describe()
+    }
+
+    pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
+        let opened = self.open(request).await;
+        let error = opened.as_ref().err().map(|e| self.scrub(&e.to_string()));
+        self.health.note(error);
+        opened
     }
 
     /// `scheme://host:port` of the upstream, without credentials or path.
@@ -72,7 +97,7 @@ impl OpenAiClient {
         super::redact::redact(text, self.api_key.as_ref().map(|k| k.expose()))
     }
 
-    pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
+    async fn open(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
         let body = request_body(&request);
         let mut builder = self
             .http
@@ -122,47 +147,7 @@ impl OpenAiClient {
         LlmError::Unreachable {
             host: self.host(),
             detail: root_cause(error),
-        }
-    }
-}
-
-/// The innermost cause of an error, in words ("connection refused", …).
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = error;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    match current.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
-        Some(std::io::ErrorKind::ConnectionRefused) => "connection refused".into(),
-        Some(std::io::ErrorKind::ConnectionReset) => "connection reset".into(),
-        _ => current.to_string(),
-    }
-}
-
-/// The message of an OpenAI-style error body, or a short description of the status.
-fn error_message(body: &str, status: reqwest::StatusCode) -> String {
-    #[derive(Deserialize)]
-    struct ErrorBody {
-        error: ErrorDetail,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum ErrorDetail {
-        Object { message: String },
-        Text(String),
-    }
-    match serde_json::from_str::<ErrorBody>(body) {
-        Ok(ErrorBody {
-            error: ErrorDetail::Object { message } | ErrorDetail::Text(message),
-        }) => message,
-        Err(_) => {
-            let reason = status.canonical_reason().unwrap_or("error");
-            let snippet: String = body.trim().chars().take(200).collect();
-            if snippet.is_empty() {
-                reason.to_owned()
-            } else {
-                format!("{reason} ({snippet})")
-            }
+            setting: self.setting.clone(),
         }
     }
 }

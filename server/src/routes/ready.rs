@@ -35,6 +35,11 @@ pub struct ReadyDetails {
     /// Each tool server's tools that were dropped or changed, and why.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_warnings: BTreeMap<String, Vec<String>>,
+    /// Each LLM provider (`openai`: the environment's; the `[[providers]]` entries): `ok`,
+    /// `not called yet`, or its last error and how long ago. A failing provider does not
+    /// make Parlor unready (other models may work).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, String>,
     /// The OpenID provider (`PARLOR_AUTH=oidc`): `ok`, or why it cannot be reached. Logins
     /// already made go on working, so it does not make Parlor unready.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +104,7 @@ pub async fn get_ready(
         upstream,
         tool_servers,
         tool_warnings: services.tools.warnings().into_iter().collect(),
+        providers: services.models.health(),
         login_provider,
     });
     (status, Json(Readiness { ready, details }))

@@ -18,8 +18,11 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
         "[[providers]]\nid = \"team\"\nbase_url = \"{}\"\napi_key_env = \"HOME\"\n\
          headers = {{ X-Team = \"parlor\" }}\n\n\
          [[models]]\nname = \"teamed\"\nprovider = \"team\"\nmodel = \"team-model\"\n\n\
-         [[models]]\nname = \"offline\"\nprovider = \"mirror\"\n",
-        team.base_url()
+         [[models]]\nname = \"offline\"\nprovider = \"mirror\"\n\n\
+         [[providers]]\nid = \"dead\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\n\
+         [[models]]\nname = \"broken\"\nprovider = \"dead\"\n",
+        team.base_url(),
+        closed_port()
     ));
     let (path, base) = (config.path().display().to_string(), default.base_url());
     let server = TestServer::start(&[
@@ -27,6 +30,7 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
         ("OPENAI_BASE_URL", &base),
         ("OPENAI_API_KEY", "sk-default"),
         ("PARLOR_MODEL", "default-model"),
+        ("PARLOR_ADMIN_TOKEN", "providers-admin"),
     ])
     .await;
     let first = server.chat("general", json!({"message": "hello"})).await;
@@ -62,4 +66,44 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
     let third = say("and now?").await;
     assert!(third.text().contains("Mirror model"), "{}", third.text());
     assert_eq!(team.requests().len() + default.requests().len(), 2);
+    // A provider that cannot be reached fails its own model's turn, names itself, and an
+    // admin's /readyz says which provider fails and why (the others are ok).
+    say("!model broken").await;
+    let failed = say("hello?").await;
+    let error = failed.events.iter().find_map(|e| match e {
+        parlor_domain::ChatEvent::Error { message } => Some(message.clone()),
+        _ => None,
+    });
+    assert!(
+        error.is_some_and(|m| m.contains("connection refused")),
+        "{:?}",
+        failed.events
+    );
+    let ready: serde_json::Value = server
+        .http
+        .get(server.url("/readyz"))
+        .header("x-parlor-admin-token", "providers-admin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let providers = &ready["providers"];
+    let states = (providers["openai"].as_str(), providers["team"].as_str());
+    assert_eq!(states, (Some("ok"), Some("ok")), "{ready}");
+    let dead = providers["dead"].as_str().unwrap_or_default();
+    assert!(
+        dead.starts_with("failing: ")
+            && dead.contains("connection refused")
+            && dead.contains("the base_url of provider \"dead\""),
+        "{ready}"
+    );
+    assert!(!ready.to_string().contains(&key), "no key in it");
+}
+
+/// A local port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
