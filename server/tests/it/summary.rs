@@ -300,8 +300,16 @@ async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time(
     assert_eq!(summarizing(), 2);
 }
 
-#[tokio::test]
-async fn summaries_count_against_the_daily_quota() {
+/// Local accounts with a daily quota of `tokens`, the summary in the chain, the test
+/// upstream; bob's login cookie.
+async fn with_quota(
+    tokens: &str,
+) -> (
+    fake_llm::FakeLlm,
+    TestServer,
+    tempfile::NamedTempFile,
+    String,
+) {
     let fake = fake_llm::FakeLlm::start().await.unwrap();
     let (base, config) = (fake.base_url(), config_file(CHAIN));
     let path = config.path().display().to_string();
@@ -309,11 +317,17 @@ async fn summaries_count_against_the_daily_quota() {
         ("PARLOR_AUTH", "local"),
         ("PARLOR_CONFIG", &path),
         ("OPENAI_BASE_URL", &base),
-        ("PARLOR_TOKENS_PER_DAY", "1000000"),
+        ("PARLOR_TOKENS_PER_DAY", tokens),
     ])
     .await;
     crate::accounts::add_users(&server).await;
     let bob = crate::accounts::cookie_of(&server, "bob").await;
+    (fake, server, config, bob)
+}
+
+#[tokio::test]
+async fn summaries_count_against_the_daily_quota() {
+    let (fake, server, _config, bob) = with_quota("1000000").await;
     let headers = [("cookie", bob.as_str())];
     let mut session = serde_json::Value::Null;
     let mut turns = 0;
@@ -424,4 +438,28 @@ async fn a_summarys_cost_is_the_conversations_too() {
     let stored = stored_cost().await;
     let done = next.done().unwrap().meter.clone().unwrap().cost.unwrap();
     assert_eq!(stored, turns + done.turn_nano_usd.unwrap());
+}
+
+#[tokio::test]
+async fn compact_is_refused_once_the_daily_quota_is_used_up() {
+    let (fake, server, _config, bob) = with_quota("5").await;
+    let headers = [("cookie", bob.as_str())];
+    let first = server
+        .chat_request(
+            "concise",
+            "",
+            json!({"message": "Alpha beta gamma."}),
+            None,
+            &headers,
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let asked = fake.requests().len();
+    let body = json!({"message": "!compact", "session_id": first.session_id()});
+    let compact = server
+        .chat_request("concise", "", body, None, &headers)
+        .await;
+    let notice = compact.notice().unwrap_or_default().to_owned();
+    assert!(notice.contains("quota of 5 tokens is used up"), "{notice}");
+    assert_eq!(fake.requests().len(), asked, "the model was not asked");
 }
