@@ -31,6 +31,16 @@ async fn covering(server: &TestServer, session: &str, messages: usize) -> Value 
     );
 }
 
+/// How many summarizing requests reached the test upstream.
+fn summarizing_requests(fake: &fake_llm::FakeLlm) -> usize {
+    let asks = |r: &&Value| {
+        r["messages"][1]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Current summary:"))
+    };
+    fake.requests().iter().filter(asks).count()
+}
+
 async fn say(server: &TestServer, session: &str, text: &str) -> crate::support::Reply {
     let reply = server
         .chat("concise", json!({"message": text, "session_id": session}))
@@ -261,16 +271,7 @@ async fn two_servers_on_one_redis_run_one_summarizer_per_conversation_at_a_time(
     ];
     history_a.store.append(&id, &turns).await.unwrap();
     let agent = a.services.agents.get("concise").unwrap();
-    let summarizing = || {
-        fake.requests()
-            .iter()
-            .filter(|r| {
-                r["messages"][1]["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("Current summary:"))
-            })
-            .count()
-    };
+    let summarizing = || summarizing_requests(&fake);
 
     let (first, second) = tokio::join!(
         bring_up_to_date(&a.services, history_a, &agent, (&id, None), 2, None),
@@ -340,16 +341,7 @@ async fn summaries_count_against_the_daily_quota() {
         turns += usage.prompt_tokens + usage.completion_tokens;
         session = json!(reply.session_id());
     }
-    let summarizing = || {
-        fake.requests()
-            .iter()
-            .filter(|r| {
-                r["messages"][1]["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("Current summary:"))
-            })
-            .count()
-    };
+    let summarizing = || summarizing_requests(&fake);
     let used = || async {
         let (_, me) = crate::accounts::get(
             &server,
