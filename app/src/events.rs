@@ -142,6 +142,7 @@ impl FromJson for Usage {
             completion_tokens: required(json, "completion_tokens")?,
             total_tokens: required(json, "total_tokens")?,
             cached_tokens: optional(json, "cached_tokens")?,
+            cache_write_tokens: optional(json, "cache_write_tokens")?,
         })
     }
 }
@@ -250,6 +251,7 @@ mod tests {
                 completion_tokens: 8,
                 total_tokens: 338,
                 cached_tokens: Some(128),
+                cache_write_tokens: None,
             }),
             html: Some("<p>hi</p>".into()),
             message_id: Some("m10".into()),

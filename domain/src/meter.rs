@@ -19,6 +19,9 @@ pub struct Usage {
     /// Prompt tokens the provider served from its cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens the provider wrote to its cache, when it says (Anthropic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 /// The share of the window from which the meter warns (percent).
@@ -461,6 +464,7 @@ mod tests {
             completion_tokens: 100,
             total_tokens: 1_000,
             cached_tokens: Some(512),
+            cache_write_tokens: None,
         };
         let used = meter.with_usage(&usage, Some(prices), 5_000);
         assert_eq!(
@@ -481,6 +485,7 @@ mod tests {
             completion_tokens: 2,
             total_tokens: 12,
             cached_tokens: Some(0),
+            cache_write_tokens: None,
         };
         let unpriced = measure(&sent(), &EstimatedTokens, None).with_usage(&small, None, 0);
         assert_eq!((unpriced.cost, unpriced.cached), (None, None));
@@ -602,6 +607,7 @@ mod tests {
             completion_tokens: 100,
             total_tokens: 1_000,
             cached_tokens: Some(512),
+            cache_write_tokens: None,
         };
         let prices = Prices {
             input: 0.15,

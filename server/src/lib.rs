@@ -64,13 +64,7 @@ fn provider_clients(
 ) -> std::collections::HashMap<String, LlmClient> {
     providers
         .iter()
-        .map(|p| {
-            let timeout = p.timeout.unwrap_or(config.llm_timeout);
-            let client = OpenAiClient::new(p.base_url.clone(), p.api_key.clone(), timeout)
-                .with_headers(&p.headers)
-                .set_by(format!("the base_url of provider {:?}", p.id));
-            (p.id.clone(), LlmClient::OpenAi(client))
-        })
+        .map(|p| (p.id.clone(), p.client(config.llm_timeout)))
         .collect()
 }
 
@@ -174,8 +168,13 @@ async fn tool_secrets(
 }
 
 pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Services> {
+    use llm::providers::Kind;
     let mut settings = setup.settings;
     settings.tools.user_root = Some(config.data_dir.join("tool-users"));
+    let anthropic = settings
+        .llm_providers
+        .iter()
+        .find(|p| p.kind == Kind::Anthropic);
     let models = models::Models::new(
         settings.models,
         (
@@ -184,7 +183,8 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         ),
         config.model_override.clone(),
         config.mirror_delay,
-    );
+    )
+    .with_anthropic_default(anthropic.map(|p| p.id.clone()));
     let live = setup.histories.live_sessions();
     let config_auth = (config.auth.clone(), config.trusted_proxies.clone());
     let public = config.public_url.as_deref().unwrap_or_default();

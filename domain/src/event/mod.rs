@@ -539,6 +539,7 @@ mod tests {
                     completion_tokens: 2,
                     total_tokens: 3,
                     cached_tokens: None,
+                    cache_write_tokens: None,
                 }),
                 html: None,
                 message_id: Some("h0123456789abcdef".into()),

@@ -42,3 +42,29 @@ pub(super) fn error_message(body: &str, status: reqwest::StatusCode) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_yield_their_message() {
+        let status = reqwest::StatusCode::UNAUTHORIZED;
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"Incorrect API key","type":"x"}}"#,
+                status
+            ),
+            "Incorrect API key"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#, status),
+            "model not found"
+        );
+        assert_eq!(error_message("", status), "Unauthorized");
+        assert_eq!(
+            error_message("<html>oops</html>", status),
+            "Unauthorized (<html>oops</html>)"
+        );
+    }
+}

@@ -1,14 +1,18 @@
 //! Models Parlor can talk to, behind one streaming interface.
 
+mod anthropic;
+pub mod endpoint;
 mod errors;
 mod health;
 pub mod models;
 pub mod providers;
+pub mod sse;
 
 mod mirror;
 mod openai;
 pub mod redact;
 
+pub use anthropic::AnthropicClient;
 pub use mirror::MirrorModel;
 pub use openai::OpenAiClient;
 
@@ -102,6 +106,7 @@ impl LlmError {
 pub enum LlmClient {
     Mirror(MirrorModel),
     OpenAi(OpenAiClient),
+    Anthropic(AnthropicClient),
 }
 
 impl LlmClient {
@@ -109,6 +114,7 @@ impl LlmClient {
         match self {
             LlmClient::Mirror(m) => Ok(m.stream(request)),
             LlmClient::OpenAi(c) => c.stream(request).await,
+            LlmClient::Anthropic(c) => c.stream(request).await,
         }
     }
 
@@ -117,6 +123,28 @@ impl LlmClient {
         match self {
             LlmClient::Mirror(_) => "parlor (offline)",
             LlmClient::OpenAi(_) => "openai-compatible",
+            LlmClient::Anthropic(_) => "anthropic",
         }
+    }
+
+    /// How its endpoint has answered (`None`: the offline model has none), for `/readyz`.
+    pub fn health(&self) -> Option<String> {
+        match self {
+            LlmClient::Mirror(_) => None,
+            LlmClient::OpenAi(c) => Some(c.health()),
+            LlmClient::Anthropic(c) => Some(c.health()),
+        }
+    }
+}
+
+/// A tool as the clients' tests offer it: the clock's `now`, taking a time zone.
+#[cfg(test)]
+fn offered(name: &str) -> parlor_domain::tool::Offered {
+    parlor_domain::tool::Offered {
+        name: name.into(),
+        server: "clock".into(),
+        tool: "now".into(),
+        description: "the time".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"tz": {"type": "string"}}}),
     }
 }

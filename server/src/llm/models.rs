@@ -213,6 +213,9 @@ pub struct Models {
     /// `PARLOR_MODEL`: overrides every agent's own model.
     model_override: Option<String>,
     mirror_delay: Duration,
+    /// The first `[[providers]]` entry of kind `anthropic`: where an agent whose template
+    /// names `llm.anthropic` sends its own model.
+    anthropic: Option<String>,
 }
 
 impl Models {
@@ -228,25 +231,54 @@ impl Models {
             providers,
             model_override,
             mirror_delay,
+            anthropic: None,
         }
+    }
+
+    /// Agents whose template names `llm.anthropic` send their own model to `provider`.
+    pub fn with_anthropic_default(mut self, provider: Option<String>) -> Self {
+        self.anthropic = provider;
+        self
     }
 
     /// The agent's own model: `mirror` offline, else `PARLOR_MODEL` or the template's.
     pub fn agent_default(&self, agent: &Agent) -> Option<String> {
+        let own = || {
+            self.model_override
+                .clone()
+                .or_else(|| agent.llm.as_ref().and_then(|l| l.model.clone()))
+        };
+        if self.anthropic_for(agent).is_some() {
+            return own();
+        }
         if matches!(self.llm, LlmClient::Mirror(_)) {
             return Some(MIRROR_MODEL.to_owned());
         }
-        self.model_override
-            .clone()
-            .or_else(|| agent.llm.as_ref().and_then(|l| l.model.clone()))
+        own()
+    }
+
+    /// The provider an `llm.anthropic` agent's own model goes to, when one is declared.
+    fn anthropic_for(&self, agent: &Agent) -> Option<&String> {
+        let node = agent.llm.as_ref().map(|l| l.provider.as_str());
+        self.anthropic
+            .as_ref()
+            .filter(|_| node == Some("anthropic"))
     }
 
     /// The model a conversation talks to: the one chosen with `!model`, else the agent's.
     pub fn for_conversation(&self, agent: &Agent, chosen: Option<&str>) -> Option<ModelSpec> {
-        let name = chosen
-            .map(str::to_owned)
-            .or_else(|| self.agent_default(agent))?;
-        Some(self.named(&name))
+        let own = self.agent_default(agent);
+        let name = chosen.map(str::to_owned).or_else(|| own.clone())?;
+        let mut model = self.named(&name);
+        let undeclared = !self.declared.iter().any(|m| m.name() == name);
+        if let (true, true, Some(id)) = (
+            undeclared,
+            own.as_deref() == Some(&name),
+            self.anthropic_for(agent),
+        ) {
+            model.provider = Provider::Named(id.clone());
+        }
+        Some(model)
     }
 
     /// The declared model of that name, or an undeclared OpenAI-compatible one.
@@ -297,17 +329,11 @@ impl Models {
     /// How each provider has answered (`openai`: the environment's, when configured), for
     /// an admin's `/readyz`.
     pub fn health(&self) -> std::collections::BTreeMap<String, String> {
-        let implicit = match &self.llm {
-            LlmClient::OpenAi(client) => Some(("openai".to_owned(), client.health())),
-            LlmClient::Mirror(_) => None,
-        };
+        let implicit = self.llm.health().map(|h| ("openai".to_owned(), h));
         let named = self
             .providers
             .iter()
-            .filter_map(|(id, client)| match client {
-                LlmClient::OpenAi(client) => Some((id.clone(), client.health())),
-                LlmClient::Mirror(_) => None,
-            });
+            .filter_map(|(id, client)| client.health().map(|h| (id.clone(), h)));
         implicit.into_iter().chain(named).collect()
     }
 

@@ -4,150 +4,39 @@
 //! LiteLLM). Every fault becomes an [`LlmError`] whose message a person can act on; the API
 //! key is sent only in the `Authorization` header and scrubbed from any text shown to users.
 
-use super::errors::{error_message, root_cause};
-use super::{LlmError, LlmEvent, LlmStream, ModelRequest, ToolChoice};
+use super::endpoint::{HttpClient, KeyHeader, Wire};
+use super::sse::{Piece, Protocol};
+use super::{LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::config::ApiKey;
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::{Stream, StreamExt};
 use parlor_domain::context::Part;
 use parlor_domain::tool::calls::{Assembler, Piece as CallPieceOf};
 use parlor_domain::{Message, Role, Usage};
 use serde::Deserialize;
 use serde_json::json;
-use std::time::Duration;
 
-#[derive(Clone)]
-pub struct OpenAiClient {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
-    timeout: Duration,
-    /// How its last requests went (shared by its clones), for `/readyz`.
-    health: super::health::Health,
-    /// Where its address is set, as errors name it.
-    setting: String,
-}
+/// The Chat Completions protocol (`POST {base_url}/chat/completions`, the key as a bearer
+/// token).
+pub struct ChatCompletions;
 
-impl OpenAiClient {
-    pub fn new(base_url: String, api_key: Option<ApiKey>, timeout: Duration) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .build()
-            .unwrap_or_default();
-        Self {
-            http,
-            base_url,
-            api_key,
-            timeout,
-            health: Default::default(),
-            setting: "OPENAI_BASE_URL".into(),
-        }
+pub type OpenAiClient = HttpClient<ChatCompletions>;
+
+impl Wire for ChatCompletions {
+    const PATH: &'static str = "/chat/completions";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+    const SETTING: &'static str = "OPENAI_BASE_URL";
+    type Reader = Chunks;
+
+    fn body(request: &ModelRequest) -> serde_json::Value {
+        request_body(request)
     }
 
-    /// The same client, its address set by `setting` (a provider's `base_url`).
-    pub fn set_by(mut self, setting: String) -> Self {
-        self.setting = setting;
-        self
-    }
-
-    /// How the endpoint has answered (see [`super::health::Health::describe`]).
-    pub fn health(&self) -> String {
-        self.health.describe()
-    }
-
-    pub async fn stream(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
-        let opened = self.open(request).await;
-        let error = opened.as_ref().err().map(|e| self.scrub(&e.to_string()));
-        self.health.note(error);
-        opened
-    }
-
-    /// `scheme://host:port` of the upstream, without credentials or path.
-    /// The same client, sending `headers` with every request (checked with the entry).
-    pub fn with_headers(mut self, headers: &std::collections::BTreeMap<String, String>) -> Self {
-        let mut map = reqwest::header::HeaderMap::new();
-        for (name, value) in headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes());
-            let value = reqwest::header::HeaderValue::from_str(value);
-            if let (Ok(name), Ok(value)) = (name, value) {
-                map.insert(name, value);
-            }
-        }
-        self.http = reqwest::Client::builder()
-            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
-            .default_headers(map)
-            .build()
-            .unwrap_or_default();
-        self
-    }
-
-    fn host(&self) -> String {
-        match reqwest::Url::parse(&self.base_url) {
-            Ok(url) => format!(
-                "{}://{}{}",
-                url.scheme(),
-                url.host_str().unwrap_or("?"),
-                url.port().map(|p| format!(":{p}")).unwrap_or_default()
-            ),
-            Err(_) => "the configured OPENAI_BASE_URL".into(),
-        }
-    }
-
-    fn scrub(&self, text: &str) -> String {
-        super::redact::redact(text, self.api_key.as_ref().map(|k| k.expose()))
-    }
-
-    async fn open(&self, request: ModelRequest) -> Result<LlmStream, LlmError> {
-        let body = request_body(&request);
-        let mut builder = self
-            .http
-            .post(format!("{}/chat/completions", self.base_url))
-            .json(&body);
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key.expose());
-        }
-        let secs = self.timeout.as_secs();
-        let response = tokio::time::timeout(self.timeout, builder.send())
-            .await
-            .map_err(|_| LlmError::Timeout { secs })?
-            .map_err(|e| self.classify(&e))?;
-
-        let status = response.status();
-        if !status.is_success() {
-            let text = tokio::time::timeout(self.timeout, response.text())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
-            return Err(LlmError::Http {
-                status: status.as_u16(),
-                message: self.scrub(&error_message(&text, status)),
-            });
-        }
-
-        let events = response.bytes_stream().eventsource();
-        let reader = Reader {
-            events: Box::pin(events),
+    fn reader(key: Option<ApiKey>) -> Chunks {
+        Chunks {
             finish_reason: None,
             usage: None,
-            ended: false,
-            timeout: self.timeout,
-            scrub_key: self.api_key.clone(),
+            scrub_key: key,
             calls: Assembler::default(),
-        };
-        Ok(futures::stream::unfold(reader, Reader::next).boxed())
-    }
-
-    fn classify(&self, error: &reqwest::Error) -> LlmError {
-        if error.is_timeout() {
-            return LlmError::Timeout {
-                secs: self.timeout.as_secs(),
-            };
-        }
-        LlmError::Unreachable {
-            host: self.host(),
-            detail: root_cause(error),
-            setting: self.setting.clone(),
         }
     }
 }
@@ -189,6 +78,7 @@ impl From<UpstreamUsage> for Usage {
             completion_tokens: u.completion_tokens,
             total_tokens: u.total_tokens,
             cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            cache_write_tokens: None,
         }
     }
 }
@@ -321,64 +211,17 @@ fn wire_message(m: &Message) -> serde_json::Value {
     json!({"role": "assistant", "content": m.text, "tool_calls": calls})
 }
 
-type Events = std::pin::Pin<
-    Box<
-        dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>
-            + Send,
-    >,
->;
-
-/// What one server-sent event brought.
-enum Piece {
-    /// Nothing to pass on (an empty event, usage, a finish reason before the end).
-    Nothing,
-    Text(String),
-    /// The stream's last item.
-    Last(Result<LlmEvent, LlmError>),
-}
-
-/// Turns the upstream's server-sent events into [`LlmEvent`]s, with an idle timeout
-/// between pieces and a clear error when the stream ends before the model finished.
-struct Reader {
-    events: Events,
+/// Reads Chat Completions chunks: text deltas, tool-call pieces, the finish reason and usage.
+pub struct Chunks {
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    ended: bool,
-    timeout: Duration,
     scrub_key: Option<ApiKey>,
     calls: Assembler,
 }
 
-impl Reader {
-    async fn next(mut self) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
-        if self.ended {
-            return None;
-        }
-        loop {
-            let event = match tokio::time::timeout(self.timeout, self.events.next()).await {
-                Err(_) => {
-                    let secs = self.timeout.as_secs();
-                    return self.end(Err(LlmError::Timeout { secs }));
-                }
-                Ok(None) => {
-                    let last = self.closed();
-                    return self.end(last);
-                }
-                Ok(Some(Err(EventStreamError::Transport(_)))) => {
-                    return self.end(Err(LlmError::Dropped))
-                }
-                Ok(Some(Err(e))) => {
-                    let detail = e.to_string();
-                    return self.end(Err(LlmError::Malformed { detail }));
-                }
-                Ok(Some(Ok(event))) => event,
-            };
-            match self.read(event.data.trim()) {
-                Piece::Nothing => continue,
-                Piece::Text(text) => return Some((Ok(LlmEvent::Delta(text)), self)),
-                Piece::Last(last) => return self.end(last),
-            }
-        }
+impl Protocol for Chunks {
+    fn read(&mut self, event: &eventsource_stream::Event) -> Piece {
+        self.read_data(event.data.trim())
     }
 
     /// The stream closed. Some servers close without `[DONE]`; a reported finish reason
@@ -393,9 +236,11 @@ impl Reader {
             None => Err(LlmError::Dropped),
         }
     }
+}
 
+impl Chunks {
     /// What one event's data brings.
-    fn read(&mut self, data: &str) -> Piece {
+    fn read_data(&mut self, data: &str) -> Piece {
         if data.is_empty() {
             return Piece::Nothing;
         }
@@ -447,14 +292,6 @@ impl Reader {
             false => Piece::Text(text),
         }
     }
-
-    fn end(
-        mut self,
-        item: Result<LlmEvent, LlmError>,
-    ) -> Option<(Result<LlmEvent, LlmError>, Reader)> {
-        self.ended = true;
-        Some((item, self))
-    }
 }
 
 /// A message's `content`: its text, or for a message with context blocks, content parts
@@ -476,28 +313,10 @@ fn content(message: &Message) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::offered;
+    use futures::StreamExt;
     use parlor_domain::message::ToolCall;
-
-    #[test]
-    fn error_bodies_yield_their_message() {
-        let status = reqwest::StatusCode::UNAUTHORIZED;
-        assert_eq!(
-            error_message(
-                r#"{"error":{"message":"Incorrect API key","type":"x"}}"#,
-                status
-            ),
-            "Incorrect API key"
-        );
-        assert_eq!(
-            error_message(r#"{"error":"model not found"}"#, status),
-            "model not found"
-        );
-        assert_eq!(error_message("", status), "Unauthorized");
-        assert_eq!(
-            error_message("<html>oops</html>", status),
-            "Unauthorized (<html>oops</html>)"
-        );
-    }
+    use std::time::Duration;
 
     #[test]
     fn a_delta_with_nulls_for_what_it_lacks_is_read() {
@@ -512,26 +331,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(delta.tool_calls.unwrap().len(), 1);
-    }
-
-    #[test]
-    fn host_hides_credentials_and_path() {
-        let client = OpenAiClient::new(
-            "https://user:pw@llm.example:8443/v1".into(),
-            None,
-            Duration::from_secs(5),
-        );
-        assert_eq!(client.host(), "https://llm.example:8443");
-    }
-
-    fn offered(name: &str) -> parlor_domain::tool::Offered {
-        parlor_domain::tool::Offered {
-            name: name.into(),
-            server: "clock".into(),
-            tool: "now".into(),
-            description: "the time".into(),
-            parameters: json!({"type": "object"}),
-        }
     }
 
     /// Reads a whole reply: its text and the finished event's calls.

@@ -13,10 +13,20 @@ use std::time::Duration;
 /// built-in offline model.
 pub const IMPLICIT: [&str; 2] = ["openai", "mirror"];
 
+/// The protocol a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// OpenAI's Chat Completions (`POST {base_url}/chat/completions`).
+    OpenAi,
+    /// Anthropic's Messages (`POST {base_url}/messages`).
+    Anthropic,
+}
+
 /// One declared provider, checked.
 #[derive(Clone, Debug)]
 pub struct ProviderSpec {
     pub id: String,
+    pub kind: Kind,
     pub base_url: String,
     pub api_key: Option<ApiKey>,
     /// Sent with every request (`Authorization` is the key's).
@@ -26,6 +36,27 @@ pub struct ProviderSpec {
 }
 
 type Refusal = (&'static str, String);
+
+impl ProviderSpec {
+    /// The client that speaks to it (`default_timeout`: `PARLOR_LLM_TIMEOUT_SECS`'s).
+    pub fn client(&self, default_timeout: Duration) -> super::LlmClient {
+        let timeout = self.timeout.unwrap_or(default_timeout);
+        let (url, key) = (self.base_url.clone(), self.api_key.clone());
+        let setting = format!("the base_url of provider {:?}", self.id);
+        match self.kind {
+            Kind::OpenAi => super::LlmClient::OpenAi(
+                super::OpenAiClient::new(url, key, timeout)
+                    .with_headers(&self.headers)
+                    .set_by(setting),
+            ),
+            Kind::Anthropic => super::LlmClient::Anthropic(
+                super::AnthropicClient::new(url, key, timeout)
+                    .with_headers(&self.headers)
+                    .set_by(setting),
+            ),
+        }
+    }
+}
 
 /// The key in the variable `name` names, which must be set.
 fn api_key(
@@ -102,16 +133,14 @@ fn spec(
         );
         return Err(("id", why));
     }
-    match entry.kind.as_deref() {
-        None | Some("openai") => {}
-        Some("anthropic") => {
-            let why = "\"anthropic\" (the native Messages API) is not available yet: use kind = \
-                \"openai\" with Anthropic's OpenAI-compatible endpoint, base_url = \
-                \"https://api.anthropic.com/v1/\"";
-            return Err(("kind", why.into()));
+    let kind = match entry.kind.as_deref() {
+        None | Some("openai") => Kind::OpenAi,
+        Some("anthropic") => Kind::Anthropic,
+        Some(other) => {
+            let why = format!("must be \"openai\" or \"anthropic\" (got {other:?})");
+            return Err(("kind", why));
         }
-        Some(other) => return Err(("kind", format!("must be \"openai\" (got {other:?})"))),
-    }
+    };
     let url = reqwest::Url::parse(&entry.base_url)
         .map_err(|e| ("base_url", format!("{e} ({:?})", entry.base_url)))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -132,6 +161,7 @@ fn spec(
     };
     Ok(ProviderSpec {
         id: entry.id.clone(),
+        kind,
         base_url: entry.base_url.trim_end_matches('/').to_owned(),
         api_key,
         headers: entry.headers.clone(),
@@ -163,6 +193,9 @@ mod tests {
             Some("sk-team")
         );
         assert_eq!(specs[0].timeout, Some(Duration::from_secs(5)));
+        assert_eq!(specs[0].kind, Kind::OpenAi);
+        let claude = read("[[providers]]\nid = \"claude\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1\"\n");
+        assert_eq!(claude.unwrap()[0].kind, Kind::Anthropic);
         let entry = |fields: &str| {
             format!("[[providers]]\nid = \"p\"\nbase_url = \"http://h/v1\"\n{fields}")
         };
@@ -170,10 +203,6 @@ mod tests {
             (
                 entry("api_key_env = \"NOT_SET\""),
                 "providers[0] (id \"p\"): api_key_env: NOT_SET is not set",
-            ),
-            (
-                entry("kind = \"anthropic\""),
-                "kind: \"anthropic\" (the native Messages API) is not available yet",
             ),
             (entry("kind = \"grpc\""), "kind: must be"),
             (

@@ -107,3 +107,62 @@ fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// Anthropic's Messages API beside an OpenAI-compatible provider and the mirror, in one
+/// conversation: the key goes in `x-api-key`, the request is one the API accepts (the fake
+/// checks it as the API does), and the prompt cache's share comes back with the usage.
+#[tokio::test]
+async fn an_anthropic_provider_an_openai_one_and_the_mirror_in_one_conversation() {
+    let (claude, team) = (
+        FakeLlm::start().await.unwrap(),
+        FakeLlm::start().await.unwrap(),
+    );
+    let key = std::env::var("HOME").expect("HOME is set");
+    let config = config_file(&format!(
+        "[[providers]]\nid = \"claude\"\nkind = \"anthropic\"\nbase_url = \"{}\"\n\
+         api_key_env = \"HOME\"\n\n\
+         [[providers]]\nid = \"team\"\nbase_url = \"{}\"\n\n\
+         [[models]]\nname = \"sonnet\"\nprovider = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n\n\
+         [[models]]\nname = \"teamed\"\nprovider = \"team\"\n",
+        claude.base_url(),
+        team.base_url()
+    ));
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let first = server.chat("general", json!({"message": "hello"})).await;
+    assert!(first.text().contains("Mirror model"), "offline by default");
+    let session = first.session_id();
+    let say = |text: &str| {
+        let body = json!({"message": text, "session_id": session});
+        server.chat("general", body)
+    };
+    say("!model sonnet").await;
+    let asked = say("hi claude").await;
+    assert_eq!(asked.meta().provider, "claude");
+    assert!(
+        asked.text().starts_with("Echo: hi claude"),
+        "{}",
+        asked.text()
+    );
+    let sent = &claude.requests()[0];
+    assert_eq!(sent["model"], "claude-sonnet-4-5");
+    assert!(sent["max_tokens"].is_u64() && sent["stream"] == true);
+    assert_eq!(claude.authorizations()[0].as_deref(), Some(key.as_str()));
+    let written = asked.done().and_then(|d| d.usage.clone()).unwrap();
+    assert!(written.cache_write_tokens.unwrap_or(0) > 0, "{written:?}");
+    // The next turn reads back what the first wrote.
+    let again = say("and again").await;
+    let read = again.done().and_then(|d| d.usage.clone()).unwrap();
+    assert!(read.cached_tokens.unwrap_or(0) > 0, "{read:?}");
+    let history = claude.requests()[1]["messages"].to_string();
+    assert!(history.contains("hi claude") && history.contains("Echo: hi claude"));
+    // The OpenAI-compatible provider gets the same conversation.
+    say("!model teamed").await;
+    let third = say("and you?").await;
+    assert_eq!(third.meta().provider, "team");
+    let sent = team.requests()[0]["messages"].to_string();
+    assert!(
+        sent.contains("hi claude") && sent.contains("and you?"),
+        "{sent}"
+    );
+}

@@ -17,8 +17,16 @@
 //! | `[stall]`       | streams one chunk, then goes silent                              |
 //! | `[cached]`      | as (none), reporting half the prompt's tokens as cached          |
 //!
-//! Every request body is recorded; `GET /_requests` returns them as a JSON array.
+//! `[status:429]` comes with `Retry-After: 7`. Every request body is recorded; `GET
+//! /_requests` returns them as a JSON array.
+//!
+//! It speaks Anthropic's Messages API too (`POST /v1/messages`, see [`messages`]), and
+//! emulates a provider's prompt cache ([`cache`]): always on the Messages API, on Chat
+//! Completions when started with [`FakeLlm::start_with_prefix_cache`] (or `--prefix-cache`),
+//! reported as `prompt_tokens_details.cached_tokens`.
 
+pub mod cache;
+mod messages;
 pub mod redis_server;
 mod tools;
 
@@ -40,9 +48,42 @@ pub struct Recorder {
     requests: Arc<Mutex<Vec<Value>>>,
     authorizations: Arc<Mutex<Vec<Option<String>>>>,
     failed_once: Arc<Mutex<HashSet<String>>>,
+    cache: Arc<Mutex<cache::PrefixCache>>,
+    /// Whether Chat Completions report the emulated cache (the Messages API always does).
+    prefix_cache: bool,
 }
 
 impl Recorder {
+    /// A recorder whose Chat Completions report the emulated prompt cache.
+    pub fn with_prefix_cache() -> Recorder {
+        Recorder {
+            prefix_cache: true,
+            ..Recorder::default()
+        }
+    }
+
+    /// A Chat Completions request's prompt tokens, and those the emulated cache served
+    /// (`None` when it is off).
+    fn prompt_tokens(&self, request: &Value) -> (u64, Option<u64>) {
+        if !self.prefix_cache {
+            return (request.to_string().len() as u64 / 4, None);
+        }
+        let units = cache::units_of_chat(request);
+        let used = self.cache.lock().expect("cache lock").lookup(&units, false);
+        (used.read + used.fresh, Some(used.read))
+    }
+
+    fn note_authorization(&self, value: Option<String>) {
+        self.authorizations
+            .lock()
+            .expect("recorder lock")
+            .push(value);
+    }
+
+    fn note_request(&self, request: Value) {
+        self.requests.lock().expect("recorder lock").push(request);
+    }
+
     pub fn requests(&self) -> Vec<Value> {
         self.requests.lock().expect("recorder lock").clone()
     }
@@ -57,6 +98,7 @@ impl Recorder {
 pub fn router(recorder: Recorder) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages::messages))
         .route("/v1/models", get(models))
         .route("/_requests", get(recorded))
         .with_state(recorder)
@@ -72,9 +114,17 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Starts on a free loopback port.
     pub async fn start() -> std::io::Result<FakeLlm> {
+        Self::start_with(Recorder::default()).await
+    }
+
+    /// Starts with Chat Completions reporting the emulated prompt cache.
+    pub async fn start_with_prefix_cache() -> std::io::Result<FakeLlm> {
+        Self::start_with(Recorder::with_prefix_cache()).await
+    }
+
+    async fn start_with(recorder: Recorder) -> std::io::Result<FakeLlm> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let recorder = Recorder::default();
         let app = router(recorder.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -124,26 +174,18 @@ async fn chat_completions(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    recorder
-        .authorizations
-        .lock()
-        .expect("recorder lock")
-        .push(authorization.clone());
+    recorder.note_authorization(authorization.clone());
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
     };
-    recorder
-        .requests
-        .lock()
-        .expect("recorder lock")
-        .push(request.clone());
+    recorder.note_request(request.clone());
     let last_user = last_user_text(&request);
     let model = request["model"].as_str().unwrap_or("fake-model").to_owned();
-    let prompt_tokens = request.to_string().len() as u64 / 4;
     if let Some(refused) = refusal(&recorder, authorization.as_deref(), &last_user).await {
         return refused;
     }
+    let (prompt_tokens, cached) = recorder.prompt_tokens(&request);
     let include_usage = request["stream_options"]["include_usage"] == json!(true);
     if request["stream"] == json!(true) {
         if let Some(mut steps) = tools::steps(&model, &request, &last_user) {
@@ -169,12 +211,26 @@ async fn chat_completions(
         }))
         .into_response();
     }
-    let usage = include_usage.then_some(prompt_tokens);
-    sse(steps(&model, &last_user, usage))
+    let mut steps = steps(&model, &last_user, include_usage.then_some(prompt_tokens));
+    if let Some(cached) = cached {
+        report_cached(&mut steps, cached);
+    }
+    sse(steps)
+}
+
+/// Adds the emulated cache's share to the usage chunk of `steps`.
+fn report_cached(steps: &mut [Step], cached: u64) {
+    for step in steps {
+        if let Step::Data(chunk) = step {
+            if chunk.get("usage").is_some() {
+                chunk["usage"]["prompt_tokens_details"] = json!({"cached_tokens": cached});
+            }
+        }
+    }
 }
 
 /// The text of the last user message: a string, or the first text part of its content.
-fn last_user_text(request: &Value) -> String {
+pub(crate) fn last_user_text(request: &Value) -> String {
     request["messages"]
         .as_array()
         .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
@@ -195,7 +251,7 @@ fn last_user_text(request: &Value) -> String {
 /// What the directives in the user's message make the fake do instead of answering: an
 /// error page echoing the credentials (`[echo-key]`), a status (`[status-N]`), one failure
 /// (`[fail-once]`), or no answer at all (`[hang]`).
-async fn refusal(
+pub(crate) async fn refusal(
     recorder: &Recorder,
     authorization: Option<&str>,
     last_user: &str,
@@ -230,7 +286,7 @@ async fn refusal(
 
 /// The streamed reply to `last_user`: a fault it asks for (`[malformed]`, `[drop]`,
 /// `[stall]`), paced words, or an echo (with usage for `prompt_tokens` when asked).
-fn steps(model: &str, last_user: &str, prompt_tokens: Option<u64>) -> Vec<Step> {
+pub(crate) fn steps(model: &str, last_user: &str, prompt_tokens: Option<u64>) -> Vec<Step> {
     if last_user.contains("[malformed]") {
         return vec![
             Step::Data(chunk(model, Some("Hello"), None)),
@@ -289,8 +345,21 @@ fn echo(model: &str, last_user: &str, prompt_tokens: Option<u64>) -> Vec<Step> {
 
 /// Plays `steps` as a server-sent event stream.
 fn sse(steps: Vec<Step>) -> Response {
-    let stream = futures::stream::iter(steps).then(|step| async move {
+    play(steps, false)
+}
+
+/// The same, each event named by its data's `type` (as the Messages API sends them).
+pub(crate) fn sse_named(steps: Vec<Step>) -> Response {
+    play(steps, true)
+}
+
+fn play(steps: Vec<Step>, named: bool) -> Response {
+    let stream = futures::stream::iter(steps).then(move |step| async move {
         match step {
+            Step::Data(value) if named => {
+                let name = value["type"].as_str().unwrap_or("message").to_owned();
+                Ok(Bytes::from(format!("event: {name}\ndata: {value}\n\n")))
+            }
             Step::Data(value) => Ok(Bytes::from(format!("data: {value}\n\n"))),
             Step::Raw(text) => Ok(Bytes::from(text)),
             Step::Pause(d) => {
@@ -306,7 +375,7 @@ fn sse(steps: Vec<Step>) -> Response {
         .expect("static response parts")
 }
 
-enum Step {
+pub(crate) enum Step {
     Data(Value),
     Raw(String),
     Pause(Duration),
@@ -347,5 +416,11 @@ fn directive_status(message: &str) -> Option<StatusCode> {
 fn openai_error(status: StatusCode, message: &str) -> Response {
     let body =
         json!({"error": {"message": message, "type": "fake_error", "code": status.as_u16()}});
-    (status, Json(body)).into_response()
+    let mut response = (status, Json(body)).into_response();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("7"));
+    }
+    response
 }
