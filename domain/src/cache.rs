@@ -55,6 +55,15 @@ impl CacheUse {
         }
     }
 
+    /// Two calls' use together.
+    pub fn plus(self, other: CacheUse) -> CacheUse {
+        CacheUse {
+            read: self.read + other.read,
+            written: self.written + other.written,
+            fresh: self.fresh + other.fresh,
+        }
+    }
+
     pub fn prompt(&self) -> u64 {
         self.read + self.written + self.fresh
     }
@@ -83,6 +92,24 @@ pub enum PrefixChange {
     Expired,
     /// A message sent last turn was edited.
     Edited,
+}
+
+impl PrefixChange {
+    /// What happened, in words (the debug panel's).
+    pub fn describe(&self) -> String {
+        match self {
+            PrefixChange::System => "the system prompt changed".into(),
+            PrefixChange::Summary => "the rolling summary was rewritten".into(),
+            PrefixChange::Cut { dropped } => {
+                format!("the window cut {dropped} older message(s)")
+            }
+            PrefixChange::Marks => {
+                "a pin, a \"Don't send\" mark or a deletion changed what is sent".into()
+            }
+            PrefixChange::Expired => "a context block expired or a tool result was stubbed".into(),
+            PrefixChange::Edited => "a message sent last turn was edited".into(),
+        }
+    }
 }
 
 /// One sent message, as [`prefix_change`] compares them.
@@ -114,6 +141,10 @@ impl Prefix {
                 })
                 .collect(),
         )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     fn hashes(&self, pick: impl Fn(&Sent) -> bool) -> Vec<u64> {

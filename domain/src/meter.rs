@@ -54,6 +54,9 @@ pub struct Meter {
     /// Prompt tokens the provider served from its cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<u64>,
+    /// Prompt tokens the provider wrote to its cache (Anthropic reports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_written: Option<u64>,
     /// What the call and the conversation cost, when the operator declared the model's
     /// prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,19 +110,34 @@ pub struct Cost {
     pub conversation_nano_usd: u64,
 }
 
-/// A model's prices, in US dollars per million tokens (`price_in`, `price_out`).
+/// A model's prices, in US dollars per million tokens (`price_in`, `price_out`, and for
+/// prompt tokens read from or written to the provider's cache `price_cached_in` and
+/// `price_cache_write`, each the input price when not declared).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Prices {
     pub input: f64,
     pub output: f64,
+    pub cached_input: Option<f64>,
+    pub cache_write: Option<f64>,
 }
 
 impl Prices {
-    /// The cost of a call, in nano-dollars: a dollar per million tokens is a thousandth of a
-    /// nano-dollar... per token times a thousand, i.e. `tokens × price × 1000`.
+    /// The cost of a call whose prompt was all fresh, in nano-dollars.
     pub fn nano_usd(&self, prompt: u64, completion: u64) -> u64 {
-        let nanos = (prompt as f64 * self.input + completion as f64 * self.output) * 1000.0;
-        nanos.round().max(0.0) as u64
+        self.nano_usd_cached(crate::cache::CacheUse::of(prompt, None, None), completion)
+    }
+
+    /// The cost of a call, in nano-dollars: a dollar per million tokens is a thousand
+    /// nano-dollars per token, i.e. `tokens × price × 1000`; the prompt's cached and
+    /// cache-written tokens at their own prices.
+    pub fn nano_usd_cached(&self, prompt: crate::cache::CacheUse, completion: u64) -> u64 {
+        let read = self.cached_input.unwrap_or(self.input);
+        let write = self.cache_write.unwrap_or(self.input);
+        let dollars_per_million = prompt.fresh as f64 * self.input
+            + prompt.read as f64 * read
+            + prompt.written as f64 * write
+            + completion as f64 * self.output;
+        (dollars_per_million * 1000.0).round().max(0.0) as u64
     }
 }
 
@@ -191,8 +209,10 @@ impl Meter {
         }
         self.completion = Some(completion);
         self.cached = cached.filter(|&c| c > 0);
+        self.cache_written = usage.cache_write_tokens.filter(|&c| c > 0);
         if let Some(prices) = prices {
-            let turn = prices.nano_usd(prompt, completion);
+            let cache = crate::cache::CacheUse::of(prompt, cached, usage.cache_write_tokens);
+            let turn = prices.nano_usd_cached(cache, completion);
             self.cost = Some(Cost {
                 turn_nano_usd: Some(turn),
                 conversation_nano_usd: spent_before.saturating_add(turn),
@@ -458,6 +478,7 @@ mod tests {
         let prices = Prices {
             input: 0.15,
             output: 0.60,
+            ..Prices::default()
         };
         let usage = Usage {
             prompt_tokens: 900,
@@ -489,6 +510,45 @@ mod tests {
         };
         let unpriced = measure(&sent(), &EstimatedTokens, None).with_usage(&small, None, 0);
         assert_eq!((unpriced.cost, unpriced.cached), (None, None));
+    }
+
+    #[test]
+    fn cached_and_cache_written_tokens_are_priced_at_their_own_prices() {
+        // Anthropic's Sonnet prices: $3 in, $15 out, $0.30 read from the cache, $3.75 written.
+        let prices = Prices {
+            input: 3.0,
+            output: 15.0,
+            cached_input: Some(0.30),
+            cache_write: Some(3.75),
+        };
+        let usage = Usage {
+            prompt_tokens: 10_000,
+            completion_tokens: 100,
+            total_tokens: 10_100,
+            cached_tokens: Some(8_000),
+            cache_write_tokens: Some(1_500),
+        };
+        let meter = measure(&sent(), &EstimatedTokens, None).with_usage(&usage, Some(prices), 0);
+        // 500 × 3 + 8000 × 0.30 + 1500 × 3.75 + 100 × 15 = 11,025 micro-dollars.
+        let cost = meter.cost.unwrap().turn_nano_usd;
+        assert_eq!(cost, Some(11_025_000));
+        assert_eq!(
+            (meter.cached, meter.cache_written),
+            (Some(8_000), Some(1_500))
+        );
+        // Without cache prices, every prompt token is an input token.
+        let plain = Prices {
+            cached_input: None,
+            cache_write: None,
+            ..prices
+        };
+        assert_eq!(
+            plain.nano_usd_cached(
+                crate::cache::CacheUse::of(10_000, Some(8_000), Some(1_500)),
+                100
+            ),
+            31_500_000
+        );
     }
 
     #[test]
@@ -612,6 +672,7 @@ mod tests {
         let prices = Prices {
             input: 0.15,
             output: 0.60,
+            ..Prices::default()
         };
         let meter = measure(&sent(), &EstimatedTokens, Some(1_000));
         let estimate = meter.details_html();

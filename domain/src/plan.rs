@@ -72,6 +72,8 @@ pub struct Plan {
     /// Set when the chain refused the request (the message alone is over the budget); then
     /// nothing is sent.
     pub error: Option<ChainError>,
+    /// What was sent, as the next turn compares it ([`crate::cache::prefix_change`]).
+    pub prefix: crate::cache::Prefix,
 }
 
 /// The agent's window ceiling: the server-wide `agent_max_ctx`, which an agent's own
@@ -113,6 +115,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         .marked
         .then(|| marks_report(&sent, pinned_before, counts.excluded));
     let exchanges = exchange_reports(input.tail, offset, &sent);
+    let prefix = crate::cache::Prefix::of(sent.iter().map(|m| (m.stored_at, &m.message)));
     let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();
     let estimated_tokens = messages.iter().map(|m| tokens.count(m)).sum();
     let report = HistoryReport {
@@ -134,6 +137,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         messages,
         report,
         error,
+        prefix,
     }
 }
 

@@ -184,7 +184,8 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         config.model_override.clone(),
         config.mirror_delay,
     )
-    .with_anthropic_default(anthropic.map(|p| p.id.clone()));
+    .with_anthropic_default(anthropic.map(|p| p.id.clone()))
+    .with_default_steps(settings.steps);
     let live = setup.histories.live_sessions();
     let config_auth = (config.auth.clone(), config.trusted_proxies.clone());
     let public = config.public_url.as_deref().unwrap_or_default();

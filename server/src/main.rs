@@ -155,7 +155,7 @@ async fn serve() -> anyhow::Result<()> {
     let setup = parlor_server::setup(&config, &agents).await?;
     match &config.llm {
         parlor_server::config::LlmConfig::Mirror => {
-            tracing::info!("no LLM configured: replies come from the built-in mirror model")
+            tracing::info!("OPENAI_BASE_URL is not set: agents reply with the built-in mirror model unless their model is on a [[providers]] entry")
         }
         parlor_server::config::LlmConfig::OpenAi { .. } => {
             tracing::info!("using the OpenAI-compatible server configured by OPENAI_BASE_URL")

@@ -24,6 +24,27 @@ pub fn render(info: DebugInfo, messages: usize) -> String {
     })
 }
 
+/// How the provider's prompt cache served the last call, and why its prefix changed.
+#[component]
+fn CacheFacts(
+    cache: Option<parlor_domain::cache::CacheUse>,
+    change: Option<parlor_domain::cache::PrefixChange>,
+) -> impl IntoView {
+    view! {
+        {cache.map(|c| view! {
+            <dt>"Prompt cache"</dt>
+            <dd data-fact="cache">{format!(
+                "{} read, {} written, {} fresh ({}% read from the cache)",
+                c.read, c.written, c.fresh, c.read_percent()
+            )}</dd>
+        })}
+        {change.map(|change| view! {
+            <dt>"Prefix changed"</dt>
+            <dd data-fact="prefix-change">{change.describe()}</dd>
+        })}
+    }
+}
+
 #[component]
 fn DebugFacts(
     info: DebugInfo,
@@ -101,6 +122,7 @@ fn DebugFacts(
                         </dd>
                         <dt>"Tokens sent"</dt>
                         <dd data-fact="tokens">{tokens}</dd>
+                        <CacheFacts cache=turn.cache change=turn.prefix_change.clone()/>
                         {h.marks.map(|m| view! {
                             <dt>"Marks"</dt>
                             <dd data-fact="marks">

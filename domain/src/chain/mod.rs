@@ -36,6 +36,14 @@ pub struct ModelLimits {
     /// The model takes no images (`vision = false`): each is sent as a short placeholder.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub without_images: bool,
+    /// How far past the window the sliding window cuts when it cuts, in messages, so that
+    /// the next turns find the same prefix (see [`processors::step_cut`]); 0: exactly at
+    /// the window; `None`: a quarter of the window ([`processors::DEFAULT_STEP_DIVISOR`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_step: Option<usize>,
+    /// The same for the token budget, in tokens (`None`: a quarter of the budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_step: Option<u64>,
 }
 
 /// `min(agent_max_ctx, model.max_context)`, a model without `max_context` counting as
@@ -390,11 +398,14 @@ mod tests {
         messages.iter().map(|m| m.message.text.as_str()).collect()
     }
 
+    /// A model that cuts exactly at its window and budget (steps: `processors::step_tests`).
     fn model(max_context: Option<usize>, token_budget: Option<u64>) -> ModelLimits {
         ModelLimits {
             name: "m".into(),
             max_context,
             token_budget,
+            window_step: Some(0),
+            budget_step: Some(0),
             ..Default::default()
         }
     }

@@ -45,15 +45,38 @@ impl SlidingWindow {
     /// The window itself: the last `window` messages after the leading system messages,
     /// from a user message on. Pinned messages stay and do not count against the window.
     pub fn keep_last(messages: Vec<Outgoing>, window: usize) -> Vec<Outgoing> {
+        Self::keep_last_stepped(messages, window, 0)
+    }
+
+    /// The window with a step: the cut moves only in steps of `step` messages
+    /// ([`step_cut`]), so it holds while the conversation grows.
+    pub fn keep_last_stepped(messages: Vec<Outgoing>, window: usize, step: usize) -> Vec<Outgoing> {
         let systems = leading_systems(&messages);
         let rest = &messages[systems..];
         let unpinned: Vec<usize> = (0..rest.len()).filter(|&i| !rest[i].pinned()).collect();
-        let start = match unpinned.len().checked_sub(window) {
-            None | Some(0) => 0,
-            Some(cut) => user_at_or_after(rest, unpinned[cut]),
+        let start = match step_cut(unpinned.len(), window, step) {
+            0 => 0,
+            cut => user_at_or_after(rest, unpinned[cut]),
         };
         drop_after_systems_but_pins(messages, systems, start)
     }
+}
+
+/// A model without its own step (nor `[history]`'s) cuts a quarter of its window (or
+/// budget) at a time: measured in `make bench` (docs/performance.md), a quarter keeps most
+/// of a prompt cached at a small loss of context; half keeps more cached and loses more.
+pub const DEFAULT_STEP_DIVISOR: usize = 4;
+
+/// Where a window of `window` over `count` messages cuts, with a `step`: not at
+/// `count - window` (which moves with every message, so that no two requests share a
+/// prefix past the system prompt) but at the next multiple of `step` at or above it, which
+/// stays put until the window is exceeded again. What is kept then is between
+/// `window - step + 1` and `window` messages. A step of 0 (or 1) cuts exactly; a step is
+/// held below the window.
+pub fn step_cut(count: usize, window: usize, step: usize) -> usize {
+    let over = count.saturating_sub(window);
+    let step = step.min(window.saturating_sub(1)).max(1);
+    over.div_ceil(step) * step
 }
 
 impl HistoryProcessor for SlidingWindow {
@@ -68,7 +91,11 @@ impl HistoryProcessor for SlidingWindow {
         messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
-        Ok(Self::keep_last(messages, ctx.effective_ctx))
+        let step = ctx
+            .model
+            .window_step
+            .unwrap_or(ctx.effective_ctx / DEFAULT_STEP_DIVISOR);
+        Ok(Self::keep_last_stepped(messages, ctx.effective_ctx, step))
     }
 }
 
@@ -105,20 +132,7 @@ impl HistoryProcessor for TokenBudget {
             .iter()
             .rposition(|m| m.role() == Role::User)
             .unwrap_or(rest.len());
-        // A summary the chain sends after this step takes room too: counted here wherever
-        // `summary` sits in the chain (once it is among the system messages, it is counted
-        // with them).
-        let summary_to_come = ctx
-            .summary
-            .filter(|_| {
-                !prompt
-                    .iter()
-                    .any(|m| m.message.text.starts_with(crate::summary::SUMMARY_LABEL))
-            })
-            .map_or(0, |summary| {
-                ctx.tokens.count(&crate::summary::summary_message(summary))
-            });
-        let mut used = summary_to_come + cost(prompt) + cost(&rest[last_turn..]);
+        let mut used = summary_to_come(prompt, ctx) + cost(prompt) + cost(&rest[last_turn..]);
         if used > budget {
             return Err(ChainError::OverBudget {
                 model: ctx.model.name.clone(),
@@ -126,9 +140,8 @@ impl HistoryProcessor for TokenBudget {
                 budget,
             });
         }
-        // Keep whole turns from the newest back while they fit: the longest suffix that fits,
-        // which is what dropping the oldest turns first leaves. Turns older than the first one
-        // that does not fit are never counted.
+        // Keep whole turns from the newest back while they fit: the longest suffix that fits
+        // (what dropping the oldest turns first leaves); older turns are never counted.
         let mut start = last_turn;
         while start > 0 {
             let begin = rest[..start]
@@ -142,8 +155,55 @@ impl HistoryProcessor for TokenBudget {
             used += turn;
             start = begin;
         }
+        let step = ctx
+            .model
+            .budget_step
+            .unwrap_or(budget / DEFAULT_STEP_DIVISOR as u64);
+        let start = budget_step_cut(rest, (start, last_turn), step, &cost);
         Ok(drop_after_systems(messages, systems, start))
     }
+}
+
+/// A summary the chain sends after the budget takes room too: counted by the budget
+/// wherever `summary` sits in the chain (once it is among the system messages `prompt`, it
+/// is counted with them).
+fn summary_to_come(prompt: &[Outgoing], ctx: &ChainContext<'_>) -> u64 {
+    let sent = prompt
+        .iter()
+        .any(|m| m.message.text.starts_with(crate::summary::SUMMARY_LABEL));
+    match (ctx.summary, sent) {
+        (Some(summary), false) => ctx.tokens.count(&crate::summary::summary_message(summary)),
+        _ => 0,
+    }
+}
+
+/// With a budget step: the first turn boundary at or after `start` (the least cut that
+/// fits) that opens a new `step` of tokens counted from the first message, so the cut
+/// moves in steps of about `step` tokens and holds in between. Never past `last_turn`;
+/// a step of 0 keeps `start`.
+fn budget_step_cut(
+    rest: &[Outgoing],
+    (start, last_turn): (usize, usize),
+    step: u64,
+    cost: &dyn Fn(&[Outgoing]) -> u64,
+) -> usize {
+    if start == 0 || step == 0 {
+        return start;
+    }
+    let mut before = 0u64;
+    let mut bucket_of_previous = None;
+    for (i, message) in rest.iter().enumerate().take(last_turn + 1) {
+        let bucket = before.div_ceil(step);
+        let boundary = message.role() == Role::User;
+        if boundary && i >= start && bucket_of_previous != Some(bucket) {
+            return i;
+        }
+        if boundary {
+            bucket_of_previous = Some(bucket);
+        }
+        before += cost(std::slice::from_ref(message));
+    }
+    last_turn
 }
 
 /// The budget prefers stubs to cuts: while `messages` cost more than `budget`, the oldest
@@ -333,3 +393,6 @@ mod tests {
         assert_eq!(step.process(outgoing(4), &ctx(None)).unwrap().len(), 3);
     }
 }
+
+#[cfg(test)]
+mod step_tests;

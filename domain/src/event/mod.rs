@@ -357,6 +357,18 @@ pub struct TurnReport {
     /// The turn's tools: those offered, each round's calls, the limit that ended the loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<tools::ToolsReport>,
+    /// The prompt's tokens read from the provider's cache, written to it, and fresh, when
+    /// the provider reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheUse>,
+    /// Why this call's history does not begin as the previous turn's did (which is what
+    /// the provider's cache needs); `None` when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_change: Option<crate::cache::PrefixChange>,
+    /// What was sent, for the next turn's comparison.
+    #[serde(default, skip_serializing_if = "crate::cache::Prefix::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub prefix: crate::cache::Prefix,
 }
 
 impl TurnReport {
@@ -369,14 +381,26 @@ impl TurnReport {
             tokens_exact: false,
             meter: None,
             tools: None,
+            cache: None,
+            prefix_change: None,
+            prefix: Default::default(),
         }
     }
 
-    /// Takes the model's reported prompt tokens, when there are any.
+    /// Takes the model's reported prompt tokens, when there are any, and the cache's share
+    /// of them when the provider said.
     pub fn with_usage(mut self, usage: Option<&Usage>) -> Self {
         if let Some(usage) = usage.filter(|u| u.prompt_tokens > 0) {
             self.tokens_sent = usage.prompt_tokens;
             self.tokens_exact = true;
+            let (read, written) = (usage.cached_tokens, usage.cache_write_tokens);
+            if read.is_some() || written.is_some() {
+                self.cache = Some(crate::cache::CacheUse::of(
+                    usage.prompt_tokens,
+                    read,
+                    written,
+                ));
+            }
         }
         self
     }

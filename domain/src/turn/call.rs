@@ -134,8 +134,14 @@ pub fn meta(info: &mut ConversationInfo, plan: &Plan, input: &CallInput<'_>) -> 
             conversation_nano_usd: info.spent_nano_usd + kept,
         });
     }
+    let before = info.last_turn.as_ref().map(|t| &t.prefix);
+    let prefix_change = before
+        .filter(|b| !b.is_empty())
+        .and_then(|b| crate::cache::prefix_change(b, &plan.prefix));
     info.last_turn = Some(Box::new(TurnReport {
         meter: Some(meter.clone()),
+        prefix_change,
+        prefix: plan.prefix.clone(),
         ..TurnReport::new(plan.report.clone(), name.clone())
     }));
     MetaEvent {

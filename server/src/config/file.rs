@@ -147,6 +147,10 @@ pub struct HistorySection {
     pub agent_max_ctx: Option<i64>,
     /// The model that keeps conversation summaries (default: each conversation's own).
     pub summary_model: Option<String>,
+    /// Every model's `window_step` unless its entry sets one (0: cut exactly).
+    pub window_step: Option<i64>,
+    /// Every model's `budget_step` unless its entry sets one (0: cut exactly).
+    pub budget_step: Option<i64>,
 }
 
 /// `[[models]]`: a model users can switch to with `!model <name>`.
@@ -171,6 +175,17 @@ pub struct ModelEntry {
     pub price_in: Option<f64>,
     /// US dollars per million completion tokens.
     pub price_out: Option<f64>,
+    /// How far past the window the sliding window cuts when it cuts, in messages, so the
+    /// prompt's prefix (and the provider's cache) holds between cuts (default: `[history]`'s).
+    pub window_step: Option<i64>,
+    /// The same for the token budget, in tokens (default: `[history]`'s).
+    pub budget_step: Option<i64>,
+    /// US dollars per million prompt tokens read from the provider's cache (default:
+    /// `price_in`).
+    pub price_cached_in: Option<f64>,
+    /// US dollars per million prompt tokens written to the provider's cache (default:
+    /// `price_in`).
+    pub price_cache_write: Option<f64>,
     /// What the first call of a turn tells the model about its tools: `auto` (default),
     /// `required`, or one tool's model name (`clock__get_current_time`).
     pub tool_choice: Option<String>,

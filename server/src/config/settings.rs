@@ -25,6 +25,9 @@ pub struct ServerSettings {
     pub summary_model: Option<String>,
     /// `[tools]` and `[[mcp_servers]]`.
     pub tools: crate::tools::spec::ToolSpecs,
+    /// `[history]` `window_step` and `budget_step`: every model's unless its entry sets
+    /// its own (`None`: a quarter of its window or budget).
+    pub steps: (Option<usize>, Option<u64>),
 }
 
 pub const DEFAULT_MAX_USERS: usize = 50;
@@ -55,6 +58,8 @@ impl ServerSettings {
             other => Ok(other.map(|n| n as u64)),
         };
         let agent_max_ctx = limit(history.and_then(|h| h.agent_max_ctx), AGENT_MAX_CTX)?;
+        let window_step = limit(history.and_then(|h| h.window_step), WINDOW_STEP)?;
+        let budget_step = limit(history.and_then(|h| h.budget_step), BUDGET_STEP)?;
         let max_users = limit(file.max_users, MAX_USERS)?;
         let idle_timeout_minutes = limit(file.session_idle_timeout_minutes, IDLE_TIMEOUT)?;
         let var = |name: &str| std::env::var(name).ok();
@@ -71,6 +76,7 @@ impl ServerSettings {
             providers: crate::turn::providers::specs(&file.context, path)?,
             tools: crate::tools::spec::specs(file, path, &|name| std::env::var(name).ok())?,
             summary_model,
+            steps: (window_step.map(|n| n as usize), budget_step),
         })
     }
 }
@@ -80,6 +86,8 @@ impl ServerSettings {
 type Limit = (&'static str, &'static str, i64, &'static str);
 const HISTORY: &str = "[history]";
 const AGENT_MAX_CTX: Limit = (HISTORY, "agent_max_ctx", 1, "at least 1");
+const WINDOW_STEP: Limit = (HISTORY, "window_step", 0, "0 (cut exactly) or more");
+const BUDGET_STEP: Limit = (HISTORY, "budget_step", 0, "0 (cut exactly) or more");
 const MAX_USERS: Limit = ("top level", "max_users", 0, "0 (no limit) or more");
 const IDLE_TIMEOUT: Limit = (
     "top level",

@@ -129,16 +129,22 @@ fn spec(
         Some(n) if n < 1 => Err((field, format!("must be at least 1 (got {n})"))),
         other => Ok(other.map(|n| n as u64)),
     };
+    let at_least_0 = |field: &'static str, value: Option<i64>| match value {
+        Some(n) if n < 0 => Err((field, format!("must be 0 (cut exactly) or more (got {n})"))),
+        other => Ok(other.map(|n| n as u64)),
+    };
     let upstream = entry.model.clone().unwrap_or_else(|| entry.name.clone());
     let window = positive("context_tokens", entry.context_tokens)?;
     Ok(ModelSpec {
         window: window.or_else(|| known_window(&upstream)),
-        prices: prices(entry.price_in, entry.price_out)?,
+        prices: prices(entry)?,
         limits: ModelLimits {
             name: entry.name.clone(),
             max_context: positive("max_context", entry.max_context)?.map(|n| n as usize),
             token_budget: positive("token_budget", entry.token_budget)?,
             without_images: entry.vision == Some(false),
+            window_step: at_least_0("window_step", entry.window_step)?.map(|n| n as usize),
+            budget_step: at_least_0("budget_step", entry.budget_step)?,
         },
         provider,
         upstream,
@@ -174,10 +180,20 @@ fn tool_choice(value: Option<&str>) -> Result<ToolChoice, Refusal> {
     }
 }
 
-/// A model's prices in US dollars per million tokens: both or neither, each 0 or more.
-fn prices(input: Option<f64>, output: Option<f64>) -> Result<Option<Prices>, Refusal> {
-    let (input, output) = match (input, output) {
-        (None, None) => return Ok(None),
+/// A model's prices in US dollars per million tokens: `price_in` and `price_out` both or
+/// neither, the cache's prices only with them, each 0 or more.
+fn prices(entry: &ModelEntry) -> Result<Option<Prices>, Refusal> {
+    let cache = [
+        ("price_cached_in", entry.price_cached_in),
+        ("price_cache_write", entry.price_cache_write),
+    ];
+    let (input, output) = match (entry.price_in, entry.price_out) {
+        (None, None) => {
+            return match cache.iter().find(|(_, p)| p.is_some()) {
+                Some((field, _)) => Err((*field, "is needed with price_in and price_out".into())),
+                None => Ok(None),
+            }
+        }
         (Some(input), Some(output)) => (input, output),
         (Some(_), None) => {
             return Err((
@@ -192,13 +208,20 @@ fn prices(input: Option<f64>, output: Option<f64>) -> Result<Option<Prices>, Ref
             ))
         }
     };
-    for (field, price) in [("price_in", input), ("price_out", output)] {
+    let given = [("price_in", Some(input)), ("price_out", Some(output))];
+    for (field, price) in given.into_iter().chain(cache) {
+        let Some(price) = price else { continue };
         if !price.is_finite() || price < 0.0 {
             let rule = "must be a price in US dollars per million tokens, 0 or more";
             return Err((field, format!("{rule} (got {price})")));
         }
     }
-    Ok(Some(Prices { input, output }))
+    Ok(Some(Prices {
+        input,
+        output,
+        cached_input: entry.price_cached_in,
+        cache_write: entry.price_cache_write,
+    }))
 }
 
 /// Every model a conversation can use, and the client that reaches each: the one place
@@ -213,6 +236,8 @@ pub struct Models {
     /// `PARLOR_MODEL`: overrides every agent's own model.
     model_override: Option<String>,
     mirror_delay: Duration,
+    /// `[history]`'s steps, for models that set none.
+    steps: (Option<usize>, Option<u64>),
     /// The first `[[providers]]` entry of kind `anthropic`: where an agent whose template
     /// names `llm.anthropic` sends its own model.
     anthropic: Option<String>,
@@ -232,7 +257,14 @@ impl Models {
             model_override,
             mirror_delay,
             anthropic: None,
+            steps: (None, None),
         }
+    }
+
+    /// `[history]`'s `window_step` and `budget_step`, for models that set none.
+    pub fn with_default_steps(mut self, steps: (Option<usize>, Option<u64>)) -> Self {
+        self.steps = steps;
+        self
     }
 
     /// Agents whose template names `llm.anthropic` send their own model to `provider`.
@@ -252,7 +284,12 @@ impl Models {
             return own();
         }
         if matches!(self.llm, LlmClient::Mirror(_)) {
-            return Some(MIRROR_MODEL.to_owned());
+            // Without OPENAI_BASE_URL only a model on a `[[providers]]` entry is reachable.
+            let on_provider = |name: &String| {
+                let model = self.declared.iter().find(|m| m.name() == name);
+                model.is_some_and(|m| matches!(&m.provider, Provider::Named(id) if self.providers.contains_key(id)))
+            };
+            return own().filter(on_provider).or(Some(MIRROR_MODEL.to_owned()));
         }
         own()
     }
@@ -283,11 +320,16 @@ impl Models {
 
     /// The declared model of that name, or an undeclared OpenAI-compatible one.
     pub fn named(&self, name: &str) -> ModelSpec {
-        self.declared
+        let mut spec = self
+            .declared
             .iter()
             .find(|m| m.name() == name)
             .cloned()
-            .unwrap_or_else(|| ModelSpec::implicit(name, Provider::OpenAi))
+            .unwrap_or_else(|| ModelSpec::implicit(name, Provider::OpenAi));
+        let limits = &mut spec.limits;
+        limits.window_step = limits.window_step.or(self.steps.0);
+        limits.budget_step = limits.budget_step.or(self.steps.1);
+        spec
     }
 
     /// The models `!model` offers: the agent's own first, then the declared ones.

@@ -63,6 +63,24 @@ fn describe() {
         "parlor_rate_limited_total",
         "Requests refused by a rate limit"
     );
+    metrics::describe_counter!(
+        "parlor_prompt_tokens_total",
+        "Prompt tokens the providers reported, by model and by how the provider's cache \
+         served them (cached: read from it, written: written to it, fresh: neither)"
+    );
+}
+
+/// Counts a turn's prompt tokens by how the cache served them (`model`: its name in
+/// `[[models]]` or the agent's, a bounded set chosen by the operator).
+pub fn prompt_tokens(model: &str, cache: parlor_domain::cache::CacheUse) {
+    for (kind, tokens) in [
+        ("cached", cache.read),
+        ("written", cache.written),
+        ("fresh", cache.fresh),
+    ] {
+        let labels = [("model", model.to_owned()), ("cache", kind.to_owned())];
+        metrics::counter!("parlor_prompt_tokens_total", &labels).increment(tokens);
+    }
 }
 
 pub fn turn(outcome: &'static str) {

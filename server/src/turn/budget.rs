@@ -20,4 +20,14 @@ pub(crate) struct Budget {
 pub(crate) struct Spent {
     pub prompt: u64,
     pub completion: u64,
+    /// Of `prompt`, the tokens read from the provider's cache and written to it.
+    pub cached: u64,
+    pub cache_written: u64,
+}
+
+impl Spent {
+    /// The prompt's share of the cache, as prices take it.
+    pub fn cache(&self) -> parlor_domain::cache::CacheUse {
+        parlor_domain::cache::CacheUse::of(self.prompt, Some(self.cached), Some(self.cache_written))
+    }
 }

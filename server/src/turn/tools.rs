@@ -92,6 +92,8 @@ impl Progress {
                 for spent in [&mut self.spent, &mut self.reported] {
                     spent.prompt += u.prompt_tokens;
                     spent.completion += u.completion_tokens;
+                    spent.cached += u.cached_tokens.unwrap_or(0);
+                    spent.cache_written += u.cache_write_tokens.unwrap_or(0);
                 }
             }
             None => self.spent.prompt += self.call_tokens.last().copied().unwrap_or(0),

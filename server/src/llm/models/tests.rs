@@ -32,6 +32,10 @@ fn entry(name: &str, provider: Option<&str>, max_context: Option<i64>) -> ModelE
         context_tokens: None,
         price_in: None,
         price_out: None,
+        price_cached_in: None,
+        price_cache_write: None,
+        window_step: None,
+        budget_step: None,
         tool_choice: None,
         last_call: None,
     }
@@ -142,4 +146,90 @@ fn a_model_may_name_a_declared_provider() {
         error.contains("(declared: openai, mirror, team)"),
         "{error}"
     );
+}
+
+#[test]
+fn cache_prices_come_with_the_others_and_are_checked() {
+    let path = Path::new("parlor.toml");
+    let cache_alone = ModelEntry {
+        price_cached_in: Some(0.3),
+        ..entry("a", None, None)
+    };
+    let cache_negative = ModelEntry {
+        price_in: Some(3.0),
+        price_out: Some(15.0),
+        price_cache_write: Some(-3.75),
+        ..entry("a", None, None)
+    };
+    for (entry, expected) in [
+        (
+            cache_alone,
+            "price_cached_in: is needed with price_in and price_out",
+        ),
+        (cache_negative, "price_cache_write: must be a price"),
+    ] {
+        let error = specs(&[entry], path, &["team"]).unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+    let priced = ModelEntry {
+        price_in: Some(3.0),
+        price_out: Some(15.0),
+        price_cached_in: Some(0.3),
+        ..entry("sonnet", None, None)
+    };
+    let prices = specs(&[priced], path, &[]).unwrap()[0].prices.unwrap();
+    assert_eq!((prices.cached_input, prices.cache_write), (Some(0.3), None));
+}
+
+/// An agent from a template naming `node` with `model`.
+fn agent(node: &str, model: &str) -> Agent {
+    let json = format!(
+        r#"{{"agentId": "a", "name": "A", "personality": "p", "nodes": ["{node}"],
+            "nodeConfigurations": {{"{node}": {{"model": "{model}"}}}}}}"#
+    );
+    Agent::from_json(&json).unwrap().0
+}
+
+#[test]
+fn without_openai_base_url_a_model_on_a_provider_still_answers() {
+    let claude = crate::llm::AnthropicClient::new(
+        "http://127.0.0.1:9/v1".into(),
+        None,
+        Duration::from_secs(1),
+    );
+    let providers = HashMap::from([("claude".to_owned(), LlmClient::Anthropic(claude))]);
+    let declared = specs(
+        &[entry("sonnet", Some("claude"), None)],
+        Path::new("parlor.toml"),
+        &["claude"],
+    )
+    .unwrap();
+    let offline = LlmClient::Mirror(MirrorModel {
+        delay: Duration::ZERO,
+    });
+    let models = |model_override: Option<&str>| {
+        Models::new(
+            declared.clone(),
+            (offline.clone(), providers.clone()),
+            model_override.map(str::to_owned),
+            Duration::ZERO,
+        )
+        .with_anthropic_default(Some("claude".into()))
+    };
+    // PARLOR_MODEL naming a model on a provider is used; one nobody can reach is not.
+    let general = agent("llm.openai", "gpt-4o-mini");
+    assert_eq!(
+        models(Some("sonnet")).agent_default(&general).as_deref(),
+        Some("sonnet")
+    );
+    assert_eq!(
+        models(None).agent_default(&general).as_deref(),
+        Some(MIRROR_MODEL)
+    );
+    // An llm.anthropic agent's own model goes to the first anthropic provider.
+    let claude_agent = agent("llm.anthropic", "claude-haiku-4-5");
+    let spec = models(None).for_conversation(&claude_agent, None).unwrap();
+    assert_eq!(spec.upstream, "claude-haiku-4-5");
+    assert_eq!(spec.provider, Provider::Named("claude".into()));
+    assert_eq!(models(None).label(&claude_agent, None).1, "claude");
 }

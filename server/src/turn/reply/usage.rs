@@ -75,9 +75,15 @@ impl Reply {
         let info = &mut self.info;
         if let Some(turn) = info.last_turn.take() {
             let mut turn = Box::new(turn.with_usage(Some(usage)));
-            let before = self
-                .prices
-                .map_or(0, |p| p.nano_usd(earlier.prompt, earlier.completion));
+            let last = parlor_domain::cache::CacheUse::of(
+                usage.prompt_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+            );
+            crate::ops::metrics::prompt_tokens(&turn.model, last.plus(earlier.cache()));
+            let before = self.prices.map_or(0, |p| {
+                p.nano_usd_cached(earlier.cache(), earlier.completion)
+            });
             // The summary's cost is shown with the conversation's, and kept with the summary.
             let shown = info.spent_nano_usd + before + self.summary_nano_usd;
             turn.meter = turn.meter.map(|m| m.with_usage(usage, self.prices, shown));
