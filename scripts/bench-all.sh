@@ -32,7 +32,7 @@ for n in $(seq "$runs"); do
   # The benches that measure targets (turn growth, tool rounds, authentication) run every
   # time; the criterion benches of earlier issues, which no target reads, only in the first
   # run, so that five runs fit in a working session.
-  benches=(--bench turns --bench tools --bench auth)
+  benches=(--bench turns --bench tools --bench auth --bench cache)
   if [ "$n" -eq 1 ]; then
     cargo bench -p parlor-domain --bench plan --bench context | tee "$run/domain.out"
     benches+=(--bench stores --bench chain --bench mcp --bench search)

@@ -12,9 +12,9 @@ mod mirror;
 mod openai;
 pub mod redact;
 
-pub use anthropic::AnthropicClient;
+pub use anthropic::{AnthropicClient, Messages};
 pub use mirror::MirrorModel;
-pub use openai::OpenAiClient;
+pub use openai::{ChatCompletions, OpenAiClient};
 
 use futures::stream::BoxStream;
 use parlor_domain::{Message, Usage};
