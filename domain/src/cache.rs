@@ -58,19 +58,22 @@ impl CacheUse {
     /// Two calls' use together.
     pub fn plus(self, other: CacheUse) -> CacheUse {
         CacheUse {
-            read: self.read + other.read,
-            written: self.written + other.written,
-            fresh: self.fresh + other.fresh,
+            read: self.read.saturating_add(other.read),
+            written: self.written.saturating_add(other.written),
+            fresh: self.fresh.saturating_add(other.fresh),
         }
     }
 
     pub fn prompt(&self) -> u64 {
-        self.read + self.written + self.fresh
+        self.read
+            .saturating_add(self.written)
+            .saturating_add(self.fresh)
     }
 
     /// The share of the prompt read from the cache, in percent (0 for an empty prompt).
     pub fn read_percent(&self) -> u64 {
-        (self.read * 100).checked_div(self.prompt()).unwrap_or(0)
+        let share = u128::from(self.read) * 100 / u128::from(self.prompt().max(1));
+        share as u64
     }
 }
 

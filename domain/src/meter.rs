@@ -24,6 +24,25 @@ pub struct Usage {
     pub cache_write_tokens: Option<u64>,
 }
 
+/// The most tokens one call's usage may report, each count held to it: a provider's
+/// numbers are read from outside, and sums of them must not overflow.
+pub const MAX_REPORTED_TOKENS: u64 = 1_000_000_000_000;
+
+impl Usage {
+    /// The same usage, each count held to [`MAX_REPORTED_TOKENS`] and the total their sum.
+    pub fn bounded(self) -> Usage {
+        let cap = |n: u64| n.min(MAX_REPORTED_TOKENS);
+        let (prompt, completion) = (cap(self.prompt_tokens), cap(self.completion_tokens));
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            cached_tokens: self.cached_tokens.map(|n| n.min(prompt)),
+            cache_write_tokens: self.cache_write_tokens.map(|n| n.min(prompt)),
+        }
+    }
+}
+
 /// The share of the window from which the meter warns (percent).
 pub const NEAR_LIMIT_PERCENT: u64 = 80;
 

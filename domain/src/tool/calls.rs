@@ -11,6 +11,10 @@ pub const MAX_CALLS_HELD: usize = 500;
 /// The most argument bytes held for one call; longer arguments are cut (and so are not
 /// valid JSON, which the call's result then says).
 pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+/// The longest tool name held (names the model streams in pieces stop growing there).
+const MAX_NAME_BYTES: usize = 256;
+/// The most argument bytes held for all the calls of one reply together.
+pub const MAX_TOTAL_ARGUMENT_BYTES: usize = 4 << 20;
 
 /// One streamed piece of a call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,6 +31,8 @@ pub struct Assembler {
     calls: BTreeMap<u64, ToolCall>,
     /// Pieces of calls beyond [`MAX_CALLS_HELD`], dropped.
     pub dropped: usize,
+    /// Argument bytes held, all calls together.
+    held: usize,
 }
 
 impl Assembler {
@@ -49,17 +55,22 @@ impl Assembler {
         }
         if let Some(name) = piece.name {
             // Most servers send the name whole once; some repeat it or send it in pieces.
-            if !call.name.ends_with(&name) || call.name.is_empty() {
+            if (!call.name.ends_with(&name) || call.name.is_empty())
+                && call.name.len() + name.len() <= MAX_NAME_BYTES
+            {
                 call.name.push_str(&name);
             }
         }
         if let Some(arguments) = piece.arguments {
-            let room = MAX_ARGUMENT_BYTES.saturating_sub(call.arguments.len());
+            let room = MAX_ARGUMENT_BYTES
+                .saturating_sub(call.arguments.len())
+                .min(MAX_TOTAL_ARGUMENT_BYTES.saturating_sub(self.held));
             let mut cut = arguments.len().min(room);
             while !arguments.is_char_boundary(cut) {
                 cut -= 1;
             }
             call.arguments.push_str(&arguments[..cut]);
+            self.held += cut;
         }
     }
 
@@ -98,6 +109,20 @@ mod tests {
             name: name.map(Into::into),
             arguments: args.map(Into::into),
         }
+    }
+
+    #[test]
+    fn all_calls_together_hold_at_most_the_total_bound() {
+        let mut calls = Assembler::default();
+        let mega = "x".repeat(MAX_ARGUMENT_BYTES);
+        for index in 0..10 {
+            calls.add(piece(index, Some("c"), Some("n"), Some(&mega)));
+            calls.add(piece(index, None, Some(&"n".repeat(200)), None));
+        }
+        let calls = calls.finish();
+        let held: usize = calls.iter().map(|c| c.arguments.len()).sum();
+        assert_eq!(held, MAX_TOTAL_ARGUMENT_BYTES);
+        assert!(calls.iter().all(|c| c.name.len() <= MAX_NAME_BYTES));
     }
 
     #[test]

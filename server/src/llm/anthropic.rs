@@ -237,11 +237,14 @@ impl StreamUsage {
     fn usage(&self) -> Usage {
         let read = self.cache_read_input_tokens;
         let written = self.cache_creation_input_tokens;
-        let prompt = self.input_tokens + read.unwrap_or(0) + written.unwrap_or(0);
+        let prompt = self
+            .input_tokens
+            .saturating_add(read.unwrap_or(0))
+            .saturating_add(written.unwrap_or(0));
         Usage {
             prompt_tokens: prompt,
             completion_tokens: self.output_tokens,
-            total_tokens: prompt + self.output_tokens,
+            total_tokens: prompt.saturating_add(self.output_tokens),
             cached_tokens: read,
             cache_write_tokens: written,
         }
@@ -393,7 +396,7 @@ impl Events {
         }
         LlmEvent::Finished {
             reason,
-            usage: Some(self.usage.usage()),
+            usage: Some(self.usage.usage().bounded()),
             tool_calls,
         }
     }

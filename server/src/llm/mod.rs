@@ -84,7 +84,12 @@ pub enum LlmError {
     Upstream { message: String },
     #[error("Agent {agent:?} does not name a model, and PARLOR_MODEL is not set.")]
     NoModel { agent: String },
+    #[error("The model's reply passed {} MiB; Parlor stopped reading it (what arrived is kept).", MAX_REPLY_BYTES >> 20)]
+    TooLong,
 }
+
+/// The longest reply Parlor reads from a model (a reply of 32,000 tokens is about 128 KiB).
+pub const MAX_REPLY_BYTES: usize = 2 << 20;
 
 impl LlmError {
     /// A short name of the kind of failure, for metrics.
@@ -97,6 +102,7 @@ impl LlmError {
             LlmError::Dropped => "dropped",
             LlmError::Upstream { .. } => "upstream",
             LlmError::NoModel { .. } => "no_model",
+            LlmError::TooLong => "too_long",
         }
     }
 }

@@ -80,6 +80,7 @@ impl From<UpstreamUsage> for Usage {
             cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
             cache_write_tokens: None,
         }
+        .bounded()
     }
 }
 

@@ -9,9 +9,9 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use std::time::Duration;
 
-/// The longest line of a stream Parlor reads (a model's event is a few kilobytes; a tool
+/// The longest line of a stream Parlor reads (a model's event is a few kilobytes, a tool
 /// call's arguments are held to 1 MiB).
-pub(super) const MAX_EVENT_BYTES: usize = 4 << 20;
+pub(super) const MAX_EVENT_BYTES: usize = 1 << 20;
 
 /// What one event brought.
 pub enum Piece {
@@ -139,7 +139,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_that_never_ends_is_cut_at_the_bound() {
-        let piece = Bytes::from(vec![b'x'; 1 << 20]);
+        let piece = Bytes::from(vec![b'x'; 1 << 18]);
         let endless = futures::stream::repeat_with(move || Ok(piece.clone()));
         let items: Vec<_> = bounded(endless).take(6).collect().await;
         assert!(items[..4].iter().all(Result::is_ok));

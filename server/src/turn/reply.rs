@@ -457,6 +457,9 @@ async fn relay(
         if text.is_empty() {
             crate::ops::metrics::first_token(started.elapsed().as_secs_f64());
         }
+        if text.len() + piece.len() > crate::llm::MAX_REPLY_BYTES {
+            return failed(LlmError::TooLong);
+        }
         text.push_str(&piece);
         let rendered = markdown.push(&piece).map(|html| Rendered {
             html,

@@ -258,6 +258,19 @@ async fn malformed_and_dropped_streams_keep_the_partial_reply_marked_incomplete(
     assert_eq!(stored[1].status(), Some(ReplyStatus::Incomplete));
 }
 
+/// A model that never stops talking is cut at Parlor's bound, and what arrived is kept.
+#[tokio::test]
+async fn a_reply_past_the_bound_is_cut_and_kept_as_incomplete() {
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
+    let reply = server.chat("general", json!({"message": "[flood]"})).await;
+    let error = reply.error().unwrap_or_default();
+    assert!(error.contains("passed 2 MiB"), "{error}");
+    let stored = server.stored(&reply.session_id());
+    assert!(stored[1].text.starts_with("flood flood"));
+    assert!(stored[1].text.len() <= parlor_server::llm::MAX_REPLY_BYTES);
+    assert_eq!(stored[1].status(), Some(ReplyStatus::Incomplete));
+}
+
 #[tokio::test]
 async fn retry_after_an_error_replies_to_the_same_message_once() {
     let (fake, server) = TestServer::with_upstream(&[]).await;

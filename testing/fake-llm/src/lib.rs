@@ -16,6 +16,7 @@
 //! | `[hang]`        | never answers                                                    |
 //! | `[stall]`       | streams one chunk, then goes silent                              |
 //! | `[cached]`      | as (none), reporting half the prompt's tokens as cached          |
+//! | `[flood]`       | streams 3 MiB of text in 64 KiB pieces, then finishes           |
 //!
 //! `[status:429]` comes with `Retry-After: 7`. Every request body is recorded; `GET
 //! /_requests` returns them as a JSON array.
@@ -306,6 +307,15 @@ pub(crate) fn steps(model: &str, last_user: &str, prompt_tokens: Option<u64>) ->
             Step::Data(chunk(model, Some("Waiting"), None)),
             Step::Pause(Duration::from_secs(3600)),
         ];
+    }
+    if last_user.contains("[flood]") {
+        let piece = "flood ".repeat(64 * 1024 / 6);
+        let mut steps: Vec<Step> = (0..48)
+            .map(|_| Step::Data(chunk(model, Some(&piece), None)))
+            .collect();
+        steps.push(Step::Data(chunk(model, None, Some("stop"))));
+        steps.push(Step::Raw("data: [DONE]\n\n".into()));
+        return steps;
     }
     if let Some((count, pause)) = paced_words(last_user) {
         let mut steps = Vec::new();

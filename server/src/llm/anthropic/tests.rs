@@ -176,6 +176,20 @@ fn error_events_and_a_stream_cut_short_are_errors_without_the_key() {
     };
     assert!(message.contains("Overloaded") && message.contains("overloaded_error"));
     assert!(!message.contains("secret-123456"), "{message}");
+    // Usage beyond reason is held, not added up into an overflow.
+    let mut huge = Events::default();
+    let delta = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+        "usage": {"input_tokens": u64::MAX, "output_tokens": u64::MAX,
+            "cache_read_input_tokens": u64::MAX}});
+    huge.read(&event(delta));
+    let Piece::Last(Ok(LlmEvent::Finished { usage, .. })) =
+        huge.read(&event(json!({"type": "message_stop"})))
+    else {
+        panic!("no finish")
+    };
+    let usage = usage.unwrap();
+    let cap = parlor_domain::meter::MAX_REPORTED_TOKENS;
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (cap, cap));
     // Closed before message_stop: dropped.
     assert!(matches!(Events::default().closed(), Err(LlmError::Dropped)));
     let Piece::Last(Err(LlmError::Malformed { .. })) =
