@@ -139,6 +139,10 @@ pub struct ChatData {
     pub provider: String,
     /// The models this conversation can switch to (`!model`), the current one included.
     pub models: Vec<String>,
+    /// For each of `models`, in order: its provider, context size and prices, in words
+    /// (empty when there is nothing to say).
+    #[serde(default)]
+    pub model_details: Vec<String>,
     pub mirror: bool,
     pub session_id: Option<String>,
     /// The latest messages (at most [`PAGE_MESSAGES`]); older ones load on scroll.

@@ -166,6 +166,7 @@ impl FromJson for ChatData {
             model: required(json, "model")?,
             provider: required(json, "provider")?,
             models: required(json, "models")?,
+            model_details: or_default(json, "model_details")?,
             mirror: required(json, "mirror")?,
             session_id: optional(json, "session_id")?,
             messages: required(json, "messages")?,
@@ -425,6 +426,7 @@ mod tests {
                 model: "gpt".into(),
                 provider: "openai".into(),
                 models: vec!["gpt".into(), "mirror".into()],
+                model_details: vec!["openai · 128,000 tokens".into(), String::new()],
                 mirror: true,
                 session_id: Some("s-1".into()),
                 messages: vec![

@@ -142,6 +142,7 @@ fn ChatView() -> impl IntoView {
     } else {
         data.models.clone()
     };
+    let details = data.model_details.clone();
     Some(view! {
         <div class="layout">
             <Sidebar state open=sidebar_open/>
@@ -186,11 +187,15 @@ fn ChatView() -> impl IntoView {
                             >
                                 {choices
                                     .into_iter()
-                                    .map(|m| {
+                                    .enumerate()
+                                    .map(|(i, m)| {
                                         // Server-rendered pages show the current model before
                                         // the island hydrates.
                                         let current = m == state.model.get_untracked();
-                                        let label = m.clone();
+                                        let label = match details.get(i).filter(|d| !d.is_empty()) {
+                                            Some(detail) => format!("{m} — {detail}"),
+                                            None => m.clone(),
+                                        };
                                         view! { <option value=m selected=current>{label}</option> }
                                     })
                                     .collect_view()}

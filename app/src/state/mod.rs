@@ -170,6 +170,7 @@ pub(crate) mod tests {
             model: "small".into(),
             provider: "openai".into(),
             models: Vec::new(),
+            model_details: Vec::new(),
             mirror: false,
             session_id: session.map(str::to_owned),
             messages: Vec::new(),

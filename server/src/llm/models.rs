@@ -6,13 +6,13 @@
 
 use crate::config::file::{ConfigFileError, ModelEntry};
 use crate::llm::{LlmClient, MirrorModel, ToolChoice};
-use parlor_domain::chain::{ModelLimits, TokenCounter};
+use parlor_domain::chain::ModelLimits;
 use parlor_domain::meter::{known_window, Prices};
 use parlor_domain::mirror::MIRROR_MODEL;
-use parlor_domain::{Agent, Message};
+use parlor_domain::Agent;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -391,6 +391,39 @@ impl Models {
         }
     }
 
+    /// [`Models::describe`] of each of [`Models::available`], in order.
+    pub fn details(&self, agent: &Agent) -> Vec<String> {
+        let names = self.available(agent);
+        names
+            .iter()
+            .map(|name| self.describe(agent, name))
+            .collect()
+    }
+
+    /// What the model picker says of a model: its provider, context window and prices
+    /// (`claude · 200,000 tokens · $3 in / $15 out per M`).
+    pub fn describe(&self, agent: &Agent, name: &str) -> String {
+        let own = self.agent_default(agent).as_deref() == Some(name);
+        let spec = match own {
+            true => self.for_conversation(agent, None),
+            false => Some(self.named(name)),
+        };
+        let Some(spec) = spec else {
+            return String::new();
+        };
+        let mut parts = vec![self.provider_label(Some(&spec))];
+        if let Some(window) = spec.window {
+            parts.push(format!(
+                "{} tokens",
+                parlor_domain::numbers::group_digits(window)
+            ));
+        }
+        if let Some(p) = spec.prices {
+            parts.push(format!("${} in / ${} out per M", p.input, p.output));
+        }
+        parts.join(" · ")
+    }
+
     /// A conversation's model as the pages and the debug panel show it: its name (empty
     /// when none is configured) and provider.
     pub fn label(&self, agent: &Agent, chosen: Option<&str>) -> (String, String) {
@@ -405,79 +438,10 @@ impl Models {
     }
 }
 
-/// A tokenizer's counts, cached by message text: a turn re-counts only its new messages.
-struct Tiktoken {
-    bpe: &'static tiktoken_rs::CoreBPE,
-    cache: Mutex<HashMap<u64, u32>>,
-}
-
-/// Tokens of framing per message in a Chat Completions request.
-const PER_MESSAGE: u64 = 4;
-const CACHE_ENTRIES: usize = 100_000;
-
-impl TokenCounter for Tiktoken {
-    fn count(&self, message: &Message) -> u64 {
-        let text: u64 = message.texts().map(|t| self.count_text(&t)).sum();
-        text + PER_MESSAGE + message.images() as u64 * parlor_domain::context::IMAGE_TOKENS
-    }
-
-    fn is_exact(&self) -> bool {
-        true
-    }
-}
-
-impl Tiktoken {
-    fn count_text(&self, text: &str) -> u64 {
-        use std::hash::BuildHasher;
-        static HASHER: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
-        let key = HASHER.get_or_init(Default::default).hash_one(text);
-        if let Some(&n) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return u64::from(n);
-        }
-        let n = self.bpe.encode_ordinary(text).len() as u32;
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(key, n);
-        u64::from(n)
-    }
-}
-
-/// The token counter for an upstream model id: its tiktoken encoding for OpenAI-family
-/// models (tables built once per process), else the documented estimate.
-pub fn token_counter(upstream_model: &str) -> Arc<dyn TokenCounter> {
-    use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer};
-    static COUNTERS: OnceLock<Mutex<HashMap<&'static str, Arc<dyn TokenCounter>>>> =
-        OnceLock::new();
-    type Table = fn() -> &'static tiktoken_rs::CoreBPE;
-    let encoding: Option<(&'static str, Table)> = match get_tokenizer(upstream_model) {
-        Some(Tokenizer::O200kBase) => Some(("o200k_base", tiktoken_rs::o200k_base_singleton)),
-        Some(Tokenizer::Cl100kBase) => Some(("cl100k_base", tiktoken_rs::cl100k_base_singleton)),
-        _ => None,
-    };
-    let Some((name, table)) = encoding else {
-        return Arc::new(parlor_domain::chain::EstimatedTokens);
-    };
-    let mut counters = COUNTERS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    counters
-        .entry(name)
-        .or_insert_with(|| {
-            Arc::new(Tiktoken {
-                bpe: table(),
-                cache: Mutex::default(),
-            })
-        })
-        .clone()
-}
+mod tokens;
+pub use tokens::token_counter;
+#[cfg(test)]
+use tokens::PER_MESSAGE;
 
 #[cfg(test)]
 mod tests;

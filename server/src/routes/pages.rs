@@ -89,6 +89,7 @@ impl Backend for PageBackend {
                 .unwrap_or_else(|| "no model configured".into()),
             provider: provider.to_owned(),
             models: services.models.available(&agent),
+            model_details: services.models.details(&agent),
             mirror: services.config.uses_mirror(),
             session_id,
             messages: stored_messages(messages, tokens.as_ref()),

@@ -1,4 +1,5 @@
 use super::*;
+use parlor_domain::Message;
 
 #[test]
 fn openai_models_are_counted_with_their_tokenizer_others_estimated() {
