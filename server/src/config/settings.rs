@@ -62,7 +62,7 @@ impl ServerSettings {
         let budget_step = limit(history.and_then(|h| h.budget_step), BUDGET_STEP)?;
         let max_users = limit(file.max_users, MAX_USERS)?;
         let idle_timeout_minutes = limit(file.session_idle_timeout_minutes, IDLE_TIMEOUT)?;
-        let var = |name: &str| std::env::var(name).ok();
+        let var = |name: &str| crate::config::vars::named(std::env::vars(), name);
         let llm_providers = crate::llm::providers::specs(&file.providers, path, &var)?;
         let provider_ids: Vec<&str> = llm_providers.iter().map(|p| p.id.as_str()).collect();
         Ok(ServerSettings {
@@ -74,7 +74,7 @@ impl ServerSettings {
             models: crate::llm::models::specs(&file.models, path, &provider_ids)?,
             llm_providers,
             providers: crate::turn::providers::specs(&file.context, path)?,
-            tools: crate::tools::spec::specs(file, path, &|name| std::env::var(name).ok())?,
+            tools: crate::tools::spec::specs(file, path, &var)?,
             summary_model,
             steps: (window_step.map(|n| n as usize), budget_step),
         })

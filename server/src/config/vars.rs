@@ -93,12 +93,60 @@ impl<T> Describe for Var<T> {
     }
 }
 
-/// Declares each variable as a constant named after it, and [`ALL`] in the same order.
+/// Declares each variable as a constant named after it, [`ALL`] in the same order, and
+/// [`Raw`], the struct envy reads the environment into: one field per variable, its text
+/// (each declaration's reader then makes the typed value, its errors naming the variable).
 macro_rules! variables {
     ($($id:ident: $t:ty = $var:expr;)*) => {
         $(pub const $id: Var<$t> = $var.named(stringify!($id));)*
         /// Every environment variable Parlor reads, in the order `--help` lists them.
         pub const ALL: &[&dyn Describe] = &[$(&$id),*];
+
+        /// The environment as envy deserializes it: each declared variable's text, `None`
+        /// when unset.
+        #[derive(Debug, Default)]
+        #[allow(non_snake_case)]
+        struct Raw {
+            $($id: Option<String>,)*
+        }
+
+        /// envy gives names in lower case: each is matched to its declaration without case
+        /// (the names given are upper case, see [`Env::new`]).
+        impl<'de> serde::Deserialize<'de> for Raw {
+            fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<Raw, D::Error> {
+                struct Fields;
+                impl<'de> serde::de::Visitor<'de> for Fields {
+                    type Value = Raw;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("environment variables")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        mut map: A,
+                    ) -> Result<Raw, A::Error> {
+                        let mut raw = Raw::default();
+                        while let Some((name, text)) = map.next_entry::<String, String>()? {
+                            $(if name.eq_ignore_ascii_case(stringify!($id)) {
+                                raw.$id = Some(text);
+                                continue;
+                            })*
+                        }
+                        Ok(raw)
+                    }
+                }
+                from.deserialize_map(Fields)
+            }
+        }
+
+        impl Raw {
+            /// The text of the variable named `name`.
+            fn text(&self, name: &str) -> Option<&str> {
+                match name {
+                    $(stringify!($id) => self.$id.as_deref(),)*
+                    _ => None,
+                }
+            }
+        }
     };
 }
 
@@ -277,17 +325,29 @@ pub enum ConfigError {
     },
 }
 
-/// The environment as Parlor reads it: an empty variable counts as unset, as in most
-/// shells' `VAR=` idiom.
-pub struct Env(HashMap<String, String>);
+/// The environment as Parlor reads it: deserialized by envy into [`Raw`], an empty
+/// variable counting as unset, as in most shells' `VAR=` idiom.
+pub struct Env(Raw);
+
+/// The variables set, without those set empty.
+fn non_empty(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> impl Iterator<Item = (String, String)> {
+    vars.into_iter().filter(|(_, v)| !v.is_empty())
+}
 
 impl Env {
     pub fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
-        Env(vars.into_iter().filter(|(_, v)| !v.is_empty()).collect())
+        // envy matches names without case; Parlor's are upper case and exact, so only
+        // upper-case names are given to it (`parlor_model` is not `PARLOR_MODEL`, and the
+        // two set at once are not a duplicate). Every field is optional text: envy cannot
+        // fail on them.
+        let exact = non_empty(vars).filter(|(k, _)| !k.bytes().any(|b| b.is_ascii_lowercase()));
+        Env(envy::from_iter(exact).unwrap_or_default())
     }
 
     fn raw<T>(&self, var: &Var<T>) -> Option<&str> {
-        self.0.get(var.name).map(String::as_str)
+        self.0.text(var.name)
     }
 
     fn read<T>(&self, var: &Var<T>, text: &str) -> Result<T, ConfigError> {
@@ -341,6 +401,14 @@ impl Env {
 
 /// How values are read: each returns the value or why it is refused.
 mod read;
+
+/// The variable a `[[providers]]` entry names (`api_key_env`), read as the declared ones
+/// are: through envy, from `vars`, set empty counting as unset.
+pub fn named(vars: impl IntoIterator<Item = (String, String)>, name: &str) -> Option<String> {
+    let only = non_empty(vars).filter(|(k, _)| k == name);
+    let found: HashMap<String, String> = envy::from_iter(only).ok()?;
+    found.into_values().next()
+}
 
 /// The variables as `parlor --help` lists them.
 pub fn help() -> String {
@@ -401,6 +469,31 @@ mod tests {
         );
         let env = Env::new([("PARLOR_MCP_TOKEN".to_owned(), "   ".to_owned())]);
         assert!(env.set(&PARLOR_MCP_TOKEN).is_err());
+    }
+
+    #[test]
+    fn envy_reads_each_declared_variable_and_nothing_else() {
+        let env = Env::new([
+            ("PARLOR_MODEL".to_owned(), "sonnet".to_owned()),
+            ("parlor_data_dir".to_owned(), "lower".to_owned()),
+            ("UNRELATED".to_owned(), "x".to_owned()),
+        ]);
+        assert_eq!(env.set(&PARLOR_MODEL).unwrap().as_deref(), Some("sonnet"));
+        assert_eq!(
+            env.get(&PARLOR_DATA_DIR).unwrap(),
+            Some("data".into()),
+            "not the lower-case one"
+        );
+        assert_eq!(env.0.text("UNRELATED"), None);
+        let vars = || {
+            [
+                ("TEAM_KEY".to_owned(), "sk-team".to_owned()),
+                ("EMPTY_KEY".to_owned(), String::new()),
+            ]
+        };
+        assert_eq!(named(vars(), "TEAM_KEY").as_deref(), Some("sk-team"));
+        assert_eq!(named(vars(), "EMPTY_KEY"), None);
+        assert_eq!(named(vars(), "team_key"), None, "names are exact");
     }
 
     #[test]
