@@ -166,3 +166,70 @@ async fn an_anthropic_provider_an_openai_one_and_the_mirror_in_one_conversation(
         "{sent}"
     );
 }
+
+/// The debug facts of each turn say how the provider's cache served the prompt and, when the
+/// history no longer starts as the last turn's did, why; `/metrics` counts the tokens.
+#[tokio::test]
+async fn each_turn_reports_its_cache_use_and_why_its_prefix_changed() {
+    let claude = FakeLlm::start().await.unwrap();
+    let config = config_file(&format!(
+        "[[providers]]\nid = \"claude\"\nkind = \"anthropic\"\nbase_url = \"{}\"\n\n\
+         [[models]]\nname = \"sonnet\"\nprovider = \"claude\"\nmax_context = 4\nwindow_step = 0\n",
+        claude.base_url()
+    ));
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &path),
+        ("PARLOR_MODEL", "sonnet"),
+        ("PARLOR_ADMIN_TOKEN", "cache-admin"),
+    ])
+    .await;
+    let first = server.chat("general", json!({"message": "one"})).await;
+    assert_eq!(
+        first.meta().provider,
+        "claude",
+        "PARLOR_MODEL on a provider, offline"
+    );
+    let session = first.session_id();
+    let turn = |text: &str| {
+        let body = json!({"message": text, "session_id": session});
+        server.chat("general", body)
+    };
+    let debug = || async {
+        let url = format!("/api/chat/general/debug?session_id={session}");
+        let (_, body) = server.get(&url, None).await;
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["last_turn"].clone()
+    };
+    let report = debug().await;
+    assert_eq!(report["cache"]["read"], 0, "{report}");
+    assert!(report["cache"]["written"].as_u64().unwrap() > 0, "{report}");
+    assert!(report.get("prefix_change").is_none(), "{report}");
+    turn("two").await;
+    let report = debug().await;
+    assert!(report["cache"]["read"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report.get("prefix_change").is_none(),
+        "the prefix held: {report}"
+    );
+    // The third question passes the window of 4: the oldest exchange is cut, and said so.
+    turn("three").await;
+    let report = debug().await;
+    assert_eq!(report["prefix_change"]["reason"], "cut", "{report}");
+    assert_eq!(report["prefix_change"]["dropped"], 2, "{report}");
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .header("x-parlor-admin-token", "cache-admin")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = metrics.lines().find(|l| {
+        l.starts_with("parlor_prompt_tokens_total")
+            && l.contains("model=\"sonnet\"")
+            && l.contains("cache=\"cached\"")
+    });
+    assert!(line.is_some(), "{metrics}");
+}
