@@ -224,9 +224,11 @@ fn ChatView() -> impl IntoView {
             <Show when=move || state.debug.with(Option::is_some)>
                 // Rendered by the server (`components::debug_panel`); busy while it is
                 // fetched again after a turn.
+                // Focusable: where it scrolls (375 px) a keyboard must reach its content.
                 <aside
                     class="debug-panel"
                     aria-label="History debug"
+                    tabindex="0"
                     aria-busy=move || state.debug_loading.get().to_string()
                     inner_html=move || state.debug.with(|d| d.as_ref().map(|d| d.html.clone()).unwrap_or_default())
                 ></aside>
