@@ -121,9 +121,9 @@ api_key_env = "LITELLM_KEY"
 name = "claude-local"
 provider = "claude"
 TOML
-# The shipped general agent, its model node switched to llm.anthropic. (With no
-# OPENAI_BASE_URL, an llm.openai agent answers with the offline mirror whatever
-# PARLOR_MODEL says.)
+# The shipped general agent, its model node switched to llm.anthropic, so that the way
+# such agents reach the first anthropic provider is checked too (PARLOR_MODEL naming the
+# model would do as well).
 mkdir -p "$work/agents/general"
 python3 - agents/general/template.json "$work/agents/general/template.json" <<'PY'
 import json, sys
