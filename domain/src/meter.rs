@@ -25,8 +25,9 @@ pub struct Usage {
 }
 
 /// The most tokens one call's usage may report, each count held to it: a provider's
-/// numbers are read from outside, and sums of them must not overflow.
-pub const MAX_REPORTED_TOKENS: u64 = 1_000_000_000_000;
+/// numbers are read from outside, and sums (and costs) of them must stay sane. The largest
+/// context windows are about two million tokens.
+pub const MAX_REPORTED_TOKENS: u64 = 10_000_000;
 
 impl Usage {
     /// The same usage, each count held to [`MAX_REPORTED_TOKENS`] and the total their sum.
@@ -38,7 +39,9 @@ impl Usage {
             completion_tokens: completion,
             total_tokens: prompt + completion,
             cached_tokens: self.cached_tokens.map(|n| n.min(prompt)),
-            cache_write_tokens: self.cache_write_tokens.map(|n| n.min(prompt)),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .map(|n| n.min(prompt - self.cached_tokens.unwrap_or(0).min(prompt))),
         }
     }
 }

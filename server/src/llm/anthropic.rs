@@ -10,6 +10,7 @@
 //! read from the cache and `cache_write_tokens` those written to it.
 
 use super::endpoint::{HttpClient, KeyHeader, Wire};
+use super::errors::{lenient_count, lenient_optional};
 use super::sse::{Piece, Protocol};
 use super::{LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::config::ApiKey;
@@ -209,13 +210,13 @@ pub struct Events {
 
 #[derive(Default, Deserialize)]
 struct StreamUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_count")]
     input_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_count")]
     output_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_optional")]
     cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_optional")]
     cache_read_input_tokens: Option<u64>,
 }
 

@@ -2,6 +2,33 @@
 
 use serde::Deserialize;
 
+/// A token count as a provider reported it, read leniently: a count that is negative, a
+/// fraction or not a number reads as 0 (rounded down), so one odd field does not lose the
+/// reply.
+pub(super) fn lenient_count<'de, D: serde::Deserializer<'de>>(from: D) -> Result<u64, D::Error> {
+    let value = serde_json::Value::deserialize(from)?;
+    Ok(match value {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f > 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        _ => 0,
+    })
+}
+
+/// The same for an optional count (`null` or absent: `None`).
+pub(super) fn lenient_optional<'de, D: serde::Deserializer<'de>>(
+    from: D,
+) -> Result<Option<u64>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(from)?;
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => lenient_count(value)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 /// The innermost cause of an error, in words ("connection refused", …).
 pub(super) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut current = error;

@@ -5,6 +5,7 @@
 //! key is sent only in the `Authorization` header and scrubbed from any text shown to users.
 
 use super::endpoint::{HttpClient, KeyHeader, Wire};
+use super::errors::{lenient_count, lenient_optional};
 use super::sse::{Piece, Protocol};
 use super::{LlmError, LlmEvent, ModelRequest, ToolChoice};
 use crate::config::ApiKey;
@@ -55,19 +56,17 @@ struct StreamChunk {
 /// `prompt_tokens_details`).
 #[derive(Deserialize)]
 struct UpstreamUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_count")]
     prompt_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_count")]
     completion_tokens: u64,
-    #[serde(default)]
-    total_tokens: u64,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
 }
 
 #[derive(Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_optional")]
     cached_tokens: Option<u64>,
 }
 
@@ -76,7 +75,7 @@ impl From<UpstreamUsage> for Usage {
         Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
-            total_tokens: u.total_tokens,
+            total_tokens: 0,
             cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
             cache_write_tokens: None,
         }

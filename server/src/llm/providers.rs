@@ -76,12 +76,32 @@ fn api_key(
     Ok(Some(ApiKey::new(value)))
 }
 
+/// Headers that are Parlor's or the connection's to set: the key's, the protocol's, and
+/// those that frame or route the request.
+const RESERVED_HEADERS: [&str; 13] = [
+    "authorization",
+    "x-api-key",
+    "anthropic-version",
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
 /// Headers Parlor may send for the operator (the key is never one of them).
 fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), Refusal> {
     for (name, value) in headers {
         let valid = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
             && reqwest::header::HeaderValue::from_str(value).is_ok();
-        if !valid || name.eq_ignore_ascii_case("authorization") {
+        let lower = name.to_ascii_lowercase();
+        let reserved = RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-");
+        if !valid || reserved {
             let why =
                 format!("{name:?} is not a header Parlor may send (the key goes in api_key_env)");
             return Err(("headers", why));
@@ -143,6 +163,10 @@ fn spec(
     };
     let url = reqwest::Url::parse(&entry.base_url)
         .map_err(|e| ("base_url", format!("{e} ({:?})", entry.base_url)))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        let why = "must not hold credentials: name the variable holding the key in api_key_env";
+        return Err(("base_url", why.into()));
+    }
     if !matches!(url.scheme(), "http" | "https") {
         return Err((
             "base_url",
@@ -208,6 +232,22 @@ mod tests {
             (
                 entry("headers = { Authorization = \"x\" }"),
                 "headers: \"Authorization\"",
+            ),
+            (
+                entry("headers = { Host = \"evil.example\" }"),
+                "headers: \"Host\"",
+            ),
+            (
+                entry("headers = { Content-Length = \"5\" }"),
+                "headers: \"Content-Length\"",
+            ),
+            (
+                entry("headers = { X-Api-Key = \"k\" }"),
+                "headers: \"X-Api-Key\"",
+            ),
+            (
+                "[[providers]]\nid = \"p\"\nbase_url = \"http://u:pw@h/v1\"".into(),
+                "base_url: must not hold credentials",
             ),
             (
                 entry("timeout_secs = 0"),

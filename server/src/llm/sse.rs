@@ -12,6 +12,10 @@ use std::time::Duration;
 /// The longest line of a stream Parlor reads (a model's event is a few kilobytes, a tool
 /// call's arguments are held to 1 MiB).
 pub(super) const MAX_EVENT_BYTES: usize = 1 << 20;
+/// The most events and bytes one reply may stream (a reply of 32,000 tokens is about as many
+/// events and a few MiB): a server that never stops talking is cut, whatever it sends.
+pub(super) const MAX_STREAM_EVENTS: usize = 500_000;
+pub(super) const MAX_STREAM_BYTES: usize = 256 << 20;
 
 /// What one event brought.
 pub enum Piece {
@@ -34,6 +38,7 @@ pub trait Protocol: Send + 'static {
 enum Cut {
     Transport,
     TooLong,
+    Endless,
 }
 
 impl std::fmt::Display for Cut {
@@ -41,6 +46,7 @@ impl std::fmt::Display for Cut {
         match self {
             Cut::Transport => f.write_str("the connection failed"),
             Cut::TooLong => write!(f, "a line longer than {} MiB", MAX_EVENT_BYTES >> 20),
+            Cut::Endless => write!(f, "more than {} MiB in one reply", MAX_STREAM_BYTES >> 20),
         }
     }
 }
@@ -49,7 +55,7 @@ impl std::fmt::Display for Cut {
 fn bounded(
     bytes: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
 ) -> impl Stream<Item = Result<Bytes, Cut>> + Send + 'static {
-    bytes.scan(0usize, |open_line, chunk| {
+    bytes.scan((0usize, 0usize), |(open_line, total), chunk| {
         let item = match chunk {
             Err(_) => Err(Cut::Transport),
             Ok(chunk) => {
@@ -57,9 +63,11 @@ fn bounded(
                     Some(at) => chunk.len() - at - 1,
                     None => *open_line + chunk.len(),
                 };
-                match *open_line > MAX_EVENT_BYTES {
-                    true => Err(Cut::TooLong),
-                    false => Ok(chunk),
+                *total += chunk.len();
+                match (*open_line > MAX_EVENT_BYTES, *total > MAX_STREAM_BYTES) {
+                    (true, _) => Err(Cut::TooLong),
+                    (_, true) => Err(Cut::Endless),
+                    _ => Ok(chunk),
                 }
             }
         };
@@ -74,6 +82,8 @@ struct Reader<P> {
     protocol: P,
     ended: bool,
     timeout: Duration,
+    /// Events read so far (at most [`MAX_STREAM_EVENTS`]).
+    read: usize,
 }
 
 /// The reply in `response`'s body, read by `protocol`, waiting at most `timeout` for each
@@ -88,6 +98,7 @@ pub(super) fn read<P: Protocol>(
         protocol,
         ended: false,
         timeout,
+        read: 0,
     };
     futures::stream::unfold(reader, Reader::next).boxed()
 }
@@ -116,6 +127,11 @@ impl<P: Protocol> Reader<P> {
                 }
                 Ok(Some(Ok(event))) => event,
             };
+            self.read += 1;
+            if self.read > MAX_STREAM_EVENTS {
+                let detail = format!("more than {MAX_STREAM_EVENTS} events in one reply");
+                return self.end(Err(LlmError::Malformed { detail }));
+            }
             match self.protocol.read(&event) {
                 Piece::Nothing => continue,
                 Piece::Text(text) => return Some((Ok(LlmEvent::Delta(text)), self)),
@@ -153,5 +169,33 @@ mod tests {
                 (_, chunk) => chunk,
             });
         assert!(bounded(lines).all(|c| async move { c.is_ok() }).await);
+    }
+
+    /// Reads every event and passes nothing on (as a stream of tool-call pieces is read).
+    struct Silent;
+
+    impl Protocol for Silent {
+        fn read(&mut self, _: &Event) -> Piece {
+            Piece::Nothing
+        }
+        fn closed(&mut self) -> Result<LlmEvent, LlmError> {
+            Err(LlmError::Dropped)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_stops_sending_small_events_is_cut() {
+        let events = futures::stream::repeat_with(|| {
+            Ok::<_, std::io::Error>(Bytes::from_static(b"data: {}\n\ndata: {}\n\n"))
+        });
+        let response = axum::http::Response::new(reqwest::Body::wrap_stream(events));
+        let mut stream = read(response.into(), Silent, Duration::from_secs(5));
+        match stream.next().await {
+            Some(Err(LlmError::Malformed { detail })) => {
+                assert!(detail.contains("500000 events"), "{detail}")
+            }
+            other => panic!("not cut: {other:?}"),
+        }
+        assert!(stream.next().await.is_none());
     }
 }

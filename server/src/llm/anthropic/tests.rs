@@ -190,6 +190,18 @@ fn error_events_and_a_stream_cut_short_are_errors_without_the_key() {
     let usage = usage.unwrap();
     let cap = parlor_domain::meter::MAX_REPORTED_TOKENS;
     assert_eq!((usage.prompt_tokens, usage.completion_tokens), (cap, cap));
+    // Odd numbers (negative, fractions, text) read as 0 or rounded down: the reply is kept.
+    let mut odd = Events::default();
+    let delta = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+        "usage": {"input_tokens": -5, "output_tokens": 5.5, "cache_read_input_tokens": "x"}});
+    assert!(matches!(odd.read(&event(delta)), Piece::Nothing));
+    let Piece::Last(Ok(LlmEvent::Finished { usage, .. })) =
+        odd.read(&event(json!({"type": "message_stop"})))
+    else {
+        panic!("no finish")
+    };
+    let usage = usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (0, 5));
     // Closed before message_stop: dropped.
     assert!(matches!(Events::default().closed(), Err(LlmError::Dropped)));
     let Piece::Last(Err(LlmError::Malformed { .. })) =
