@@ -208,6 +208,12 @@ async fn main() {
         println!(
             "cache window_step={step}: cached_share={share:.1}% cost_usd={cost:.4} cost_without_cache_usd={uncached:.4}"
         );
+        println!(
+            "{}",
+            serde_json::json!({"bench": "cache", "window_step": step,
+                "cached_share_pct": (share * 10.0).round() / 10.0,
+                "cost_usd": cost, "cost_without_cache_usd": uncached})
+        );
     }
     let (openai, anthropic) = adapter_work();
     println!(
@@ -219,5 +225,11 @@ async fn main() {
     println!(
         "adapter cold (first call of the process) openai_ms={:.4} anthropic_ms={:.4}",
         openai.first, anthropic.first
+    );
+    println!(
+        "{}",
+        serde_json::json!({"bench": "adapter",
+            "added_ms": anthropic.median - openai.median,
+            "anthropic_first_ms": anthropic.first})
     );
 }
