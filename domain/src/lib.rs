@@ -7,6 +7,7 @@
 pub mod account;
 pub mod agent;
 pub mod block;
+pub mod branch;
 pub mod cache;
 pub mod chain;
 pub mod command;

@@ -1,0 +1,383 @@
+//! Branches: every version an edit or a regeneration leaves behind.
+//!
+//! A conversation is a tree of messages. What a store keeps as the conversation's messages
+//! (`messages.json`, the Redis list) is its **chosen path**, from the first message to the
+//! chosen leaf, oldest first: each message's parent is the one before it. So everything that
+//! reads a conversation (the policy, the chain, the summary, pins, the MCP tools, other
+//! tools that share the files) reads the chosen path, and a conversation stored before
+//! branches existed is a tree with one path, read unchanged.
+//!
+//! The other versions are [`Branch`]es: runs of messages that hang off a message by its id
+//! (`parent`; `None` beside the first message). Inside a run each message follows the one
+//! before it. A message's children are derived: the message after it in the same list, and
+//! the first messages of the branches that name it. Which child is chosen is kept the same
+//! way: the one after it in its own list (on the chosen path, or in the branch that left the
+//! path last), so a reload, another device or another process shows the same path.
+//!
+//! Moving to another version ([`choose`]) swaps lists: the path's part after the fork point
+//! becomes a branch, and the chosen version's lists become the path. A store writes such a
+//! [`Rebranch`] so that a crash at any point loses nothing: first the branches with the
+//! incoming messages still in them, then the path, then the branches without them. A branch
+//! whose first message is on the path is such a leftover and is never shown
+//! ([`Branches::tidy`]).
+
+use crate::message::Message;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
+/// The versions of a conversation that are not on its chosen path.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Branches {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<Branch>,
+}
+
+/// A run of messages off the chosen path, each following the one before it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Branch {
+    /// The id of the message the run's first message follows; `None`: it is a version of
+    /// the conversation's first message.
+    #[serde(default)]
+    pub parent: Option<String>,
+    pub messages: Vec<Message>,
+}
+
+/// A change of the chosen path, computed from what was read: keep the path's first `keep`
+/// messages, add `suffix` after them, and store `branches` as the versions off the path.
+/// Only if the path still holds `total` messages and ends with `last` (nothing was appended,
+/// removed or cleared since it was read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rebranch {
+    pub keep: usize,
+    pub total: usize,
+    pub last: Option<Message>,
+    pub suffix: Vec<Message>,
+    pub branches: Branches,
+}
+
+impl Rebranch {
+    /// What the store writes first: the new branches with the incoming suffix still among
+    /// them (as a branch off the fork point), so a crash before the path is written loses
+    /// none of its messages.
+    pub fn interim(&self, path: &[Message]) -> Branches {
+        let mut interim = self.branches.clone();
+        if !self.suffix.is_empty() {
+            interim.branches.push(Branch {
+                parent: self.keep.checked_sub(1).map(|i| path[i].id().into_owned()),
+                messages: self.suffix.clone(),
+            });
+        }
+        interim
+    }
+
+    /// Whether `path` is still what the change was computed from.
+    pub fn still_fits(&self, path: &[Message]) -> bool {
+        path.len() == self.total
+            && match (&self.last, path.last()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.role == b.role && a.ts == b.ts && a.text == b.text,
+                _ => false,
+            }
+    }
+
+    /// The path after the change.
+    pub fn apply(&self, path: &mut Vec<Message>) {
+        path.truncate(self.keep);
+        path.extend(self.suffix.iter().cloned());
+    }
+}
+
+/// Why a version cannot be chosen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BranchError {
+    #[error("no message with id {0:?} in this conversation")]
+    NoMessage(String),
+    #[error(
+        "the version with message {0:?} does not lead back to the conversation's first \
+         message (its stored branches are damaged; `parlor store check` reports them)"
+    )]
+    Unreachable(String),
+}
+
+/// The ‹ n/m › of a message on the chosen path that has other versions.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// This version's place among its siblings, from 1, oldest first.
+    pub n: usize,
+    /// How many versions there are.
+    pub of: usize,
+    /// The id to choose for the previous version (none for the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
+    /// The id to choose for the next version (none for the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// Moves the path's messages after the first `keep` into a branch (an edit: the old
+/// question and what followed; a regeneration: the old reply). `None` when nothing follows.
+pub fn branch_off(path: &[Message], keep: usize, mut branches: Branches) -> Option<Rebranch> {
+    let last = path.last().filter(|_| keep < path.len())?;
+    branches.branches.push(Branch {
+        parent: keep.checked_sub(1).map(|i| path[i].id().into_owned()),
+        messages: path[keep..].iter().cloned().map(with_id).collect(),
+    });
+    Some(Rebranch {
+        keep,
+        total: path.len(),
+        last: Some(last.clone()),
+        suffix: Vec::new(),
+        branches,
+    })
+}
+
+fn with_id(mut message: Message) -> Message {
+    message.ensure_id();
+    message
+}
+
+/// Where a message is: on the path (at its index) or in a branch (its index, the message's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    Path(usize),
+    Branch(usize, usize),
+}
+
+/// Makes the version holding message `target` the chosen path (up to it, and after it what
+/// was chosen there last). `Ok(None)` when it already is on the path.
+pub fn choose(
+    path: &[Message],
+    branches: &Branches,
+    target: &str,
+) -> Result<Option<Rebranch>, BranchError> {
+    let branches = branches.tidy(path);
+    let places = places(path, &branches);
+    let Some(&found) = places.get(target) else {
+        return Err(BranchError::NoMessage(target.to_owned()));
+    };
+    let At::Branch(mut run, _) = found else {
+        return Ok(None);
+    };
+    // From the target's branch up to the path: each branch and how much of it is taken.
+    let mut climb = vec![(run, branches.branches[run].messages.len())];
+    let fork = loop {
+        let parent = branches.branches[run].parent.as_deref();
+        match parent.map(|id| places.get(id)) {
+            None => break None,
+            Some(None) => return Err(BranchError::Unreachable(target.to_owned())),
+            Some(Some(At::Path(i))) => break Some(*i),
+            Some(Some(At::Branch(r, i))) => {
+                if climb.iter().any(|(seen, _)| *seen == *r) {
+                    return Err(BranchError::Unreachable(target.to_owned()));
+                }
+                run = *r;
+                climb.push((run, *i + 1));
+            }
+        }
+    };
+    let keep = fork.map_or(0, |i| i + 1);
+    let mut kept = Branches::default();
+    let taken: HashSet<usize> = climb.iter().map(|(r, _)| *r).collect();
+    for (i, branch) in branches.branches.iter().enumerate() {
+        if !taken.contains(&i) {
+            kept.branches.push(branch.clone());
+        }
+    }
+    let mut suffix = Vec::new();
+    for &(run, take) in climb.iter().rev() {
+        let messages = &branches.branches[run].messages;
+        suffix.extend(messages[..take].iter().cloned());
+        // What followed in that branch stays a branch of its own, off the last message taken.
+        if take < messages.len() {
+            kept.branches.push(Branch {
+                parent: Some(messages[take - 1].id().into_owned()),
+                messages: messages[take..].to_vec(),
+            });
+        }
+    }
+    if keep < path.len() {
+        kept.branches.push(Branch {
+            parent: fork.map(|i| path[i].id().into_owned()),
+            messages: path[keep..].iter().cloned().map(with_id).collect(),
+        });
+    }
+    Ok(Some(Rebranch {
+        keep,
+        total: path.len(),
+        last: path.last().cloned(),
+        suffix,
+        branches: kept,
+    }))
+}
+
+/// Every message's place, by id (the path's first where an id repeats).
+fn places(path: &[Message], branches: &Branches) -> HashMap<String, At> {
+    let mut places = HashMap::new();
+    for (r, branch) in branches.branches.iter().enumerate() {
+        for (i, m) in branch.messages.iter().enumerate() {
+            places.insert(m.id().into_owned(), At::Branch(r, i));
+        }
+    }
+    for (i, m) in path.iter().enumerate() {
+        places.insert(m.id().into_owned(), At::Path(i));
+    }
+    places
+}
+
+impl Branches {
+    pub fn is_empty(&self) -> bool {
+        self.branches.is_empty()
+    }
+
+    /// How many messages the branches hold.
+    pub fn messages(&self) -> usize {
+        self.branches.iter().map(|b| b.messages.len()).sum()
+    }
+
+    /// The branches without the leftovers of an interrupted change: empty ones, and those
+    /// whose first message is on `path` (it was moved there).
+    pub fn tidy(&self, path: &[Message]) -> Branches {
+        let on_path: HashSet<_> = path.iter().map(|m| m.id()).collect();
+        let mut seen = HashSet::new();
+        Branches {
+            branches: self
+                .branches
+                .iter()
+                .filter(|b| {
+                    b.messages.first().is_some_and(|first| {
+                        let id = first.id();
+                        !on_path.contains(&id) && seen.insert(id.into_owned())
+                    })
+                })
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The ‹ n/m › of each message of `window`, a part of the chosen path whose first
+    /// message follows `before` (`None`: the window starts the conversation).
+    pub fn versions(&self, window: &[Message], before: Option<&Message>) -> Vec<Option<Versions>> {
+        if self.is_empty() {
+            return vec![None; window.len()];
+        }
+        let mut off: HashMap<Option<String>, Vec<&Message>> = HashMap::new();
+        for branch in &self.branches {
+            if let Some(first) = branch.messages.first() {
+                off.entry(branch.parent.clone()).or_default().push(first);
+            }
+        }
+        let parents = std::iter::once(before).chain(window.iter().map(Some));
+        window
+            .iter()
+            .zip(parents)
+            .map(|(message, parent)| {
+                let others = off.get(&parent.map(|p| p.id().into_owned()))?;
+                versions_of(message, others)
+            })
+            .collect()
+    }
+
+    /// Drops the branches whose parent is not stored (on `path` or in another kept branch):
+    /// a branch goes with the message it hangs off. `roots_gone` (the path's first messages
+    /// were trimmed) drops the versions of the first message too. Returns how many messages
+    /// went.
+    pub fn drop_orphans(&mut self, path: &[Message], roots_gone: bool) -> usize {
+        let before = self.messages();
+        let mut known: HashSet<String> = path.iter().map(|m| m.id().into_owned()).collect();
+        let mut kept = Vec::new();
+        let mut pending: Vec<Branch> = std::mem::take(&mut self.branches)
+            .into_iter()
+            .filter(|b| !(roots_gone && b.parent.is_none()))
+            .collect();
+        loop {
+            let (ready, waiting): (Vec<_>, Vec<_>) = pending
+                .into_iter()
+                .partition(|b| b.parent.as_ref().is_none_or(|p| known.contains(p)));
+            if ready.is_empty() {
+                break;
+            }
+            for branch in ready {
+                known.extend(branch.messages.iter().map(|m| m.id().into_owned()));
+                kept.push(branch);
+            }
+            pending = waiting;
+        }
+        self.branches = kept;
+        before - self.messages()
+    }
+
+    /// Keeps at most `max` messages in branches, dropping the oldest branches (by their first
+    /// message's time) whole, with the branches that hang off them.
+    pub fn cap(&mut self, path: &[Message], max: usize) {
+        while self.messages() > max {
+            let Some(oldest) = (0..self.branches.len())
+                .min_by_key(|&i| self.branches[i].messages.first().map(|m| m.ts))
+            else {
+                return;
+            };
+            self.branches.remove(oldest);
+            self.drop_orphans(path, false);
+        }
+    }
+
+    /// What is wrong with the stored branches, one line each (empty when nothing is):
+    /// empty branches, parents that are not stored, branches that do not lead back to the
+    /// path (a cycle), ids stored twice.
+    pub fn problems(&self, path: &[Message]) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut ids: HashMap<String, usize> = HashMap::new();
+        for m in path {
+            *ids.entry(m.id().into_owned()).or_default() += 1;
+        }
+        for (i, branch) in self.branches.iter().enumerate() {
+            if branch.messages.is_empty() {
+                problems.push(format!("branch {i} holds no message"));
+            }
+            for m in &branch.messages {
+                *ids.entry(m.id().into_owned()).or_default() += 1;
+            }
+        }
+        let mut twice: Vec<_> = ids.iter().filter(|(_, n)| **n > 1).collect();
+        twice.sort();
+        for (id, n) in twice {
+            problems.push(format!("message {id} is stored {n} times"));
+        }
+        let mut reachable = self.clone();
+        if reachable.drop_orphans(path, false) > 0 {
+            let first = |b: &Branch| b.messages.first().map(|m| m.id().into_owned());
+            let kept: HashSet<_> = reachable.branches.iter().map(first).collect();
+            for (i, branch) in self.branches.iter().enumerate() {
+                if !branch.messages.is_empty() && !kept.contains(&first(branch)) {
+                    problems.push(format!(
+                        "branch {i} hangs off {:?}, which does not lead back to the path",
+                        branch.parent.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+        }
+        problems
+    }
+}
+
+/// The ‹ n/m › of `message` among itself and `others` (its siblings' first messages),
+/// ordered by time then id; `None` when it has no sibling.
+fn versions_of(message: &Message, others: &[&Message]) -> Option<Versions> {
+    let id = message.id();
+    let mut all: Vec<&Message> = others.iter().copied().filter(|m| m.id() != id).collect();
+    if all.is_empty() {
+        return None;
+    }
+    all.push(message);
+    all.sort_by(|a, b| (a.ts, a.id()).cmp(&(b.ts, b.id())));
+    let at = all.iter().position(|m| m.id() == id)?;
+    Some(Versions {
+        n: at + 1,
+        of: all.len(),
+        prev: at.checked_sub(1).map(|i| all[i].id().into_owned()),
+        next: all.get(at + 1).map(|m| m.id().into_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests;
