@@ -49,11 +49,8 @@ pub enum Refusal {
     NothingToRegenerate,
     #[error("no message with id {0:?} in this conversation")]
     NoMessage(String),
-    #[error(
-        "only the last user message can be edited in place; to edit an earlier one, fork the \
-         conversation before it"
-    )]
-    NotLastUserMessage,
+    #[error("only a user message can be edited")]
+    NotUserMessage,
 }
 
 /// The first read of a turn. A new message reads only the tail its policy needs, reaching
@@ -105,13 +102,33 @@ pub struct Decision {
     pub sent: Sent,
 }
 
-/// Cut the conversation to its first `keep` messages, only if it still holds `total`
-/// ending with `last`: a message saved since by another tool is never lost.
+/// Cut the chosen path to its first `keep` messages, only if it still holds `total` ending
+/// with `last` (a message saved since by another tool is never lost); what is cut stays as
+/// a version ([`crate::branch`]): `moved`, hanging off `parent`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cut {
     pub keep: usize,
     pub total: usize,
     pub last: Message,
+    pub parent: Option<String>,
+    pub moved: Vec<Message>,
+}
+
+impl Cut {
+    /// The change a store makes for this cut, given the versions stored now.
+    pub fn rebranch(&self, mut branches: crate::branch::Branches) -> crate::branch::Rebranch {
+        branches.branches.push(crate::branch::Branch {
+            parent: self.parent.clone(),
+            messages: self.moved.clone(),
+        });
+        crate::branch::Rebranch {
+            keep: self.keep,
+            total: self.total,
+            last: Some(self.last.clone()),
+            suffix: Vec::new(),
+            branches,
+        }
+    }
 }
 
 /// A pruning pass's edits, the first message they count from at `offset`.
@@ -246,30 +263,35 @@ fn tail_is_enough(
         && users > info.context_turns as usize
 }
 
-/// For an edit: the messages before the last user message `id`, which the edited text
-/// replaces with what follows it.
+/// For an edit: the messages before the user message `id`; it and what follows it become a
+/// version beside the edited text.
 fn edited(read: Tail, id: &str) -> Result<(Vec<Message>, usize, Option<Cut>), Refusal> {
     let mut stored = read.messages;
     let index = stored
         .iter()
         .position(|m| m.id() == id)
         .ok_or_else(|| Refusal::NoMessage(id.to_owned()))?;
-    if stored[index].role != Role::User || stored[index + 1..].iter().any(|m| m.role == Role::User)
-    {
-        return Err(Refusal::NotLastUserMessage);
+    if stored[index].role != Role::User {
+        return Err(Refusal::NotUserMessage);
     }
     let cut = cut_to(&stored, index);
     stored.truncate(index);
     Ok((stored, 0, cut))
 }
 
-/// Cuts `stored` (the whole conversation) to `keep` messages: `None` when nothing follows.
+/// Cuts `stored` (the whole chosen path) to `keep` messages: `None` when nothing follows.
 fn cut_to(stored: &[Message], keep: usize) -> Option<Cut> {
     let last = stored.last().filter(|_| keep < stored.len())?;
+    let moved = stored[keep..].iter().cloned().map(|mut m| {
+        m.ensure_id();
+        m
+    });
     Some(Cut {
         keep,
         total: stored.len(),
         last: last.clone(),
+        parent: keep.checked_sub(1).map(|i| stored[i].id().into_owned()),
+        moved: moved.collect(),
     })
 }
 

@@ -208,17 +208,25 @@ fn an_edit_cuts_the_last_user_message_and_what_follows() {
 }
 
 #[test]
-fn only_the_last_user_message_of_a_conversation_can_be_edited() {
+fn any_user_message_can_be_edited_and_what_followed_it_becomes_a_version() {
     let s = settings(HistoryPolicy::All, 10);
     let stored = conversation(3);
     let first = stored[0].id().into_owned();
     let reply = stored[5].id().into_owned();
-    for id in [&first, &reply] {
-        assert_eq!(
-            decide_from(&stored, &ask("x", &[], Some(id)), &info(), false, &s).unwrap_err(),
-            Refusal::NotLastUserMessage
-        );
-    }
+    assert_eq!(
+        decide_from(&stored, &ask("x", &[], Some(&reply)), &info(), false, &s).unwrap_err(),
+        Refusal::NotUserMessage
+    );
+    let (decision, _) =
+        decide_from(&stored, &ask("x", &[], Some(&first)), &info(), false, &s).unwrap();
+    let cut = decision.cut.expect("a cut");
+    assert_eq!((cut.keep, cut.parent), (0, None));
+    assert_eq!(
+        cut.moved.len(),
+        6,
+        "the whole old conversation stays as a version"
+    );
+    assert_eq!(decision.sent.tail.len(), 1);
     assert_eq!(
         decide_from(&stored, &ask("x", &[], Some("nope")), &info(), false, &s).unwrap_err(),
         Refusal::NoMessage("nope".into())

@@ -138,7 +138,7 @@ impl IntoResponse for TurnError {
                 return Sse::<_>::new(events).into_response();
             }
             TurnError::Busy | TurnError::Changed => StatusCode::CONFLICT,
-            TurnError::Refused(Refusal::NothingToRegenerate | Refusal::NotLastUserMessage) => {
+            TurnError::Refused(Refusal::NothingToRegenerate | Refusal::NotUserMessage) => {
                 StatusCode::BAD_REQUEST
             }
             TurnError::Refused(Refusal::NoMessage(_)) => StatusCode::NOT_FOUND,

@@ -24,6 +24,7 @@
 //! writer changes the stamp and the next operation walks the file again.
 
 mod backups;
+mod branches;
 mod creating;
 mod dialog;
 mod index;
@@ -38,12 +39,13 @@ use dialog::{dialog_maker, to_json, Dialog};
 use index::Index;
 
 use super::{
-    apply_edits, cap, newest_first, unchanged_since, BackupInfo, ConversationInfo,
-    ConversationStore, Listed, MaxTurns, Tail,
+    apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, Listed,
+    MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
 use async_trait::async_trait;
+use parlor_domain::branch::{Branches, Rebranch};
 use parlor_domain::context::Edit;
 use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
@@ -54,6 +56,8 @@ use std::sync::{Arc, Mutex};
 const MESSAGES: &str = "messages.json";
 const SUMMARY: &str = "summary.json";
 const INFO: &str = "conversation.json";
+/// The versions off the chosen path (see [`branches`]).
+const BRANCHES: &str = "branches.json";
 const BACKUPS: &str = "backups";
 /// Parlor's version of the dialog (see `ConversationStore::version`).
 const VERSION: &str = "version";
@@ -65,7 +69,7 @@ const IO_PERMITS: usize = 64;
 /// ([`Dialog::create`]).
 const NEW_DIALOG_THREADS: u32 = 3;
 /// The files a backup copies, when they exist.
-const BACKED_UP: [&str; 3] = [MESSAGES, SUMMARY, INFO];
+const BACKED_UP: [&str; 4] = [MESSAGES, SUMMARY, INFO, BRANCHES];
 
 pub struct FileStore {
     root: PathBuf,
@@ -215,7 +219,8 @@ impl ConversationStore for FileStore {
         cap(&mut messages, self.max_turns);
         self.locked(id, move |d| {
             d.bump_version()?;
-            d.write_messages(&messages)
+            d.write_messages(&messages)?;
+            d.root_branches(&messages)
         })
         .await
     }
@@ -242,24 +247,17 @@ impl ConversationStore for FileStore {
         .await
     }
 
-    async fn truncate_if(
+    async fn branches(&self, id: &ConversationId) -> Result<Branches, StoreError> {
+        self.locked(id, |d| d.read_branches()).await
+    }
+
+    async fn rebranch_if(
         &self,
         id: &ConversationId,
-        keep: usize,
-        total: usize,
-        last: &Message,
+        change: &Rebranch,
     ) -> Result<bool, StoreError> {
-        let last = last.clone();
-        self.locked(id, move |d| {
-            let mut all = d.read_messages()?;
-            if !unchanged_since(&all, total, &last) {
-                return Ok(false);
-            }
-            all.truncate(keep);
-            d.write_messages(&all)?;
-            Ok(true)
-        })
-        .await
+        let change = change.clone();
+        self.locked(id, move |d| d.rebranch(&change)).await
     }
 
     async fn append_stamped(
@@ -329,7 +327,7 @@ impl ConversationStore for FileStore {
             }
             let backup = d.back_up(None)?;
             d.bump_version()?;
-            for file in [d.messages_path(), summary] {
+            for file in [d.messages_path(), summary, d.dir.join(BRANCHES)] {
                 match std::fs::remove_file(&file) {
                     Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
                     _ => {}
@@ -344,7 +342,12 @@ impl ConversationStore for FileStore {
     async fn delete(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         let backup = self
             .locked(id, |d| {
-                let files = [d.messages_path(), d.dir.join(SUMMARY), d.dir.join(INFO)];
+                let files = [
+                    d.messages_path(),
+                    d.dir.join(SUMMARY),
+                    d.dir.join(INFO),
+                    d.dir.join(BRANCHES),
+                ];
                 if !files.iter().any(|f| f.exists()) {
                     return Ok(None);
                 }

@@ -120,14 +120,18 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         )
         .await
     }
-    async fn truncate_if(
+    async fn branches(
         &self,
         id: &ConversationId,
-        keep: usize,
-        total: usize,
-        last: &Message,
+    ) -> Result<parlor_domain::branch::Branches, StoreError> {
+        self.timed("branches", self.inner.branches(id)).await
+    }
+    async fn rebranch_if(
+        &self,
+        id: &ConversationId,
+        change: &parlor_domain::branch::Rebranch,
     ) -> Result<bool, StoreError> {
-        self.timed("truncate", self.inner.truncate_if(id, keep, total, last))
+        self.timed("rebranch", self.inner.rebranch_if(id, change))
             .await
     }
     async fn summary(&self, id: &ConversationId) -> Result<Option<serde_json::Value>, StoreError> {

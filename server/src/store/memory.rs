@@ -4,8 +4,9 @@ use super::{
     apply_edits, cap, newest_first, BackupInfo, ConversationInfo, ConversationStore, Listed,
     MaxTurns,
 };
-use super::{unchanged_since, Stats, StoreError, Tail};
+use super::{rooted, settled, Stats, StoreError, Tail};
 use async_trait::async_trait;
+use parlor_domain::branch::{Branches, Rebranch};
 use parlor_domain::context::Edit;
 use parlor_domain::{ConversationId, Message};
 use std::collections::HashMap;
@@ -23,11 +24,20 @@ struct Inner {
     infos: HashMap<ConversationId, ConversationInfo>,
     summaries: HashMap<ConversationId, serde_json::Value>,
     versions: HashMap<ConversationId, u64>,
+    branches: HashMap<ConversationId, Branches>,
 }
 
 impl Inner {
     fn bump(&mut self, id: &ConversationId) {
         *self.versions.entry(id.clone()).or_default() += 1;
+    }
+
+    /// After the path changed under them: the branches whose parent went go too.
+    fn root_branches(&mut self, id: &ConversationId) {
+        let path = self.messages.get(id).map(Vec::as_slice).unwrap_or_default();
+        if let Some(kept) = self.branches.get(id).and_then(|b| rooted(b, path)) {
+            self.branches.insert(id.clone(), kept);
+        }
     }
 }
 
@@ -90,7 +100,9 @@ impl ConversationStore for MemoryStore {
         self.with(|i| {
             let stored = i.messages.entry(id.clone()).or_default();
             stored.extend_from_slice(messages);
-            cap(stored, self.max_turns);
+            if cap(stored, self.max_turns) > 0 {
+                i.root_branches(id);
+            }
         });
         Ok(())
     }
@@ -100,7 +112,8 @@ impl ConversationStore for MemoryStore {
         cap(&mut messages, self.max_turns);
         self.with(|i| {
             i.bump(id);
-            i.messages.insert(id.clone(), messages)
+            i.messages.insert(id.clone(), messages);
+            i.root_branches(id);
         });
         Ok(())
     }
@@ -154,19 +167,25 @@ impl ConversationStore for MemoryStore {
         }))
     }
 
-    async fn truncate_if(
+    async fn branches(&self, id: &ConversationId) -> Result<Branches, StoreError> {
+        Ok(self.with(|i| i.branches.get(id).cloned().unwrap_or_default()))
+    }
+
+    async fn rebranch_if(
         &self,
         id: &ConversationId,
-        keep: usize,
-        total: usize,
-        last: &Message,
+        change: &Rebranch,
     ) -> Result<bool, StoreError> {
-        Ok(self.with(|i| match i.messages.get_mut(id) {
-            Some(stored) if unchanged_since(stored, total, last) => {
-                stored.truncate(keep);
-                true
+        Ok(self.with(|i| {
+            let path = i.messages.entry(id.clone()).or_default();
+            if !change.still_fits(path) {
+                return false;
             }
-            _ => false,
+            change.apply(path);
+            let branches = settled(&change.branches, path, self.max_turns);
+            i.branches.insert(id.clone(), branches);
+            i.bump(id);
+            true
         }))
     }
 
@@ -175,6 +194,7 @@ impl ConversationStore for MemoryStore {
             i.bump(id);
             i.messages.remove(id);
             i.summaries.remove(id);
+            i.branches.remove(id);
         });
         Ok(None)
     }
@@ -184,6 +204,7 @@ impl ConversationStore for MemoryStore {
             i.bump(id);
             i.messages.remove(id);
             i.summaries.remove(id);
+            i.branches.remove(id);
             i.infos.remove(id);
         });
         Ok(None)

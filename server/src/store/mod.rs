@@ -23,6 +23,7 @@ pub use parlor_domain::conversation::{
 };
 
 use async_trait::async_trait;
+use parlor_domain::branch::{Branches, Rebranch};
 use parlor_domain::context::Edit;
 use parlor_domain::{ConversationId, Message};
 use serde::Serialize;
@@ -187,14 +188,16 @@ pub(crate) fn check_room(
     }
 }
 
-/// Keeps the last `max_turns` messages.
-pub(crate) fn cap(messages: &mut Vec<Message>, max_turns: MaxTurns) {
-    if let Some(max) = max_turns {
-        let excess = messages.len().saturating_sub(max.get());
-        // Results whose call is dropped go with it: no exchange is left split.
-        let cut = parlor_domain::exchange::cut_after(messages, excess);
-        messages.drain(..cut);
-    }
+/// Keeps the last `max_turns` messages; returns how many went.
+pub(crate) fn cap(messages: &mut Vec<Message>, max_turns: MaxTurns) -> usize {
+    let Some(max) = max_turns else {
+        return 0;
+    };
+    let excess = messages.len().saturating_sub(max.get());
+    // Results whose call is dropped go with it: no exchange is left split.
+    let cut = parlor_domain::exchange::cut_after(messages, excess);
+    messages.drain(..cut);
+    cut
 }
 
 #[async_trait]
@@ -311,18 +314,16 @@ pub trait ConversationStore: Send + Sync + 'static {
         version: u64,
         summary: &Value,
     ) -> Result<bool, StoreError>;
-    /// Drops the messages after the first `keep` (a reply written again, an edit), only if
-    /// the conversation still holds `total` messages and the last is still `last` (same
-    /// role, time and text): nothing was appended, removed or cleared since it was read.
-    /// Messages kept are not rewritten, so a mark or prune made meanwhile stays. Returns
-    /// whether it did.
-    async fn truncate_if(
-        &self,
-        id: &ConversationId,
-        keep: usize,
-        total: usize,
-        last: &Message,
-    ) -> Result<bool, StoreError>;
+    /// The versions off the conversation's chosen path ([`parlor_domain::branch`]), as
+    /// stored (a reader takes [`Branches::tidy`] of them).
+    async fn branches(&self, id: &ConversationId) -> Result<Branches, StoreError>;
+    /// Changes the chosen path as `change` says (an edit or a regeneration keeps what it
+    /// cut as a version; choosing a version swaps it with the path), only if the path still
+    /// holds what the change was computed from; returns whether it did. The branches stored
+    /// are [`settled`]. A crash part-way loses no message (see [`parlor_domain::branch`]).
+    /// Messages kept on the path are not rewritten, so a mark or prune made meanwhile stays.
+    async fn rebranch_if(&self, id: &ConversationId, change: &Rebranch)
+        -> Result<bool, StoreError>;
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
     /// is none, or it cannot be read.
     async fn summary(&self, id: &ConversationId) -> Result<Option<Value>, StoreError>;
@@ -371,13 +372,23 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn list_owned(&self, owner: &str) -> Result<Vec<Listed>, StoreError>;
 }
 
-/// Whether `stored` still has `total` messages ending with `last` (see
-/// [`ConversationStore::truncate_if`]).
-pub(crate) fn unchanged_since(stored: &[Message], total: usize, last: &Message) -> bool {
-    stored.len() == total
-        && stored
-            .last()
-            .is_some_and(|m| m.role == last.role && m.ts == last.ts && m.text == last.text)
+/// The branches a store keeps beside `path`: without the leftovers of an interrupted
+/// change, without branches whose parent is gone, and within `max_turns` messages (the
+/// oldest branches go first, whole).
+pub(crate) fn settled(branches: &Branches, path: &[Message], max_turns: MaxTurns) -> Branches {
+    let mut settled = branches.tidy(path);
+    settled.drop_orphans(path, false);
+    if let Some(max) = max_turns {
+        settled.cap(path, max.get());
+    }
+    settled
+}
+
+/// After a write that trimmed the path's oldest messages (`max_turns`) or replaced it: the
+/// branches that hung off what went, dropped (`None`: nothing changes).
+pub(crate) fn rooted(branches: &Branches, path: &[Message]) -> Option<Branches> {
+    let mut kept = branches.clone();
+    (kept.drop_orphans(path, true) > 0).then_some(kept)
 }
 
 /// What a store records as a conversation's owner: a SHA-256 of the browser's session cookie,
@@ -417,6 +428,8 @@ pub(crate) mod contract {
     //! The behaviour every backend must share. Each backend's tests run it on a store
     //! opened with `max_turns = 4`.
     use super::*;
+
+    mod branches;
 
     fn id(s: &str) -> ConversationId {
         ConversationId::parse(s).unwrap()
@@ -801,29 +814,7 @@ pub(crate) mod contract {
             last = now;
         }
 
-        // Truncating what was read: refused once a message was appended, or the
-        // conversation cleared, since it was read; kept messages are not rewritten.
-        let t = id("truncated");
-        let read = [
-            Message::user("q1", 1),
-            Message::assistant("a1", 2),
-            Message::user("q2", 3),
-        ];
-        store.append(&t, &read).await.unwrap();
-        let saved_meanwhile = Message::assistant("saved over MCP", 4);
-        store
-            .append(&t, std::slice::from_ref(&saved_meanwhile))
-            .await
-            .unwrap();
-        assert!(!store.truncate_if(&t, 2, 3, &read[2]).await.unwrap());
-        assert_eq!(texts(store, &t).await, ["q1", "a1", "q2", "saved over MCP"]);
-        assert!(store.truncate_if(&t, 2, 4, &saved_meanwhile).await.unwrap());
-        assert_eq!(texts(store, &t).await, ["q1", "a1"]);
-        store.clear(&t).await.unwrap();
-        assert!(!store.truncate_if(&t, 0, 2, &read[1]).await.unwrap());
-        store.append(&t, &read[..1]).await.unwrap();
-        assert!(store.truncate_if(&t, 0, 1, &read[0]).await.unwrap());
-        assert!(store.load(&t).await.unwrap().is_empty());
+        branches::run(store).await;
     }
 
     /// The summarizer held at a barrier while its model answers, and each other writer of

@@ -334,15 +334,15 @@ impl TurnContext<'_> {
         }
     }
 
-    /// The writes decided before the message: the cut of an edit or a regeneration (only of
-    /// what was read: a message saved since refuses it), then the pruning pass.
+    /// The writes decided before the message: the cut of an edit or a regeneration, kept as a
+    /// version (only of what was read: a message saved since refuses it), then the pruning
+    /// pass.
     async fn cut_and_prune(&self, decision: &Decision) -> Result<(), TurnError> {
         let (store, id) = (&self.history.store, &decision.info.session_id);
         if let Some(cut) = &decision.cut {
-            if !store
-                .truncate_if(id, cut.keep, cut.total, &cut.last)
-                .await?
-            {
+            // What is cut stays as a version beside what follows.
+            let change = cut.rebranch(store.branches(id).await?);
+            if !store.rebranch_if(id, &change).await? {
                 return Err(TurnError::Changed);
             }
         }

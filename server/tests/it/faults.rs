@@ -498,14 +498,18 @@ mod interleaving {
         ) -> Result<bool, StoreError> {
             self.inner.put_summary_if(id, version, summary).await
         }
-        async fn truncate_if(
+        async fn branches(
             &self,
             id: &ConversationId,
-            keep: usize,
-            total: usize,
-            last: &Message,
+        ) -> Result<parlor_domain::branch::Branches, StoreError> {
+            self.inner.branches(id).await
+        }
+        async fn rebranch_if(
+            &self,
+            id: &ConversationId,
+            change: &parlor_domain::branch::Rebranch,
         ) -> Result<bool, StoreError> {
-            self.inner.truncate_if(id, keep, total, last).await
+            self.inner.rebranch_if(id, change).await
         }
         async fn prune(
             &self,

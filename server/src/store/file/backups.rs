@@ -2,7 +2,7 @@
 //! the retention, and putting one back.
 
 use super::dialog::{read_info, timestamp, Dialog};
-use super::{BACKED_UP, BACKUPS, INFO, MESSAGES};
+use super::{BACKED_UP, BACKUPS, BRANCHES, INFO, MESSAGES};
 use crate::store::atomic::{sync_dir, write_atomically};
 use crate::store::{BackupInfo, ConversationInfo, StoreError};
 use parlor_domain::ConversationId;
@@ -132,11 +132,14 @@ impl Dialog {
         for (name, bytes) in files {
             match bytes {
                 Some(bytes) => write_atomically(&self.dir, name, &bytes)?,
-                // The backup was made when there were no messages: there are none.
-                None if name == MESSAGES => match std::fs::remove_file(self.messages_path()) {
-                    Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                    _ => sync_dir(&self.dir)?,
-                },
+                // The backup was made when there were no messages (or versions): there are
+                // none.
+                None if name == MESSAGES || name == BRANCHES => {
+                    match std::fs::remove_file(self.dir.join(name)) {
+                        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+                        _ => sync_dir(&self.dir)?,
+                    }
+                }
                 None => {}
             }
         }

@@ -6,7 +6,7 @@ use super::lines;
 use super::shape::{Shapes, Stamp};
 use super::{BACKUPS, INFO, MESSAGES, VERSION};
 use crate::store::atomic::{sync_dir, write_atomically, GroupSync, TMP_MARK};
-use crate::store::{cap, pinned_in, ConversationInfo, MaxTurns, StoreError, Tail};
+use crate::store::{pinned_in, ConversationInfo, MaxTurns, StoreError, Tail};
 use parlor_domain::{ConversationId, Message};
 use std::io::ErrorKind;
 use std::io::Read;
@@ -170,7 +170,7 @@ impl Dialog {
             Ok(count) => return Ok(count),
             Err(make) => make,
         };
-        let (mut all, count) = match self.stored()? {
+        let (all, count) = match self.stored()? {
             Stored::Lines { bytes, lines, .. } => {
                 let latest = last_ts(&bytes, &lines)?;
                 let batch = make(latest);
@@ -210,8 +210,7 @@ impl Dialog {
                 (batch, count)
             }
         };
-        cap(&mut all, self.max_turns);
-        self.write_messages(&all)?;
+        self.write_capped(all)?;
         Ok(count)
     }
 

@@ -4,7 +4,7 @@
 use super::dialog::Dialog;
 use super::lines::{self, End};
 use super::shape::{Shape, Stamp};
-use crate::store::{cap, pinned_in, StoreError, Tail};
+use crate::store::{pinned_in, StoreError, Tail};
 use parlor_domain::Message;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -116,8 +116,7 @@ impl Dialog {
         if self.max_turns.is_some_and(|max| total > max.get()) {
             let mut all = self.read_messages()?;
             all.extend(batch);
-            cap(&mut all, self.max_turns);
-            self.write_messages(&all)?;
+            self.write_capped(all)?;
             return Ok(Ok(count));
         }
         if count > 0 {

@@ -13,6 +13,7 @@
 //! The connection manager reconnects by itself when Redis comes back.
 
 pub mod approvals;
+mod branches;
 mod index;
 mod lock;
 mod scripts;
@@ -131,6 +132,11 @@ impl RedisStore {
         format!("{}{}:summary", self.base(), id.as_str())
     }
 
+    /// The versions off the chosen path: a list of branches, one JSON branch each.
+    fn branches_key(&self, id: &ConversationId) -> String {
+        format!("{}{}:branches", self.base(), id.as_str())
+    }
+
     fn version_key(&self, id: &ConversationId) -> String {
         format!("{}{}:version", self.base(), id.as_str())
     }
@@ -172,9 +178,11 @@ impl RedisStore {
         if let Some(max) = self.options.max_turns {
             pipe.cmd("EVAL")
                 .arg(scripts::TRIM_WHOLE)
-                .arg(1)
+                .arg(2)
                 .arg(&key)
+                .arg(self.branches_key(id))
                 .arg(max.get())
+                .arg(branches::MARKER)
                 .ignore();
         }
         if let Some(ttl) = self.options.ttl {

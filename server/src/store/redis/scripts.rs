@@ -1,8 +1,10 @@
 //! The Lua scripts that make a check and a write one step in Redis.
 
 /// Keeps the last `ARGV[1]` messages of the list `KEYS[1]` (`max_turns`), then drops the
-/// results at its head whose call was dropped: no exchange is left split. Returns how many
-/// messages were dropped.
+/// results at its head whose call was dropped: no exchange is left split. The branches
+/// (the list `KEYS[2]`, one JSON branch each) that hang off a message that went, or off
+/// nothing (versions of the first message), go too, with the branches off theirs; `ARGV[2]`
+/// is a marker no branch can equal. Returns how many messages were dropped.
 pub(super) const TRIM_WHOLE: &str = r"
 local len = redis.call('LLEN', KEYS[1])
 local start = len - tonumber(ARGV[1])
@@ -15,6 +17,36 @@ while start < len do
         break
     end
     start = start + 1
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+    local gone = {}
+    for _, item in ipairs(redis.call('LRANGE', KEYS[1], 0, start - 1)) do
+        local ok, m = pcall(cjson.decode, item)
+        if ok and type(m) == 'table' and type(m.id) == 'string' then
+            gone[m.id] = true
+        end
+    end
+    local branches = redis.call('LRANGE', KEYS[2], 0, -1)
+    local removed, more = {}, true
+    while more do
+        more = false
+        for i, item in ipairs(branches) do
+            local ok, b = pcall(cjson.decode, item)
+            if not removed[i] and ok and type(b) == 'table'
+                and (b.parent == nil or b.parent == cjson.null or gone[b.parent]) then
+                removed[i], more = true, true
+                for _, m in ipairs(type(b.messages) == 'table' and b.messages or {}) do
+                    if type(m) == 'table' and type(m.id) == 'string' then
+                        gone[m.id] = true
+                    end
+                end
+            end
+        end
+    end
+    for i, _ in pairs(removed) do
+        redis.call('LSET', KEYS[2], i - 1, ARGV[2])
+    end
+    redis.call('LREM', KEYS[2], 0, ARGV[2])
 end
 redis.call('LTRIM', KEYS[1], start, -1)
 return start
@@ -111,23 +143,43 @@ end
 return 1
 ";
 
-/// Keeps the first `ARGV[5]` messages of the list `KEYS[1]`, only if it still holds
-/// `ARGV[1]` messages and the last still has the role, time and text `ARGV[2..4]`. Returns
-/// 1 if it did.
-pub(super) const TRUNCATE_IF: &str = r"
+/// Changes the chosen path (the list `KEYS[1]`) and its branches (the list `KEYS[2]`) in one
+/// step, and moves the version `KEYS[3]` on, only if the path still holds `ARGV[1]`
+/// messages and the last still has the role, time and text `ARGV[2..4]` (no role: the path
+/// is empty). Keeps its first `ARGV[5]` messages, adds the `ARGV[6]` messages after
+/// `ARGV[7]` (a TTL in seconds, or empty), and the branches after them. Returns 1 if it did.
+pub(super) const REBRANCH_IF: &str = r"
 if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
     return 0
 end
-local ok, last = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], -1) or '')
-if not ok or type(last) ~= 'table' or last.role ~= ARGV[2]
-    or last.ts ~= tonumber(ARGV[3]) or last.text ~= ARGV[4] then
-    return 0
+if ARGV[2] ~= '' then
+    local ok, last = pcall(cjson.decode, redis.call('LINDEX', KEYS[1], -1) or '')
+    if not ok or type(last) ~= 'table' or last.role ~= ARGV[2]
+        or last.ts ~= tonumber(ARGV[3]) or last.text ~= ARGV[4] then
+        return 0
+    end
 end
 local keep = tonumber(ARGV[5])
 if keep == 0 then
     redis.call('DEL', KEYS[1])
 else
     redis.call('LTRIM', KEYS[1], 0, keep - 1)
+end
+local added = tonumber(ARGV[6])
+for i = 8, 7 + added do
+    redis.call('RPUSH', KEYS[1], ARGV[i])
+end
+redis.call('DEL', KEYS[2])
+for i = 8 + added, #ARGV do
+    redis.call('RPUSH', KEYS[2], ARGV[i])
+end
+redis.call('INCR', KEYS[3])
+if ARGV[7] ~= '' then
+    for _, key in ipairs(KEYS) do
+        if redis.call('EXISTS', key) == 1 then
+            redis.call('EXPIRE', key, ARGV[7])
+        end
+    end
 end
 return 1
 ";

@@ -3,6 +3,7 @@
 use super::lock::is_disconnect;
 use super::scripts::*;
 use super::*;
+use parlor_domain::branch::{Branches, Rebranch};
 
 #[async_trait]
 impl ConversationStore for RedisStore {
@@ -177,7 +178,12 @@ impl ConversationStore for RedisStore {
     async fn replace(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
         let key = self.messages_key(id);
         let mut pipe = redis::pipe();
-        pipe.atomic().cmd("DEL").arg(&key).ignore();
+        // A new conversation's path (a fork, an import): versions are written after it.
+        pipe.atomic()
+            .cmd("DEL")
+            .arg(&key)
+            .arg(self.branches_key(id))
+            .ignore();
         self.bump_version(&mut pipe, id);
         if !messages.is_empty() {
             pipe.cmd("RPUSH").arg(&key).arg(encode(messages)?).ignore();
@@ -317,25 +323,16 @@ impl ConversationStore for RedisStore {
         Ok(wrote == 1)
     }
 
-    async fn truncate_if(
+    async fn branches(&self, id: &ConversationId) -> Result<Branches, StoreError> {
+        self.read_branches(id).await
+    }
+
+    async fn rebranch_if(
         &self,
         id: &ConversationId,
-        keep: usize,
-        total: usize,
-        last: &Message,
+        change: &Rebranch,
     ) -> Result<bool, StoreError> {
-        let done: i64 = redis::cmd("EVAL")
-            .arg(TRUNCATE_IF)
-            .arg(1)
-            .arg(self.messages_key(id))
-            .arg(total)
-            .arg(last.role.as_str())
-            .arg(last.ts)
-            .arg(&last.text)
-            .arg(keep)
-            .query_async(&mut self.conn())
-            .await?;
-        Ok(done == 1)
+        self.rebranch(id, change).await
     }
 
     async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
@@ -344,6 +341,7 @@ impl ConversationStore for RedisStore {
             .cmd("DEL")
             .arg(self.messages_key(id))
             .arg(self.summary_key(id))
+            .arg(self.branches_key(id))
             .ignore();
         self.bump_version(&mut pipe, id);
         let pipe = &pipe;
@@ -362,6 +360,7 @@ impl ConversationStore for RedisStore {
             .arg(self.messages_key(id))
             .arg(self.summary_key(id))
             .arg(self.info_key(id))
+            .arg(self.branches_key(id))
             .ignore();
         // The version outlives the conversation for a day: long enough for any step that
         // read it before the delete to find it moved, not forever.
