@@ -156,26 +156,11 @@ pub fn choose(
     let Some(&found) = places.get(target) else {
         return Err(BranchError::NoMessage(target.to_owned()));
     };
-    let At::Branch(mut run, _) = found else {
+    let At::Branch(run, _) = found else {
         return Ok(None);
     };
-    // From the target's branch up to the path: each branch and how much of it is taken.
-    let mut climb = vec![(run, branches.branches[run].messages.len())];
-    let fork = loop {
-        let parent = branches.branches[run].parent.as_deref();
-        match parent.map(|id| places.get(id)) {
-            None => break None,
-            Some(None) => return Err(BranchError::Unreachable(target.to_owned())),
-            Some(Some(At::Path(i))) => break Some(*i),
-            Some(Some(At::Branch(r, i))) => {
-                if climb.iter().any(|(seen, _)| *seen == *r) {
-                    return Err(BranchError::Unreachable(target.to_owned()));
-                }
-                run = *r;
-                climb.push((run, *i + 1));
-            }
-        }
-    };
+    let (climb, fork) = climb(&branches, &places, run)
+        .ok_or_else(|| BranchError::Unreachable(target.to_owned()))?;
     let keep = fork.map_or(0, |i| i + 1);
     let mut kept = Branches::default();
     let taken: HashSet<usize> = climb.iter().map(|(r, _)| *r).collect();
@@ -209,6 +194,32 @@ pub fn choose(
         suffix,
         branches: kept,
     }))
+}
+
+/// From branch `run` up to the path: each branch on the way with how many of its messages
+/// lead down (the first, `run`, whole), and the path's message they hang off (`None`: the
+/// first message's place). `None` when they do not lead back to the path.
+fn climb(
+    branches: &Branches,
+    places: &HashMap<String, At>,
+    mut run: usize,
+) -> Option<(Vec<(usize, usize)>, Option<usize>)> {
+    let mut climb = vec![(run, branches.branches[run].messages.len())];
+    loop {
+        let Some(parent) = branches.branches[run].parent.as_deref() else {
+            return Some((climb, None));
+        };
+        match places.get(parent)? {
+            At::Path(i) => return Some((climb, Some(*i))),
+            At::Branch(r, i) => {
+                if climb.iter().any(|(seen, _)| seen == r) {
+                    return None;
+                }
+                run = *r;
+                climb.push((run, i + 1));
+            }
+        }
+    }
 }
 
 /// Every message's place, by id (the path's first where an id repeats).

@@ -286,6 +286,30 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The path is a line of the tree `parent_of` records, every branch follows it too, every
+/// message is stored once, and the branches have no problem.
+fn check_tree(
+    path: &[Message],
+    branches: &Branches,
+    parent_of: &HashMap<String, Option<String>>,
+) -> Result<(), TestCaseError> {
+    for (i, m) in path.iter().enumerate() {
+        let expected = i.checked_sub(1).map(|p| path[p].id().into_owned());
+        prop_assert_eq!(&parent_of[&*m.id()], &expected);
+    }
+    for b in &branches.branches {
+        let mut parent = b.parent.clone();
+        for m in &b.messages {
+            prop_assert_eq!(&parent_of[&*m.id()], &parent);
+            parent = Some(m.id().into_owned());
+        }
+    }
+    let stored = path.len() + branches.messages();
+    prop_assert_eq!(stored, parent_of.len(), "nothing lost, nothing twice");
+    prop_assert!(branches.problems(path).is_empty());
+    Ok(())
+}
+
 proptest! {
     /// Random edits, regenerations and switches: the path is always a whole line of the
     /// tree the operations made (each message after its parent), nothing is ever lost, the
@@ -345,22 +369,7 @@ proptest! {
                     path.push(reply);
                 }
             }
-            // The path is a line of the tree.
-            for (i, m) in path.iter().enumerate() {
-                let expected = i.checked_sub(1).map(|p| path[p].id().into_owned());
-                prop_assert_eq!(&parent_of[&*m.id()], &expected);
-            }
-            // Every branch message follows its parent in the tree.
-            for b in &branches.branches {
-                let mut parent = b.parent.clone();
-                for m in &b.messages {
-                    prop_assert_eq!(&parent_of[&*m.id()], &parent);
-                    parent = Some(m.id().into_owned());
-                }
-            }
-            let stored = path.len() + branches.messages();
-            prop_assert_eq!(stored, parent_of.len(), "nothing lost, nothing twice");
-            prop_assert!(branches.problems(&path).is_empty());
+            check_tree(&path, &branches, &parent_of)?;
         }
     }
 }
