@@ -196,6 +196,9 @@ pub fn choose(
     }))
 }
 
+/// A branch by index, and how many of its first messages a path takes.
+type Taken = (usize, usize);
+
 /// From branch `run` up to the path: each branch on the way with how many of its messages
 /// lead down (the first, `run`, whole), and the path's message they hang off (`None`: the
 /// first message's place). `None` when they do not lead back to the path.
@@ -203,7 +206,7 @@ fn climb(
     branches: &Branches,
     places: &HashMap<String, At>,
     mut run: usize,
-) -> Option<(Vec<(usize, usize)>, Option<usize>)> {
+) -> Option<(Vec<Taken>, Option<usize>)> {
     let mut climb = vec![(run, branches.branches[run].messages.len())];
     loop {
         let Some(parent) = branches.branches[run].parent.as_deref() else {
