@@ -25,6 +25,18 @@ pub enum Action {
     Edit {
         message: UiMessage,
         text: String,
+    },
+    /// Go on from the version of a message that holds the message `id` (‹ ›).
+    Choose {
+        id: String,
+        failed: RwSignal<Option<String>>,
+    },
+    /// Open a search hit on a version that is not chosen: choose it, then open `href`.
+    OpenVersion {
+        agent: String,
+        session: String,
+        version: String,
+        href: String,
         failed: RwSignal<Option<String>>,
     },
     /// Fork the conversation through `message`.
@@ -144,11 +156,7 @@ fn run_turn(state: ChatState, action: Action) -> Result<(), Unloaded> {
     match action {
         Action::SendDraft => state.send_draft(),
         Action::Send(text) => state.send(text),
-        Action::Edit {
-            message,
-            text,
-            failed,
-        } => state.edit(message, text, failed),
+        Action::Edit { message, text } => state.edit(message, text),
         Action::AnswerCall { card, answer } => state.answer_call(card, &answer),
         Action::Regenerate => state.regenerate(),
         Action::NewChat => state.new_chat(),
@@ -167,6 +175,14 @@ fn run_turn(state: ChatState, action: Action) -> Result<(), Unloaded> {
 fn run_other(state: ChatState, action: Action) -> Result<(), Unloaded> {
     match action {
         Action::Fork { message, failed } => state.fork(message, None, failed),
+        Action::Choose { id, failed } => state.choose(id, failed),
+        Action::OpenVersion {
+            agent,
+            session,
+            version,
+            href,
+            failed,
+        } => crate::state::open_version(&agent, &session, &version, href, failed),
         Action::Mark {
             message,
             send,

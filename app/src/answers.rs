@@ -72,6 +72,12 @@ mod tests {
                 tokens: Some(3),
                 calls: false,
                 card: None,
+                versions: Some(parlor_domain::branch::Versions {
+                    n: 2,
+                    of: 3,
+                    prev: Some("m39a".into()),
+                    next: None,
+                }),
             }],
             html: vec![String::new()],
             first_index: 40,

@@ -80,6 +80,9 @@ pub struct StoredMessage {
     /// A tool result, as its card shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card: Option<ToolCard>,
+    /// Its ‹ n/m › when it has other versions (an edit, a regeneration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<parlor_domain::branch::Versions>,
 }
 
 /// One tool call and its result, as the chat page's card shows it.
@@ -213,4 +216,7 @@ pub struct SearchHit {
     pub title: String,
     /// The first matching line.
     pub line: String,
+    /// The hit is on a version that is not chosen: the id of its message, chosen when the
+    /// hit is opened.
+    pub version: Option<String>,
 }

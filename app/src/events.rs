@@ -28,6 +28,7 @@ pub struct PageMeta {
     pub message_id: Option<String>,
     pub meter: Option<Meter>,
     pub message_tokens: Option<u64>,
+    pub versions: Option<parlor_domain::branch::Versions>,
 }
 
 /// What the page uses of a `meta` event's history report.
@@ -104,6 +105,7 @@ impl FromJson for PageMeta {
             message_id: optional(json, "message_id")?,
             meter: optional(json, "meter")?,
             message_tokens: optional(json, "message_tokens")?,
+            versions: optional(json, "versions")?,
         })
     }
 }
@@ -215,6 +217,12 @@ mod tests {
                 ..Meter::default()
             }),
             message_tokens: Some(39),
+            versions: Some(parlor_domain::branch::Versions {
+                n: 3,
+                of: 3,
+                prev: Some("m8".into()),
+                next: None,
+            }),
         }
     }
 
@@ -243,6 +251,7 @@ mod tests {
         assert_eq!(page.message_id.as_deref(), Some("m9"));
         assert_eq!(page.meter, meta.meter, "the meter arrives whole");
         assert_eq!(page.message_tokens, Some(39));
+        assert_eq!(page.versions, meta.versions, "the new version's ‹ n/m ›");
 
         let done = DoneEvent {
             finish_reason: "stop".into(),

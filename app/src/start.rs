@@ -208,6 +208,18 @@ impl FromJson for StoredMessage {
             tokens: optional(json, "tokens")?,
             calls: or_default(json, "calls")?,
             card: optional(json, "card")?,
+            versions: optional(json, "versions")?,
+        })
+    }
+}
+
+impl FromJson for parlor_domain::branch::Versions {
+    fn from_json(json: &impl Json) -> Option<Self> {
+        Some(parlor_domain::branch::Versions {
+            n: required(json, "n")?,
+            of: required(json, "of")?,
+            prev: optional(json, "prev")?,
+            next: optional(json, "next")?,
         })
     }
 }
@@ -375,6 +387,7 @@ mod tests {
             tokens: None,
             calls: false,
             card: None,
+            versions: None,
         }
     }
 

@@ -143,6 +143,14 @@ pub fn open(href: &str) {
     let _ = href;
 }
 
+/// Loads the page again.
+pub fn reload() {
+    #[cfg(feature = "hydrate")]
+    if let Some(window) = web_sys::window() {
+        let _ = window.location().reload();
+    }
+}
+
 /// Copies text to the clipboard.
 pub fn copy_to_clipboard(text: &str) {
     #[cfg(feature = "hydrate")]

@@ -40,6 +40,31 @@ pub struct Branch {
     #[serde(default)]
     pub parent: Option<String>,
     pub messages: Vec<Message>,
+    /// The rolling summary of the path this branch left, when it covered some of the
+    /// branch's messages: it comes back with them ([`Rebranch::move_summary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<serde_json::Value>,
+}
+
+impl Branch {
+    pub fn new(parent: Option<String>, messages: Vec<Message>) -> Self {
+        Branch {
+            parent,
+            messages,
+            summary: None,
+        }
+    }
+}
+
+/// What a change of the path does to the rolling summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SummaryMove {
+    /// It covers only messages the path keeps: it stays.
+    Keep,
+    /// It covered messages that left the path and went with them; the path's summary is
+    /// now this one (the one that came back with the chosen version, or none: a summary
+    /// that covers nothing).
+    Put(serde_json::Value),
 }
 
 /// A change of the chosen path, computed from what was read: keep the path's first `keep`
@@ -53,19 +78,52 @@ pub struct Rebranch {
     pub last: Option<Message>,
     pub suffix: Vec<Message>,
     pub branches: Branches,
+    /// Which of `branches` holds what left the path (its summary goes with it).
+    pub outgoing: Option<usize>,
+    /// The summary that comes back with the chosen version.
+    pub incoming_summary: Option<serde_json::Value>,
 }
 
 impl Rebranch {
+    /// Decides what happens to the path's rolling summary `current`: when it covers messages
+    /// that leave the path, it goes with them, and the chosen version's own (or none) is
+    /// the path's; otherwise the chosen version's own replaces it only if it covers more. A
+    /// summary never describes messages that are not on the path.
+    pub fn move_summary(&mut self, current: Option<&serde_json::Value>) -> SummaryMove {
+        let covers = current.map(crate::summary::Covers::of).unwrap_or_default();
+        if covers.messages <= self.keep {
+            // The version's own summary covers the same first messages, and more of it.
+            let incoming = self.incoming_summary.take();
+            return match incoming {
+                Some(s) if crate::summary::Covers::of(&s).messages > covers.messages => {
+                    SummaryMove::Put(s)
+                }
+                _ => SummaryMove::Keep,
+            };
+        }
+        if let Some(branch) = self
+            .outgoing
+            .and_then(|i| self.branches.branches.get_mut(i))
+        {
+            branch.summary = current.cloned();
+        }
+        SummaryMove::Put(
+            self.incoming_summary
+                .take()
+                .unwrap_or_else(|| crate::summary::nothing_covered(covers.spent_nano_usd)),
+        )
+    }
+
     /// What the store writes first: the new branches with the incoming suffix still among
     /// them (as a branch off the fork point), so a crash before the path is written loses
     /// none of its messages.
     pub fn interim(&self, path: &[Message]) -> Branches {
         let mut interim = self.branches.clone();
         if !self.suffix.is_empty() {
-            interim.branches.push(Branch {
-                parent: self.keep.checked_sub(1).map(|i| path[i].id().into_owned()),
-                messages: self.suffix.clone(),
-            });
+            interim.branches.push(Branch::new(
+                self.keep.checked_sub(1).map(|i| path[i].id().into_owned()),
+                self.suffix.clone(),
+            ));
         }
         interim
     }
@@ -115,20 +173,33 @@ pub struct Versions {
     pub next: Option<String>,
 }
 
+/// The answer to choosing a version: the message chosen, how long the chosen path is now,
+/// and what happened to the rolling summary (`kept`, `restored`: the version's own came
+/// back, `set aside`: it described messages that left the path and went with them).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChooseReply {
+    pub id: String,
+    pub messages: usize,
+    pub summary: String,
+}
+
 /// Moves the path's messages after the first `keep` into a branch (an edit: the old
 /// question and what followed; a regeneration: the old reply). `None` when nothing follows.
 pub fn branch_off(path: &[Message], keep: usize, mut branches: Branches) -> Option<Rebranch> {
     let last = path.last().filter(|_| keep < path.len())?;
-    branches.branches.push(Branch {
-        parent: keep.checked_sub(1).map(|i| path[i].id().into_owned()),
-        messages: path[keep..].iter().cloned().map(with_id).collect(),
-    });
+    branches.branches.push(Branch::new(
+        keep.checked_sub(1).map(|i| path[i].id().into_owned()),
+        path[keep..].iter().cloned().map(with_id).collect(),
+    ));
     Some(Rebranch {
         keep,
         total: path.len(),
         last: Some(last.clone()),
         suffix: Vec::new(),
+        outgoing: Some(branches.branches.len() - 1),
         branches,
+        incoming_summary: None,
     })
 }
 
@@ -175,24 +246,30 @@ pub fn choose(
         suffix.extend(messages[..take].iter().cloned());
         // What followed in that branch stays a branch of its own, off the last message taken.
         if take < messages.len() {
-            kept.branches.push(Branch {
-                parent: Some(messages[take - 1].id().into_owned()),
-                messages: messages[take..].to_vec(),
-            });
+            kept.branches.push(Branch::new(
+                Some(messages[take - 1].id().into_owned()),
+                messages[take..].to_vec(),
+            ));
         }
     }
+    let mut outgoing = None;
     if keep < path.len() {
-        kept.branches.push(Branch {
-            parent: fork.map(|i| path[i].id().into_owned()),
-            messages: path[keep..].iter().cloned().map(with_id).collect(),
-        });
+        kept.branches.push(Branch::new(
+            fork.map(|i| path[i].id().into_owned()),
+            path[keep..].iter().cloned().map(with_id).collect(),
+        ));
+        outgoing = Some(kept.branches.len() - 1);
     }
+    // The branch that hangs off the fork brings back the summary it left with.
+    let top = climb.last().map(|&(run, _)| run);
     Ok(Some(Rebranch {
         keep,
         total: path.len(),
         last: path.last().cloned(),
         suffix,
         branches: kept,
+        outgoing,
+        incoming_summary: top.and_then(|run| branches.branches[run].summary.clone()),
     }))
 }
 
@@ -240,6 +317,25 @@ fn places(path: &[Message], branches: &Branches) -> HashMap<String, At> {
 }
 
 impl Branches {
+    /// The ‹ n/m › of a new message after `parent` (`None`: a new first message), which is
+    /// the newest of its versions; `None` when it has no other.
+    pub fn newest(&self, parent: Option<&str>) -> Option<Versions> {
+        let mut others: Vec<&Message> = self
+            .branches
+            .iter()
+            .filter(|b| b.parent.as_deref() == parent)
+            .filter_map(|b| b.messages.first())
+            .collect();
+        others.sort_by(|a, b| (a.ts, a.id()).cmp(&(b.ts, b.id())));
+        let prev = others.last()?;
+        Some(Versions {
+            n: others.len() + 1,
+            of: others.len() + 1,
+            prev: Some(prev.id().into_owned()),
+            next: None,
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.branches.is_empty()
     }

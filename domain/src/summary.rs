@@ -336,6 +336,31 @@ fn uncovered(covers: &Covers, messages: &[Message]) -> Vec<Message> {
         .collect()
 }
 
+/// A summary that covers nothing (what a path has once its summary left with the messages it
+/// described), keeping what summaries have cost so far.
+pub fn nothing_covered(spent_nano_usd: u64) -> Value {
+    let covers = Covers {
+        spent_nano_usd,
+        ..Covers::default()
+    };
+    serde_json::json!({ COVERS: covers })
+}
+
+/// Whether a summary says nothing: an object with nothing but its coverage record (or with
+/// only empty lists and strings), or `null`. Such a summary is not sent.
+pub fn says_nothing(summary: &Value) -> bool {
+    match summary {
+        Value::Null => true,
+        Value::Object(map) => map.iter().all(|(key, value)| {
+            key == COVERS
+                || value.is_null()
+                || value.as_array().is_some_and(Vec::is_empty)
+                || value.as_str().is_some_and(str::is_empty)
+        }),
+        _ => false,
+    }
+}
+
 /// The summary as the model receives it: compact JSON without Parlor's coverage record.
 pub fn for_model(summary: &Value) -> String {
     match summary {

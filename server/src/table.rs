@@ -189,6 +189,14 @@ pub const TABLE: &[Route] = &[
         Always
     ),
     route!(
+        "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}/choose",
+        [Post],
+        Login,
+        Chat,
+        Api,
+        Always
+    ),
+    route!(
         "/api/chat/{agent_id}/sessions/{session_id}/messages",
         [Get],
         Login,

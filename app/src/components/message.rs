@@ -61,10 +61,11 @@ pub fn MessageItem(
             <super::tool_card::ToolCardView state message/>
             <MessageBody message/>
             {move || editing.with(Option::is_some).then(|| view! {
-                <EditForm state message editing failed=mark_failed/>
+                <EditForm state message editing/>
             })}
             {(!chips.is_empty()).then(|| view! { <Chips chips later_turns/> })}
             <MessageFacts state message/>
+            <super::versions::VersionSwitch state message failed=mark_failed/>
             <super::message_actions::MessageActions state message last_assistant editing mark_failed/>
         </article>
         {move || summary_ends_here().then(|| view! {
@@ -170,13 +171,13 @@ fn MessageFacts(state: ChatState, message: UiMessage) -> impl IntoView {
     view! { <div class="tags" inner_html=html></div> }
 }
 
-/// Edits a user message: Send replaces it (see [`ChatState::edit`]), Cancel keeps it.
+/// Edits a user message: Send makes a new version of it (see [`ChatState::edit`]), Cancel
+/// keeps it.
 #[component]
 fn EditForm(
     state: ChatState,
     message: UiMessage,
     editing: RwSignal<Option<String>>,
-    failed: RwSignal<Option<String>>,
 ) -> impl IntoView {
     view! {
         <form
@@ -185,7 +186,7 @@ fn EditForm(
                 ev.prevent_default();
                 if let Some(text) = editing.get_untracked() {
                     editing.set(None);
-                    state.act(Action::Edit { message, text, failed });
+                    state.act(Action::Edit { message, text });
                 }
             }
         >

@@ -13,6 +13,7 @@ mod meter;
 pub mod search_results;
 mod sidebar;
 mod tool_card;
+mod versions;
 
 pub use composer::Composer;
 pub use message_list::MessageList;

@@ -24,11 +24,16 @@ pub fn render(hits: Vec<SearchHit>) -> String {
                             encode(&hit.agent_id),
                             encode(&hit.session_id)
                         );
+                        let branch = hit.version.is_some().then(|| {
+                            view! { <span class="hit-branch">"on another version"</span> }
+                        });
                         view! {
                             <li>
-                                <a href=href>
+                                <a href=href data-agent=hit.agent_id data-session=hit.session_id
+                                    data-version=hit.version>
                                     <span class="hit-title">{hit.title}</span>
                                     <span class="hit-line">{hit.line}</span>
+                                    {branch}
                                 </a>
                             </li>
                         }

@@ -80,6 +80,7 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
                     Some(Ok(html)) => html,
                     _ => String::new(),
                 }
+                on:click=move |ev| open_version(state, failed, ev)
             ></div>
             {move || results.get().and_then(Result::err).map(|reason| view! {
                 <p class="sidebar-error" role="alert">{reason}</p>
@@ -89,6 +90,28 @@ pub fn Sidebar(state: ChatState, open: RwSignal<bool>) -> impl IntoView {
             </Show>
         </nav>
     }
+}
+
+/// A search hit on a version that is not chosen: that version is chosen, then the
+/// conversation opens on it.
+fn open_version(state: ChatState, failed: RwSignal<Option<String>>, ev: leptos::ev::MouseEvent) {
+    let attribute = |name| super::target_attribute(&ev, "a[data-version]", name);
+    let (Some(agent), Some(session), Some(version), Some(href)) = (
+        attribute("data-agent"),
+        attribute("data-session"),
+        attribute("data-version"),
+        attribute("href"),
+    ) else {
+        return;
+    };
+    ev.prevent_default();
+    state.act(Action::OpenVersion {
+        agent,
+        session,
+        version,
+        href,
+        failed,
+    });
 }
 
 /// The list is one piece of HTML made by [`conversations_html`], every title escaped, with

@@ -16,6 +16,7 @@ mod transcript;
 
 pub use composer::Composer;
 pub use paging::Paging;
+pub(crate) use requests::open_version;
 pub use streaming::Streaming;
 pub use transcript::{Transcript, UiMessage};
 

@@ -186,6 +186,16 @@ impl ChatState {
         });
     }
 
+    /// Makes the version holding the message `id` the conversation's path, then shows the
+    /// page again (the whole path after it may differ).
+    pub(crate) fn choose(self, id: String, failed: RwSignal<Option<String>>) {
+        let Some(session) = self.session_id.get_untracked() else {
+            return;
+        };
+        let agent = self.agent_id.get_value();
+        choose_then(&agent, &session, &id, failed, stream::reload);
+    }
+
     /// Starts an empty conversation with the same agent.
     pub(crate) fn new_chat(self) {
         self.stop();
@@ -254,6 +264,37 @@ fn conversation_url(item: &ConversationItem) -> String {
         encode(&item.agent_id),
         encode(&item.session_id)
     )
+}
+
+/// Chooses the version holding message `id` of a conversation, then opens `href`.
+pub(crate) fn open_version(
+    agent: &str,
+    session: &str,
+    id: &str,
+    href: String,
+    failed: RwSignal<Option<String>>,
+) {
+    choose_then(agent, session, id, failed, move || stream::open(&href));
+}
+
+fn choose_then(
+    agent: &str,
+    session: &str,
+    id: &str,
+    failed: RwSignal<Option<String>>,
+    then: impl FnOnce() + 'static,
+) {
+    let url = format!(
+        "/api/chat/{}/sessions/{}/messages/{}/choose",
+        encode(agent),
+        encode(session),
+        encode(id)
+    );
+    failed.set(None);
+    stream::spawn_request("POST", url, None, move |reply| match reply {
+        Ok(_) => then(),
+        Err(reason) => failed.set(Some(reason)),
+    });
 }
 
 #[cfg(test)]

@@ -65,16 +65,13 @@ impl ChatState {
     /// Sends `text` in place of the user message `message`: in this conversation when it is
     /// the last question (it and its reply are replaced), else in a fork made before it, so
     /// nothing is lost.
-    pub(crate) fn edit(self, message: UiMessage, text: String, failed: RwSignal<Option<String>>) {
+    pub(crate) fn edit(self, message: UiMessage, text: String) {
         if text.trim().is_empty() || self.streaming.active.get_untracked() {
             return;
         }
-        if self.transcript.is_last_question(message.key) {
-            self.transcript.keep_until(message.key, false);
-            self.send_turn(text, Vec::new(), message.id.get_untracked());
-        } else {
-            self.fork(message, Some(text), failed);
-        }
+        // The question and what followed it stay as a version (‹ › brings them back).
+        self.transcript.keep_until(message.key, false);
+        self.send_turn(text, Vec::new(), message.id.get_untracked());
     }
 
     /// Asks for a new reply to the last user message (Retry after an error, Regenerate).
@@ -216,6 +213,13 @@ impl TurnView {
         if let (Some(user), Some(id)) = (self.user(), meta.message_id.clone()) {
             user.id.set(Some(id));
             user.tokens.set(meta.message_tokens);
+        }
+        // The new version an edit (the question) or a regeneration (the reply) made.
+        if let Some(versions) = meta.versions {
+            self.user()
+                .unwrap_or_else(|| self.reply())
+                .versions
+                .set(Some(versions));
         }
         if let Some(covers) = meta.history.summary {
             state.transcript.summarized.set(covers);
@@ -370,6 +374,7 @@ mod tests {
             message_id: Some("m1".into()),
             meter: None,
             message_tokens: Some(5),
+            versions: None,
         }
     }
 

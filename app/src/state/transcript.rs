@@ -34,6 +34,8 @@ pub struct UiMessage {
     pub card: RwSignal<Option<crate::api::ToolCard>>,
     /// The call waits for the user's approval.
     pub waiting: RwSignal<Option<Waiting>>,
+    /// Its ‹ n/m › when it has other versions.
+    pub versions: RwSignal<Option<parlor_domain::branch::Versions>>,
 }
 
 /// A tool call waiting for the user's answer: whether it may be approved for the
@@ -167,6 +169,7 @@ impl Transcript {
             calls: RwSignal::new(false),
             card: RwSignal::new(None),
             waiting: RwSignal::new(None),
+            versions: RwSignal::new(None),
         })
     }
 
@@ -179,6 +182,7 @@ impl Transcript {
         message.tokens.set(m.tokens);
         message.calls.set(m.calls);
         message.card.set(m.card);
+        message.versions.set(m.versions);
         if m.role == Role::Assistant {
             message
                 .rendered_len
@@ -230,17 +234,6 @@ impl Transcript {
                 list.pop();
             }
         });
-    }
-
-    /// Whether `key` is the last question sent (no stored user message follows it).
-    pub(super) fn is_last_question(&self, key: u64) -> bool {
-        self.messages.with_untracked(|list| {
-            !list
-                .iter()
-                .skip_while(|m| m.key != key)
-                .skip(1)
-                .any(|m| m.role == Role::User && !m.notice.get_untracked())
-        })
     }
 
     /// Puts a fetched older page before the messages shown: its messages with their HTML,
@@ -295,6 +288,7 @@ mod tests {
             tokens: None,
             calls: false,
             card: None,
+            versions: None,
         }
     }
 
@@ -331,8 +325,6 @@ mod tests {
         let q2 = t.push(Role::User, "again".into());
         assert_eq!(t.index_of(q2.key), Some(6));
         assert_eq!(t.later_turns(q.key), 1);
-        assert!(!t.is_last_question(q.key));
-        assert!(t.is_last_question(q2.key));
         t.remove(command.key);
         assert_eq!(texts(&t), ["question", "answer", "again"]);
         t.keep_until(r.key, false);

@@ -189,9 +189,11 @@ fn the_leftovers_of_an_interrupted_change_are_never_shown_nor_lost() {
 #[test]
 fn a_branch_goes_with_the_message_it_hangs_off() {
     let path = linear(4);
-    let off = |parent: Option<&Message>, n| Branch {
-        parent: parent.map(|p| p.id().into_owned()),
-        messages: vec![msg(Role::User, n)],
+    let off = |parent: Option<&Message>, n| {
+        Branch::new(
+            parent.map(|p| p.id().into_owned()),
+            vec![msg(Role::User, n)],
+        )
     };
     let (a10, u20) = (msg(Role::User, 10), msg(Role::User, 20));
     let mut branches = Branches {
@@ -216,10 +218,10 @@ fn cap_drops_the_oldest_branches_whole() {
     let path = linear(2);
     let mut branches = Branches::default();
     for n in [10, 20, 30] {
-        branches.branches.push(Branch {
-            parent: Some(path[1].id().into_owned()),
-            messages: vec![msg(Role::User, n), msg(Role::Assistant, n + 1)],
-        });
+        branches.branches.push(Branch::new(
+            Some(path[1].id().into_owned()),
+            vec![msg(Role::User, n), msg(Role::Assistant, n + 1)],
+        ));
     }
     branches.cap(&path, 4);
     let firsts: Vec<i64> = branches.branches.iter().map(|b| b.messages[0].ts).collect();
@@ -233,22 +235,10 @@ fn problems_name_what_is_damaged() {
     let b = msg(Role::User, 11);
     let branches = Branches {
         branches: vec![
-            Branch {
-                parent: Some(b.id().into_owned()),
-                messages: vec![a.clone()],
-            },
-            Branch {
-                parent: Some(a.id().into_owned()),
-                messages: vec![b.clone()],
-            },
-            Branch {
-                parent: None,
-                messages: vec![],
-            },
-            Branch {
-                parent: None,
-                messages: vec![path[0].clone()],
-            },
+            Branch::new(Some(b.id().into_owned()), vec![a.clone()]),
+            Branch::new(Some(a.id().into_owned()), vec![b.clone()]),
+            Branch::new(None, vec![]),
+            Branch::new(None, vec![path[0].clone()]),
         ],
     };
     let problems = branches.problems(&path);
@@ -372,4 +362,32 @@ proptest! {
             check_tree(&path, &branches, &parent_of)?;
         }
     }
+}
+
+#[test]
+fn a_summary_goes_with_the_messages_it_describes_and_comes_back_with_them() {
+    use serde_json::json;
+    let path = linear(6);
+    let summary = json!({"facts": ["from the first version"], "covers": {"messages": 4, "untilTs": 4, "updatedMs": 9}});
+    // An edit at message 5 keeps what the summary covers: it stays.
+    let mut late = branch_off(&path, 4, Branches::default()).unwrap();
+    assert_eq!(late.move_summary(Some(&summary)), SummaryMove::Keep);
+    // An edit of message 3 takes covered messages off the path: the summary goes with them.
+    let mut early = branch_off(&path, 2, Branches::default()).unwrap();
+    let SummaryMove::Put(now) = early.move_summary(Some(&summary)) else {
+        panic!("the summary must leave the path");
+    };
+    assert!(crate::summary::says_nothing(&now));
+    let mut edited = path.clone();
+    early.apply(&mut edited);
+    edited.push(msg(Role::User, 20));
+    // Back to the first version: its summary comes back.
+    let mut back = choose(&edited, &early.branches, &path[2].id())
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        back.move_summary(Some(&now)),
+        SummaryMove::Put(summary.clone())
+    );
+    assert!(back.branches.branches.iter().all(|b| b.summary.is_none()));
 }

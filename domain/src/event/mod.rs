@@ -195,6 +195,10 @@ pub struct MetaEvent {
     /// The tokens of the message sent on this turn (its text and context blocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_tokens: Option<u64>,
+    /// An edit or a regeneration: the ‹ n/m › of the new version (the edited question, or
+    /// the reply being written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<crate::branch::Versions>,
 }
 
 /// The history settings of a model call: each value, where it came from, and why higher
@@ -544,6 +548,7 @@ mod tests {
                     ..Default::default()
                 }),
                 message_tokens: Some(7),
+                versions: None,
             })),
             ChatEvent::Delta {
                 text: "hi \"there\"".into(),

@@ -82,6 +82,7 @@ pub fn call(
     let summary_text = input
         .summary
         .and_then(|s| s.summary.as_ref())
+        .filter(|s| !crate::summary::says_nothing(s))
         .map(for_model);
     let default_limits = ModelLimits::default();
     let limits = input.model.as_ref().map_or(&default_limits, |m| m.limits);
@@ -153,6 +154,7 @@ pub fn meta(info: &mut ConversationInfo, plan: &Plan, input: &CallInput<'_>) -> 
         message_id: None,
         meter: Some(meter),
         message_tokens: None,
+        versions: None,
     }
 }
 

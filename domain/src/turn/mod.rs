@@ -120,13 +120,16 @@ impl Cut {
         branches.branches.push(crate::branch::Branch {
             parent: self.parent.clone(),
             messages: self.moved.clone(),
+            summary: None,
         });
         crate::branch::Rebranch {
             keep: self.keep,
             total: self.total,
             last: Some(self.last.clone()),
             suffix: Vec::new(),
+            outgoing: Some(branches.branches.len() - 1),
             branches,
+            incoming_summary: None,
         }
     }
 }

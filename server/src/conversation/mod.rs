@@ -8,6 +8,7 @@
 pub mod marks;
 pub mod recall;
 pub mod summarizer;
+pub mod versions;
 
 use crate::state::Services;
 use crate::store::histories::{Histories, History};
@@ -88,6 +89,10 @@ pub struct Hit {
     pub message_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    /// The message is on a version that is not the chosen path (choosing `message_id`
+    /// brings it back: `POST …/messages/{message_id}/choose`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_branch: bool,
 }
 
 /// A new conversation's id: unguessable.
@@ -337,9 +342,24 @@ async fn search_one(
         return Ok(Some(hit(&info, line, None)));
     }
     let messages = store.load(&info.session_id).await?;
-    Ok(messages.iter().find_map(|m| {
+    let found = messages.iter().find_map(|m| {
         transfer::message_line(m, &query, LINE_CHARS).map(|line| hit(&info, line, Some(m)))
-    }))
+    });
+    if found.is_some() {
+        return Ok(found);
+    }
+    // Then every other version.
+    let branches = store.branches(&info.session_id).await?.tidy(&messages);
+    let off_path = branches.branches.iter().flat_map(|b| &b.messages);
+    Ok(off_path
+        .filter_map(|m| {
+            let line = transfer::message_line(m, &query, LINE_CHARS)?;
+            Some(Hit {
+                on_branch: true,
+                ..hit(&info, line, Some(m))
+            })
+        })
+        .next())
 }
 
 fn hit(info: &Listed, line: String, message: Option<&Message>) -> Hit {
@@ -350,5 +370,6 @@ fn hit(info: &Listed, line: String, message: Option<&Message>) -> Hit {
         line,
         message_id: message.map(|m| m.id().into_owned()),
         role: message.map(|m| m.role),
+        on_branch: false,
     }
 }

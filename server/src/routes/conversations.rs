@@ -319,6 +319,7 @@ pub async fn get_search(
                 agent_id: hit.agent_id,
                 title: hit.title,
                 line: hit.line,
+                version: hit.message_id.filter(|_| hit.on_branch),
             })
             .collect();
         return Ok(Html(parlor_app::components::search_results::render(hits)).into_response());

@@ -112,6 +112,23 @@ impl From<crate::conversation::marks::MarkError> for ApiError {
     }
 }
 
+impl From<crate::conversation::versions::VersionError> for ApiError {
+    fn from(e: crate::conversation::versions::VersionError) -> Self {
+        use crate::conversation::versions::VersionError;
+        use parlor_domain::branch::BranchError;
+        match e {
+            VersionError::Busy | VersionError::Changed => {
+                ApiError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            VersionError::Branch(BranchError::NoMessage(_)) => ApiError::not_found(e.to_string()),
+            VersionError::Branch(BranchError::Unreachable(_)) => {
+                ApiError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            VersionError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<AccessDenied> for ApiError {
     fn from(e: AccessDenied) -> Self {
         match e {

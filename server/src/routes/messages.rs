@@ -1,7 +1,9 @@
 //! `GET /api/chat/{agent_id}/sessions/{session_id}/messages`: an older page of a
 //! conversation (the chat page loads it as the reader scrolls up), and
 //! `PUT /api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}`: pins, excludes,
-//! or clears the mark of one message (see [`crate::conversation::marks`]).
+//! or clears the mark of one message (see [`crate::conversation::marks`]), and
+//! `POST …/messages/{message_id}/choose`: goes on from that version of the message (see
+//! [`crate::conversation::versions`]).
 
 use super::error::{ApiError, JsonBody};
 use crate::conversation::marks::set_mark;
@@ -100,4 +102,33 @@ pub async fn put_mark(
         Ok(reply) => Ok(Json(reply)),
         Err(e) => Err(e.into()),
     }
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}/choose",
+    params(
+        ("agent_id" = String, Path, description = "The conversation's agent"),
+        ("session_id" = String, Path, description = "A conversation this browser (or API client) may see"),
+        ("message_id" = String, Path, description = "A message of the version to go on from (the ids ‹ › name), on any branch"),
+    ),
+    responses(
+        (status = 200, description = "The version is the chosen path now (choosing one already on it changes nothing)", body = parlor_domain::branch::ChooseReply),
+        (status = 400, description = "A malformed session id, or another agent's conversation", body = parlor_domain::ApiError),
+        (status = 404, description = "Unknown agent, conversation or message", body = parlor_domain::ApiError),
+        (status = 409, description = "A reply is being written in the conversation, or it changed meanwhile", body = parlor_domain::ApiError),
+        (status = 503, description = "The history store failed", body = parlor_domain::ApiError),
+    )
+)]
+pub async fn post_choose(
+    State(app): State<AppState>,
+    Path((agent_id, session_id, message_id)): Path<(String, String, String)>,
+    requester: Requester,
+) -> Result<Json<parlor_domain::branch::ChooseReply>, ApiError> {
+    let found = super::conversations::visible(&app, &agent_id, &session_id, &requester).await?;
+    let history = &found.history;
+    crate::conversation::versions::choose_version(&app.services, history, &found.info, &message_id)
+        .await
+        .map(Json)
+        .map_err(ApiError::from)
 }

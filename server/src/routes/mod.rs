@@ -53,6 +53,8 @@ routes! {
         "/api/chat/{agent_id}" => post(chat::post_chat);
         "/api/chat/{agent_id}/debug" => get(debug::get_debug);
         "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}" => put(messages::put_mark);
+        "/api/chat/{agent_id}/sessions/{session_id}/messages/{message_id}/choose" =>
+            post(messages::post_choose);
         "/api/chat/{agent_id}/sessions/{session_id}/messages" => get(messages::get_older);
         "/api/chat/{agent_id}/sessions/{session_id}/tool-calls/{call_id}" =>
             post(tool_calls::post_answer);

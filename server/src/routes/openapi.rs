@@ -24,6 +24,7 @@ use utoipa::OpenApi;
         super::debug::get_debug,
         super::messages::get_older,
         super::messages::put_mark,
+        super::messages::post_choose,
         super::tool_calls::post_answer,
         super::stop::post_stop,
         super::conversations::post_fork,
@@ -49,7 +50,7 @@ use utoipa::OpenApi;
     components(schemas(
         ChatRequest, ChatEvent, MetaEvent, HistoryReport, SettingsReport, SettingSource,
         StepReport, Rendered, DoneEvent, Usage, ApiError, DebugInfo, TurnReport, Readiness,
-        MarkRequest, MarkReply, MarksReport, SendMark, Role, Meter, MeterParts, Cost,
+        MarkRequest, MarkReply, parlor_domain::branch::ChooseReply, parlor_domain::branch::Versions, MarksReport, SendMark, Role, Meter, MeterParts, Cost,
         super::conversations::ForkRequest, super::conversations::RenameRequest,
         super::conversations::Deleted, super::conversations::SearchResults,
         crate::conversation::Summary, crate::conversation::Hit,

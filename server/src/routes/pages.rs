@@ -62,6 +62,7 @@ impl Backend for PageBackend {
         let mut conversation = None;
         let mut summarized = 0;
         let mut stored = 0;
+        let mut versions = Vec::new();
         if let Some(raw) = &query.session {
             let Some((id, info)) = self.visible(&agent, raw, browser.as_ref()).await? else {
                 return Ok(ChatPageData::UnknownConversation);
@@ -70,6 +71,7 @@ impl Backend for PageBackend {
             let tail = store.load_tail(&id, PAGE_MESSAGES).await?;
             stored = tail.total;
             messages = tail.messages;
+            versions = versions_of(store.as_ref(), &id, stored - messages.len(), &messages).await?;
             summarized =
                 summary_end(services, &agent, &id, stored - messages.len(), &messages).await?;
             session_id = Some(id.to_string());
@@ -92,7 +94,7 @@ impl Backend for PageBackend {
             model_details: services.models.details(&agent),
             mirror: services.config.uses_mirror(),
             session_id,
-            messages: stored_messages(messages, tokens.as_ref()),
+            messages: with_versions(stored_messages(messages, tokens.as_ref()), versions),
             first_index,
             conversations,
             meter: conversation
@@ -286,7 +288,8 @@ pub async fn older(
     let summarized = summary_end(services, agent, id, first_index, &messages).await?;
     let tokens = (debug && services.config.debug_panel)
         .then(|| token_counter(services, agent, info.model.as_deref()));
-    let (messages, html) = stored_messages(messages, tokens.as_ref())
+    let versions = versions_of(store.as_ref(), id, first_index, &messages).await?;
+    let (messages, html) = with_versions(stored_messages(messages, tokens.as_ref()), versions)
         .into_iter()
         .map(|mut shown| {
             let html = shown.html.take().unwrap_or_default();
@@ -299,6 +302,35 @@ pub async fn older(
         first_index,
         summarized,
     })
+}
+
+/// The ‹ n/m › of each message of `window` (the chosen path's messages from position
+/// `first`): read only when the conversation has other versions.
+async fn versions_of(
+    store: &dyn crate::store::ConversationStore,
+    id: &ConversationId,
+    first: usize,
+    window: &[Message],
+) -> Result<Vec<Option<parlor_domain::branch::Versions>>, StoreError> {
+    let branches = store.branches(id).await?;
+    if branches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let before = match first.checked_sub(1) {
+        Some(at) => store.load_range(id, at, first).await?.pop(),
+        None => None,
+    };
+    Ok(branches.versions(window, before.as_ref()))
+}
+
+fn with_versions(
+    mut shown: Vec<StoredMessage>,
+    versions: Vec<Option<parlor_domain::branch::Versions>>,
+) -> Vec<StoredMessage> {
+    for (message, versions) in shown.iter_mut().zip(versions) {
+        message.versions = versions;
+    }
+    shown
 }
 
 /// Where the rolling summary ends (how many of the first stored messages it covers),
@@ -417,6 +449,7 @@ fn stored_message(m: Message, tokens: Option<&Arc<dyn TokenCounter>>) -> StoredM
         role: m.role,
         calls: !m.tool_calls.is_empty(),
         card: None,
+        versions: None,
         text: m.text,
     }
 }

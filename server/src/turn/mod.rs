@@ -162,12 +162,14 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         None => Ask::Regenerate,
     };
     let mut decision = Box::new(turn.decide(&ask, &info, is_new).await?);
-    turn.cut_and_prune(&decision).await?;
+    let versions = turn.cut_and_prune(&decision).await?;
     if !failed.is_empty() {
         decision.sent.context.get_or_insert_default().failed = failed;
     }
     let summary = turn.summary(&session_id, decision.store.as_ref()).await?;
-    turn.reply(decision, summary, busy).await
+    let mut turn = turn.reply(decision, summary, busy).await?;
+    turn.meta.versions = versions;
+    Ok(turn)
 }
 
 /// The `!` command a message is, or its usage when it is malformed.
@@ -336,15 +338,24 @@ impl TurnContext<'_> {
 
     /// The writes decided before the message: the cut of an edit or a regeneration, kept as a
     /// version (only of what was read: a message saved since refuses it), then the pruning
-    /// pass.
-    async fn cut_and_prune(&self, decision: &Decision) -> Result<(), TurnError> {
+    /// pass. Returns the ‹ n/m › of the new version an edit or a regeneration makes.
+    async fn cut_and_prune(
+        &self,
+        decision: &Decision,
+    ) -> Result<Option<parlor_domain::branch::Versions>, TurnError> {
         let (store, id) = (&self.history.store, &decision.info.session_id);
+        let mut versions = None;
         if let Some(cut) = &decision.cut {
             // What is cut stays as a version beside what follows.
             let change = cut.rebranch(store.branches(id).await?);
-            if !store.rebranch_if(id, &change).await? {
+            let newest = change.branches.newest(cut.parent.as_deref());
+            if crate::conversation::versions::rebranch(store.as_ref(), id, change)
+                .await?
+                .is_none()
+            {
                 return Err(TurnError::Changed);
             }
+            versions = newest;
         }
         if let Some(prune) = &decision.prune {
             store.prune(id, prune.offset, &prune.edits).await?;
@@ -357,7 +368,7 @@ impl TurnContext<'_> {
                 prune.removed()
             );
         }
-        Ok(())
+        Ok(versions)
     }
 
     /// Plans the call, spawns the task that streams the reply and stores it, and meanwhile
