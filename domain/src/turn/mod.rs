@@ -100,6 +100,8 @@ pub struct Decision {
     /// The conversation's details after this turn (title, `context_turns`).
     pub info: ConversationInfo,
     pub sent: Sent,
+    /// An edit or a regeneration: the ‹ n/m › of the new version, once the cut is written.
+    pub versions: Option<crate::branch::Versions>,
 }
 
 /// Cut the chosen path to its first `keep` messages, only if it still holds `total` ending
@@ -335,6 +337,7 @@ fn message(
             context,
             older_pins: Vec::new(),
         },
+        versions: None,
     }
 }
 
@@ -367,6 +370,7 @@ fn regenerate(mut info: ConversationInfo, read: Tail) -> Result<Decision, Refusa
             context,
             older_pins: Vec::new(),
         },
+        versions: None,
     })
 }
 

@@ -60,9 +60,7 @@ impl Backend for PageBackend {
         let mut session_id = None;
         let mut messages = Vec::new();
         let mut conversation = None;
-        let mut summarized = 0;
-        let mut stored = 0;
-        let mut versions = Vec::new();
+        let (mut summarized, mut stored, mut versions) = (0, 0, Vec::new());
         if let Some(raw) = &query.session {
             let Some((id, info)) = self.visible(&agent, raw, browser.as_ref()).await? else {
                 return Ok(ChatPageData::UnknownConversation);

@@ -10,6 +10,7 @@ mod approval;
 mod budget;
 mod call;
 mod commands;
+mod cut;
 mod reading;
 mod reply;
 mod summary;
@@ -162,14 +163,12 @@ pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, T
         None => Ask::Regenerate,
     };
     let mut decision = Box::new(turn.decide(&ask, &info, is_new).await?);
-    let versions = turn.cut_and_prune(&decision).await?;
+    turn.cut_and_prune(&mut decision).await?;
     if !failed.is_empty() {
         decision.sent.context.get_or_insert_default().failed = failed;
     }
     let summary = turn.summary(&session_id, decision.store.as_ref()).await?;
-    let mut turn = turn.reply(decision, summary, busy).await?;
-    turn.meta.versions = versions;
-    Ok(turn)
+    turn.reply(decision, summary, busy).await
 }
 
 /// The `!` command a message is, or its usage when it is malformed.
@@ -336,41 +335,6 @@ impl TurnContext<'_> {
         }
     }
 
-    /// The writes decided before the message: the cut of an edit or a regeneration, kept as a
-    /// version (only of what was read: a message saved since refuses it), then the pruning
-    /// pass. Returns the ‹ n/m › of the new version an edit or a regeneration makes.
-    async fn cut_and_prune(
-        &self,
-        decision: &Decision,
-    ) -> Result<Option<parlor_domain::branch::Versions>, TurnError> {
-        let (store, id) = (&self.history.store, &decision.info.session_id);
-        let mut versions = None;
-        if let Some(cut) = &decision.cut {
-            // What is cut stays as a version beside what follows.
-            let change = cut.rebranch(store.branches(id).await?);
-            let newest = change.branches.newest(cut.parent.as_deref());
-            if crate::conversation::versions::rebranch(store.as_ref(), id, change)
-                .await?
-                .is_none()
-            {
-                return Err(TurnError::Changed);
-            }
-            versions = newest;
-        }
-        if let Some(prune) = &decision.prune {
-            store.prune(id, prune.offset, &prune.edits).await?;
-            tracing::debug!(
-                "[History] Context pruning in {}: {} block(s) expired, {} message(s) rewritten, \
-                 {} removed",
-                id,
-                prune.expired.len(),
-                prune.edits.len() - prune.removed(),
-                prune.removed()
-            );
-        }
-        Ok(versions)
-    }
-
     /// Plans the call, spawns the task that streams the reply and stores it, and meanwhile
     /// makes the turn's message durable: the model call starts while the write is synced,
     /// and the turn is acknowledged (its `meta`, then the reply's events) only once the
@@ -390,6 +354,7 @@ impl TurnContext<'_> {
             details_first,
             mut info,
             sent,
+            versions,
             ..
         } = *decision;
         let facts = self.call_facts(&info);
@@ -421,7 +386,10 @@ impl TurnContext<'_> {
         };
         let ended = self.spawn_reply(reply, request);
         let durable = message.map(|m| (details_first, m));
-        let meta = Box::new(planned.meta);
+        let meta = Box::new(MetaEvent {
+            versions,
+            ..planned.meta
+        });
         async move {
             self.make_durable_or_end(&details, durable, durable_tx, ended)
                 .await?;
