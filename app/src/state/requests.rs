@@ -291,7 +291,7 @@ fn choose_then(
         encode(id)
     );
     failed.set(None);
-    stream::spawn_request("POST", url, None, move |reply| match reply {
+    stream::spawn_request("POST", url, Some("{}".into()), move |reply| match reply {
         Ok(_) => then(),
         Err(reason) => failed.set(Some(reason)),
     });

@@ -291,18 +291,13 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert_eq!(status, 201, "{empty}");
     assert_eq!(empty["messages"], 0);
 
-    // Edit: only the last user message in place; an earlier one is refused (fork instead).
+    // Edit: any user message gets a new version; a reply cannot be edited.
     let edit = |message: String, text: &str| json!({"session_id": session, "message": text, "edit": message});
     let refused = server
-        .chat_with(
-            "general",
-            "",
-            edit(id(2), "beta edited"),
-            Some(ALICE.as_str()),
-        )
+        .chat_with("general", "", edit(id(3), "x"), Some(ALICE.as_str()))
         .await;
     assert_eq!(refused.status, 400, "{}", refused.body);
-    assert!(refused.json_error().contains("only the last user message"));
+    assert!(refused.json_error().contains("only a user message"));
     let unknown = server
         .chat_with(
             "general",
@@ -322,6 +317,44 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         .await;
     assert_eq!(no_session.status, 400);
     assert_eq!(stored(&server, &session).await, original);
+    // An earlier question: it and what followed stay as the first version.
+    let earlier = server
+        .chat_with(
+            "general",
+            "",
+            edit(id(2), "beta edited"),
+            Some(ALICE.as_str()),
+        )
+        .await;
+    assert!(earlier.done().is_some(), "{}", earlier.body);
+    let versions = earlier.meta().versions.clone().expect("a new version");
+    assert_eq!((versions.n, versions.of), (2, 2));
+    assert_eq!(versions.prev, Some(id(2)));
+    let branched = stored(&server, &session).await;
+    assert_eq!(branched[..2], original[..2]);
+    assert_eq!(branched.len(), 4);
+    assert_eq!(branched[2].text, "beta edited");
+    // Choosing the first version brings the whole original path back.
+    let (status, chosen) = call(
+        &server,
+        Method::POST,
+        &format!("{base_path}/messages/{}/choose", id(2)),
+        Some(json!({})),
+        Some(ALICE.as_str()),
+    )
+    .await;
+    assert_eq!(status, 200, "{chosen}");
+    assert_eq!(chosen["messages"], original.len());
+    assert_eq!(stored(&server, &session).await, original);
+    let (status, _) = call(
+        &server,
+        Method::POST,
+        &format!("{base_path}/messages/{}/choose", id(2)),
+        Some(json!({})),
+        Some(BOB.as_str()),
+    )
+    .await;
+    assert_eq!(status, 404, "another browser cannot choose");
     let edited = server
         .chat_with(
             "general",
