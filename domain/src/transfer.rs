@@ -10,13 +10,17 @@ use crate::message::{title_of, Message, Role, SendMark, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod versions;
+
 /// The `format` of Parlor's JSON export.
 pub const EXPORT_FORMAT: &str = "parlor.conversation";
 /// The version of the export's layout this Parlor writes and reads.
 pub const EXPORT_VERSION: u32 = 1;
 
 /// A conversation as Parlor exports it: its details and its messages exactly as stored
-/// (ids, marks, context blocks and reply status included).
+/// (ids, marks, context blocks and reply status included): `messages` is the chosen path,
+/// `branches` the other versions, each naming the message it follows (see
+/// [`crate::branch`]), so an import rebuilds the same tree with the same path chosen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Export {
     pub format: String,
@@ -29,6 +33,8 @@ pub struct Export {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkLink>,
     pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<crate::branch::Branch>,
 }
 
 /// Where a fork came from: its conversation, and the last message it copied.
@@ -57,6 +63,7 @@ impl Export {
             updated_ms,
             forked_from: None,
             messages,
+            branches: Vec::new(),
         }
     }
 
@@ -132,7 +139,10 @@ fn tool_markdown(out: &mut String, message: &Message) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Imported {
     pub title: String,
+    /// The chosen path.
     pub messages: Vec<Message>,
+    /// The other versions (a Parlor export's `branches`).
+    pub branches: crate::branch::Branches,
 }
 
 /// Why a file cannot be imported; nothing of it is stored.
@@ -151,6 +161,8 @@ pub enum ImportError {
     BadExport(String),
     #[error("message {index}: {reason}")]
     BadMessage { index: usize, reason: String },
+    #[error("branch {index}: {reason}")]
+    BadBranch { index: usize, reason: String },
     #[error("the conversation has no messages")]
     Empty,
 }
@@ -180,6 +192,7 @@ pub fn parse_import(text: &str, now_ms: i64) -> Result<Imported, ImportError> {
     for message in &mut imported.messages {
         message.ensure_id();
     }
+    versions::check(&mut imported)?;
     if imported.title.trim().is_empty() {
         imported.title = imported
             .messages
@@ -215,6 +228,9 @@ fn parse_export(value: Value) -> Result<Imported, ImportError> {
     Ok(Imported {
         title: export.title,
         messages: export.messages,
+        branches: crate::branch::Branches {
+            branches: export.branches,
+        },
     })
 }
 
@@ -234,6 +250,7 @@ fn parse_openai(items: Vec<Value>, now_ms: i64) -> Result<Imported, ImportError>
     Ok(Imported {
         title: String::new(),
         messages,
+        branches: crate::branch::Branches::default(),
     })
 }
 
@@ -363,7 +380,7 @@ fn openai_text(content: Option<&Value>) -> Result<String, String> {
 
 /// The position of the first message of a broken tool exchange (see
 /// [`crate::exchange::paired`]), if any.
-fn first_unpaired(messages: &[Message]) -> Option<usize> {
+pub(crate) fn first_unpaired(messages: &[Message]) -> Option<usize> {
     if crate::exchange::paired(messages) {
         return None;
     }
@@ -511,6 +528,44 @@ mod tests {
             m.ensure_id();
         }
         assert_eq!(imported.messages, expected);
+    }
+
+    #[test]
+    fn an_export_with_versions_imports_back_to_the_same_tree() {
+        use crate::branch::{branch_off, choose};
+        let mut path = conversation();
+        for m in &mut path {
+            m.ensure_id();
+        }
+        // A regenerated reply: the first one is a version.
+        let change = branch_off(&path, 2, Default::default()).unwrap();
+        change.apply(&mut path);
+        let mut again = Message::assistant("Blue.", 1_700_000_002_000);
+        again.ensure_id();
+        path.push(again);
+        let export = Export {
+            branches: change.branches.branches.clone(),
+            ..Export::new("general", "Notes", 1, 2, path.clone())
+        };
+        let json = serde_json::to_string(&export).unwrap();
+        let imported = parse_import(&json, 0).unwrap();
+        assert_eq!(imported.messages, path, "the chosen path");
+        assert_eq!(
+            imported.branches, change.branches,
+            "and every other version"
+        );
+        let back = choose(&path, &imported.branches, &conversation()[2].id());
+        assert!(back.unwrap().is_some(), "the old reply can be chosen again");
+        // A version that hangs off nothing stored is refused, naming the problem.
+        let mut broken = export.clone();
+        broken.branches[0].parent = Some("nowhere".into());
+        let error = parse_import(&serde_json::to_string(&broken).unwrap(), 0).unwrap_err();
+        assert!(error.to_string().contains("does not lead back"), "{error}");
+        // An export without versions (as older Parlors wrote) reads as one path.
+        let older = Export::new("general", "Notes", 1, 2, path.clone());
+        let json = serde_json::to_string(&older).unwrap();
+        assert!(!json.contains("branches"));
+        assert!(parse_import(&json, 0).unwrap().branches.is_empty());
     }
 
     #[test]

@@ -51,19 +51,24 @@ describe('whole conversations', () => {
     assert.equal((await transcript(page)).length, 6);
     assert.deepEqual(await sentUserTexts(suite.fake), ['alpha one', 'beta two', 'gamma edited']);
 
-    // Editing an earlier one continues in a fork made before it: the original stays whole.
+    // Editing an earlier one makes a new version of it in this conversation: the model
+    // gets the new path, and ‹ brings the first version back whole.
     await editMessage(page, 'alpha one', 'alpha edited');
-    await page.waitForFunction((s) => new URL(location.href).searchParams.get('session') !== s, original);
     await page.waitForFunction(() => document.querySelectorAll('.transcript > article.message').length === 2);
     await replyFinished(page);
-    const editFork = sessionOf(page);
+    assert.equal(sessionOf(page), original);
     assert.deepEqual(await userTexts(page), ['alpha edited']);
     assert.deepEqual(await sentUserTexts(suite.fake), ['alpha edited']);
-    await page.locator('.conversations a', { hasText: /^Fork of alpha one$/ }).waitFor();
+    const edited = userMessage(page, 'alpha edited');
+    assert.equal(await edited.locator('.version-count').innerText(), '2/2');
+    await Promise.all([page.waitForEvent('load'), edited.locator('button.version-prev').click()]);
+    await page.waitForSelector('body[data-hydrated]');
+    assert.deepEqual(await userTexts(page), ['alpha one', 'beta two', 'gamma edited']);
     const kept = await page.request.get(`${suite.parlor.url}/api/chat/general/sessions/${original}/export`);
     const export_ = await kept.json();
     assert.deepEqual(export_.messages.filter((m) => m.role === 'user').map((m) => m.text),
       ['alpha one', 'beta two', 'gamma edited']);
+    assert.deepEqual(export_.branches.map((b) => b.messages[0].text).sort(), ['alpha edited', 'gamma three']);
 
     // Fork from here, on the original's second reply.
     await page.goto(`${suite.parlor.url}/chat?agent=general&session=${original}`);
@@ -134,11 +139,11 @@ describe('whole conversations', () => {
 
     // Delete (after confirming): gone from the sidebar and from the server.
     page.once('dialog', (dialog) => dialog.accept());
-    const editItem = page.locator('.conversations li', { has: page.locator(`a[href*="${editFork}"]`) });
-    await editItem.hover();
-    await editItem.locator('button.delete').click();
-    await editItem.waitFor({ state: 'detached' });
-    const gone = await page.request.get(`${suite.parlor.url}/api/chat/general/sessions/${editFork}/export`);
+    const forkItemNow = page.locator('.conversations li', { has: page.locator(`a[href*="${fork}"]`) });
+    await forkItemNow.hover();
+    await forkItemNow.locator('button.delete').click();
+    await forkItemNow.waitFor({ state: 'detached' });
+    const gone = await page.request.get(`${suite.parlor.url}/api/chat/general/sessions/${fork}/export`);
     assert.equal(gone.status(), 404);
     // Dismissing the confirmation keeps it.
     page.once('dialog', (dialog) => dialog.dismiss());

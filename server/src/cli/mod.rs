@@ -115,6 +115,9 @@ pub enum CliError {
     Store(#[from] crate::store::StoreError),
     #[error("cannot write the output: {0}")]
     Output(#[from] serde_json::Error),
+    /// `parlor store check` found problems: its report.
+    #[error("{0}")]
+    Check(String),
 }
 
 /// A message as `parlor history trim` reads and prints it.
@@ -368,6 +371,14 @@ pub enum StoreCommand {
         target: Target,
         /// The account's name.
         owner: String,
+    },
+    /// Check every conversation (of every history, or one): its messages read, and each of
+    /// its other versions leads back to its chosen path (no missing parent, no cycle, no
+    /// message stored twice). Exits with an error when anything is wrong.
+    Check {
+        /// Only this history.
+        #[arg(long)]
+        history: Option<String>,
     },
     /// Find conversations whose title or messages contain a text (case-insensitive), in
     /// every history or one; prints each with its first matching line.

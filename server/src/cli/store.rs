@@ -34,6 +34,7 @@ pub async fn run_store(
         } => cli.import(&file, agent, &history, owner).await,
         StoreCommand::Own { target, owner } => cli.own(&target, &owner).await,
         StoreCommand::Search { text, history } => cli.search(&text, history).await,
+        StoreCommand::Check { history } => cli.check(history).await,
     }
 }
 
@@ -106,6 +107,32 @@ impl StoreCli<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// Every conversation's path and versions, read and checked; one line per problem.
+    async fn check(&self, history: Option<String>) -> Result<String, CliError> {
+        let mut out = String::new();
+        let mut found = 0;
+        for id in self.history_ids(history)? {
+            let store = self.store_of(&id)?;
+            let mut sessions = store.list().await?;
+            sessions.sort();
+            for session in &sessions {
+                let problems = match (store.load(session).await, store.branches(session).await) {
+                    (Ok(path), Ok(branches)) => branches.problems(&path),
+                    (Err(e), _) | (_, Err(e)) => vec![format!("does not read: {e}")],
+                };
+                found += problems.len();
+                for problem in problems {
+                    let _ = writeln!(out, "{id} {session}: {problem}");
+                }
+            }
+            let _ = writeln!(out, "{id}: {} conversation(s) checked", sessions.len());
+        }
+        if found > 0 {
+            return Err(CliError::Check(format!("{out}{found} problem(s) found")));
+        }
+        Ok(out + "no problem found\n")
     }
 
     async fn stats(&self, target: &Target) -> Result<String, CliError> {

@@ -16,6 +16,7 @@ use crate::store::{
     now_ms, BackupInfo, ConversationInfo, ConversationStore, ForkOrigin, Listed, StoreError,
 };
 use futures::StreamExt;
+use parlor_domain::branch::Rebranch;
 use parlor_domain::conversation::longest_retention;
 use parlor_domain::message::title_of;
 use parlor_domain::transfer::{self, Export, ImportError};
@@ -242,8 +243,10 @@ pub async fn export(
     info: &ConversationInfo,
 ) -> Result<Export, StoreError> {
     let messages = store.load(&info.session_id).await?;
+    let branches = store.branches(&info.session_id).await?.tidy(&messages);
     Ok(Export {
         forked_from: info.forked_from.as_ref().map(|f| f.link()),
+        branches: branches.branches,
         ..Export::new(
             &info.agent_id,
             &info.title,
@@ -283,6 +286,12 @@ pub async fn import(
     };
     info.note_pins(&imported.messages);
     let stored = write_new(store, &info, &imported.messages).await?;
+    if !imported.branches.is_empty() {
+        // The other versions, beside the path as stored (`max_turns` may have kept less).
+        let path = store.load(&info.session_id).await?;
+        let versions = Rebranch::keeping(&path, imported.branches);
+        store.rebranch_if(&info.session_id, &versions).await?;
+    }
     Ok((info, stored))
 }
 

@@ -71,6 +71,9 @@ pub struct DetailParams {
     pub include_summary: Option<bool>,
     /// Default true.
     pub include_messages: Option<bool>,
+    /// List the dialog's other versions (edits and regenerations made in Parlor's page):
+    /// each one's parent message id, its size and first message. Default false.
+    pub include_branches: Option<bool>,
     pub project_root: Option<String>,
 }
 

@@ -5,6 +5,7 @@ use super::{reply, HistoryTools, ToolError, ToolResult, MERGE_ATTEMPTS};
 use crate::store::ConversationStore;
 use parlor_domain::dialog::{recent_count, since, Entry};
 use parlor_domain::summary::{flat, merge_summary, Maintenance, Thresholds};
+use parlor_domain::ConversationId;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler};
@@ -81,7 +82,7 @@ impl HistoryTools {
     }
 
     #[tool(
-        description = "A dialog's summary and last messages: `flat` lines (M: maintenance, S: summary, U:/A: messages) or `json`."
+        description = "A dialog's summary and last messages (of its chosen path): `flat` lines (M: maintenance, S: summary, U:/A: messages, B: other versions with `includeBranches`) or `json`."
     )]
     async fn history_get_dialog_detail(
         &self,
@@ -114,12 +115,20 @@ impl HistoryTools {
         let maintenance = self.signal(tail.total, dialog_bytes(bytes, summary.as_ref()));
         let with_summary = params.include_summary.unwrap_or(true);
         let with_messages = params.include_messages.unwrap_or(true);
+        let branches = match params.include_branches {
+            Some(true) => Some(self.branches(&id).await?),
+            _ => None,
+        };
         if !json_format {
-            return Ok(flat(
+            let mut text = flat(
                 maintenance.as_ref(),
                 summary.as_ref().filter(|_| with_summary),
                 if with_messages { recent } else { &[] },
-            ));
+            );
+            for branch in branches.iter().flatten() {
+                text.push_str(&format!("\nB: {branch}"));
+            }
+            return Ok(text);
         }
         let mut out = serde_json::Map::new();
         if with_summary {
@@ -140,7 +149,31 @@ impl HistoryTools {
                 serde_json::to_value(signal).unwrap_or_default(),
             );
         }
+        if let Some(branches) = branches {
+            out.insert("branches".into(), json!(branches));
+        }
         Ok(Value::Object(out).to_string())
+    }
+
+    /// The dialog's other versions, one line each: the message it follows, how many
+    /// messages it holds, and its first message's role and first characters.
+    async fn branches(&self, id: &ConversationId) -> Result<Vec<String>, ToolError> {
+        let path = self.store.load(id).await?;
+        let branches = self.store.branches(id).await?.tidy(&path);
+        Ok(branches
+            .branches
+            .iter()
+            .filter_map(|b| {
+                let first = b.messages.first()?;
+                Some(format!(
+                    "after {} · {} message(s) · {}: {}",
+                    b.parent.as_deref().unwrap_or("(start)"),
+                    b.messages.len(),
+                    first.role,
+                    parlor_domain::message::title_of(&first.text)
+                ))
+            })
+            .collect())
     }
 
     #[tool(

@@ -272,12 +272,23 @@ async fn admit(
     {
         return Err(TurnError::NotAllowed);
     }
-    let mut busy = services
-        .claim(&history.id, session_id)
-        .ok_or(TurnError::Busy)?;
+    // Busy: a reply is being written, unless the store is away (then its clear error: a
+    // reply held up by the outage is no reason to turn the user away).
+    let busy = || async {
+        history
+            .store
+            .ping()
+            .await
+            .map_or_else(|e| e.into(), |()| TurnError::Busy)
+    };
+    let Some(mut claimed) = services.claim(&history.id, session_id) else {
+        return Err(busy().await);
+    };
     // Another process sharing the store may be writing a reply here too.
-    let shared = history.store.lock_reply(session_id).await?;
-    busy.hold(shared.ok_or(TurnError::Busy)?);
+    match history.store.lock_reply(session_id).await? {
+        Some(shared) => claimed.hold(shared),
+        None => return Err(busy().await),
+    }
     // Browsers are the sessions `max_users` counts; API clients without the browser cookie
     // take no slot (they cannot starve browsers).
     if let Some(browser) = &input.browser {
@@ -292,7 +303,7 @@ async fn admit(
             .touch(&key, now_ms(), max_users, true)
             .await??;
     }
-    Ok(busy)
+    Ok(claimed)
 }
 
 /// The conversation's details for this turn: the stored ones, touched now, or new ones

@@ -870,3 +870,52 @@ fn messages_since_summary_only_dialogs_any_meta_and_max_turns_as_the_spec_says()
         4
     );
 }
+
+#[tokio::test]
+async fn mcp_tools_read_and_append_to_the_chosen_path_and_list_the_other_versions() {
+    let server = TestServer::start(&[]).await;
+    let first = server
+        .chat("general", json!({"message": "first version"}))
+        .await;
+    let session = first.session_id();
+    let question = first.meta().message_id.clone().unwrap();
+    let edited = server
+        .chat(
+            "general",
+            json!({"session_id": session, "message": "second version", "edit": question}),
+        )
+        .await;
+    assert!(edited.done().is_some(), "{}", edited.body);
+    let data = server.data.path().to_owned();
+    let dialog = session.clone();
+    let (flat, detail) = tokio::task::spawn_blocking(move || {
+        let mut mcp = Mcp::start(&data, &[]);
+        mcp.ok(
+            "history_save",
+            json!({"dialog": dialog, "entry": {"role": "user", "text": "added over MCP"}}),
+        );
+        let flat = mcp.ok(
+            "history_get_dialog_detail",
+            json!({"dialog": dialog, "includeBranches": true}),
+        );
+        let detail = mcp.ok(
+            "history_get_dialog_detail",
+            json!({"dialog": dialog, "format": "json", "includeBranches": true}),
+        );
+        (flat, detail)
+    })
+    .await
+    .unwrap();
+    let flat = flat.as_str().unwrap().to_owned();
+    assert!(flat.starts_with("U: second version\nA: "), "{flat}");
+    assert!(!flat.contains("U: first version"), "{flat}");
+    assert!(
+        flat.contains("\nB: after (start) · 2 message(s) · user: first version"),
+        "{flat}"
+    );
+    assert_eq!(detail["branches"].as_array().unwrap().len(), 1, "{detail}");
+    let stored = server.stored(&session);
+    assert_eq!(stored.len(), 3, "appended to the chosen path");
+    assert_eq!(stored[0].text, "second version");
+    assert_eq!(stored[2].text, "added over MCP");
+}

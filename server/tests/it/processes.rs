@@ -1083,3 +1083,83 @@ fn metrics_can_be_served_on_a_separate_private_address() {
     let main = reqwest::blocking::get(server.url("/metrics")).unwrap();
     assert_eq!(main.status(), 404);
 }
+
+/// A process killed while its replies hold their conversations' locks, then Redis stopped
+/// for 1.5 s with persistence on: the first request in every conversation, on a new process,
+/// is answered, never refused with "a reply is already being written".
+#[test]
+fn after_a_crash_and_a_redis_outage_the_next_request_in_every_conversation_is_answered() {
+    let mut redis = RedisServer::start_persistent().unwrap();
+    let config = crate::support::redis_history(&redis.url(), "crash-locks:");
+    let path = config.path().display().to_string();
+    let data = tempfile::tempdir().unwrap();
+    let vars = [
+        ("PARLOR_MIRROR_DELAY_MS", "300"),
+        ("PARLOR_CONFIG", path.as_str()),
+    ];
+    let mut crashed = start(&vars, data.path());
+    let client = reqwest::blocking::Client::new();
+    let running: Vec<_> = (0..4).map(|_| start_reply(&client, &crashed)).collect();
+    crashed.kill();
+    let sessions: Vec<String> = running.into_iter().map(|(_, session)| session).collect();
+    redis.stop();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    redis.restart().unwrap();
+    let server = start(&vars, data.path());
+    for session in &sessions {
+        let events = chat(
+            &server,
+            serde_json::json!({"session_id": session, "message": "still there?"}),
+        );
+        assert!(
+            events.contains("event: done"),
+            "{session}: the first request after the crash must be answered: {events}"
+        );
+    }
+}
+
+#[test]
+fn store_check_names_versions_that_do_not_lead_back_to_the_path() {
+    let data = tempfile::tempdir().unwrap();
+    let dialog = data.path().join(".chat-history/talk");
+    std::fs::create_dir_all(&dialog).unwrap();
+    std::fs::write(
+        dialog.join("messages.json"),
+        r#"[{"role":"user","text":"hello","ts":5,"id":"q1"},{"role":"assistant","text":"hi","ts":6,"id":"a1"}]"#,
+    )
+    .unwrap();
+    let branch = |parent: &str, id: &str| {
+        format!(
+            r#"{{"parent":"{parent}","messages":[{{"role":"assistant","text":"x","ts":7,"id":"{id}"}}]}}"#
+        )
+    };
+    let write_branches = |items: &[String]| {
+        std::fs::write(
+            dialog.join("branches.json"),
+            format!(r#"{{"branches":[{}]}}"#, items.join(",")),
+        )
+        .unwrap()
+    };
+    write_branches(&[branch("q1", "a2")]);
+    let (ok, out, err) = parlor_cli(&[], &["store", "check"], data.path());
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("default: 1 conversation(s) checked"), "{out}");
+    assert!(out.ends_with("no problem found\n"), "{out}");
+
+    // A version off a message that is not stored, and one stored twice.
+    write_branches(&[branch("gone", "a3"), branch("q1", "a1")]);
+    let (ok, out, err) = parlor_cli(&[], &["store", "check"], data.path());
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains(
+            "default talk: branch 0 hangs off \"gone\", which does not lead back to the path"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("message a1 is stored 2 times"), "{err}");
+    assert!(err.contains("2 problem(s) found"), "{err}");
+    // The page still shows the chosen path.
+    let server = start(&[], data.path());
+    let page = reqwest::blocking::get(server.url("/chat?agent=general&session=talk")).unwrap();
+    assert_ne!(page.status(), 500);
+}

@@ -497,7 +497,8 @@ async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_r
 
     // A slow reply on the first process…
     let slow = {
-        let body = json!({"session_id": session, "message": "[words:20] take your time"});
+        // Longer than the 2.5 s a request waits for another process's lock.
+        let body = json!({"session_id": session, "message": "[words:60] take your time"});
         let url = one.url("/api/chat/general");
         let http = one.http.clone();
         tokio::spawn(async move {
@@ -530,19 +531,22 @@ async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_r
         .await;
     assert!(after.done().is_some(), "{}", after.body);
 
-    // A holder that died leaves its lock to expire: until then the conversation is busy,
-    // then free again (here a lock written as a dead process would have left it, 1 s).
+    // A lock of another live process (its heartbeat present) keeps the conversation busy;
+    // once that process is gone (no heartbeat), its lock is taken over at once.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
     let key = format!("lk:default:{session}:writing");
-    let () = redis::cmd("SET")
-        .arg(&key)
-        .arg("a-dead-process")
-        .arg("PX")
-        .arg(1000)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    let alive = "lk:default:@alive:other";
+    for (k, v) in [(key.as_str(), "other:token"), (alive, "1")] {
+        let () = redis::cmd("SET")
+            .arg(k)
+            .arg(v)
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
     let busy = one
         .chat(
             "general",
@@ -550,7 +554,11 @@ async fn a_reply_being_written_locks_the_conversation_for_every_process_on_one_r
         )
         .await;
     assert_eq!(busy.status, 409);
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let () = redis::cmd("DEL")
+        .arg(alive)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
     let taken_over = one
         .chat(
             "general",

@@ -1,14 +1,72 @@
 //! Locks shared by every process on one Redis (a reply or a summary being written), and
 //! commands tried again once after a lost connection.
+//!
+//! A lock names its process (`<instance>:<token>`), and each process keeps a heartbeat key
+//! (`<prefix><history>:@alive:<instance>`, set every half second for two). A lock whose
+//! process's heartbeat is gone (the process died) is taken over at once, as is one of this
+//! process's replies that is over; a lock held by another process waits for it a moment
+//! (as long as a dead process's heartbeat takes to go) before the request is refused. So a
+//! crash never turns the next request away with "a reply is already being written".
 
-use super::scripts::{RELEASE_IF_HELD, RENEW_IF_HELD, TAKE_OVER};
-use super::{RedisStore, ReplyLock, StoreError};
+use super::scripts::{RELEASE_IF_HELD, RENEW_IF_HELD, TAKE_OVER, TAKE_OVER_ORPHAN};
+use super::{RedisOptions, RedisStore, ReplyLock, StoreError};
 use redis::aio::ConnectionManager;
 use std::time::Duration;
 
 /// How long a reply lock outlives a holder that stopped renewing it (a process that died):
 /// renewed every third of it while the reply is written.
 pub const REPLY_LOCK_TTL: Duration = Duration::from_secs(6);
+
+/// How long a process counts as alive after its last heartbeat.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(2);
+/// How often a process says it is alive.
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
+/// How often a request waiting for another process's lock tries again.
+const WAIT_STEP: Duration = Duration::from_millis(200);
+
+/// The heartbeat key of the process `instance`.
+pub(super) fn alive_key(options: &RedisOptions, instance: &str) -> String {
+    format!(
+        "{}{}:@alive:{instance}",
+        options.key_prefix, options.history_id
+    )
+}
+
+/// One heartbeat: the key set for [`HEARTBEAT_TTL`].
+pub(super) async fn beat_once(
+    connection: &mut ConnectionManager,
+    key: &str,
+) -> redis::RedisResult<()> {
+    redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .arg("PX")
+        .arg(HEARTBEAT_TTL.as_millis() as u64)
+        .query_async(connection)
+        .await
+}
+
+/// The task that keeps this process's heartbeat; it ends with the store.
+pub(super) struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    pub(super) fn start(connection: ConnectionManager, key: String) -> Heartbeat {
+        Heartbeat(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+            loop {
+                tick.tick().await;
+                // Redis away: the next beat tries again.
+                let _ = beat_once(&mut connection.clone(), &key).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 impl RedisStore {
     /// Takes the lock `key` for every process sharing this Redis: `SET NX PX`, renewed
@@ -19,8 +77,13 @@ impl RedisStore {
     pub(super) async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
         let value = format!("{}:{}", self.instance, uuid::Uuid::new_v4().simple());
         let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
-        if !self.take(&key, &value, ttl_ms).await? {
-            return Ok(None);
+        // Another process's: wait as long as a dead process's heartbeat takes to go.
+        let until = tokio::time::Instant::now() + HEARTBEAT_TTL + HEARTBEAT_EVERY;
+        while !self.take(&key, &value, ttl_ms).await? {
+            if tokio::time::Instant::now() >= until {
+                return Ok(None);
+            }
+            tokio::time::sleep(WAIT_STEP).await;
         }
         self.held
             .lock()
@@ -95,8 +158,8 @@ impl RedisStore {
         Ok(false)
     }
 
-    /// Whether the lock `key`, held by a reply of this process that is over, was taken over
-    /// for `value`; `None` when it was freed meanwhile.
+    /// Whether the lock `key`, held by a reply of this process that is over or by a process
+    /// that died, was taken over for `value`; `None` when it was freed meanwhile.
     async fn take_over_stale(
         &self,
         key: &str,
@@ -111,12 +174,15 @@ impl RedisStore {
             return Ok(None);
         };
         let ours = holder.starts_with(&format!("{}:", self.instance));
+        if !ours {
+            return self.take_over_orphan(key, &holder, value, ttl_ms).await;
+        }
         let live = self
             .held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(&holder);
-        if !ours || live {
+        if live {
             return Ok(Some(false));
         }
         let took: i64 = redis::cmd("EVAL")
@@ -131,6 +197,38 @@ impl RedisStore {
         match took {
             1 => Ok(Some(true)),
             // Changed meanwhile: freed (try again), or another holder's now.
+            _ => Ok(None),
+        }
+    }
+}
+
+impl RedisStore {
+    /// Takes the lock `key` over from `holder`, another process's, when that process's
+    /// heartbeat is gone; `None` when the lock changed meanwhile.
+    async fn take_over_orphan(
+        &self,
+        key: &str,
+        holder: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<Option<bool>, StoreError> {
+        let instance = holder.split(':').next().unwrap_or_default();
+        let took: i64 = redis::cmd("EVAL")
+            .arg(TAKE_OVER_ORPHAN)
+            .arg(2)
+            .arg(key)
+            .arg(alive_key(&self.options, instance))
+            .arg(holder)
+            .arg(value)
+            .arg(ttl_ms)
+            .query_async(&mut self.conn())
+            .await?;
+        match took {
+            1 => {
+                tracing::info!("took over {key} from a process that is gone");
+                Ok(Some(true))
+            }
+            0 => Ok(Some(false)),
             _ => Ok(None),
         }
     }

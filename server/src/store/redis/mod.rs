@@ -58,6 +58,8 @@ pub struct RedisStore {
     /// The locks this process holds now, by value: a lock of this process's that is not
     /// among them belongs to a reply that is over (its release did not reach Redis).
     held: Arc<Mutex<HashSet<String>>>,
+    /// Says to every process sharing this Redis that this one is alive (see [`lock`]).
+    _heartbeat: lock::Heartbeat,
 }
 
 impl RedisStore {
@@ -72,15 +74,17 @@ impl RedisStore {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
         let connection = ConnectionManager::new_with_config(client, config).await?;
+        let instance = uuid::Uuid::new_v4().simple().to_string();
+        let alive = lock::alive_key(&options, &instance);
+        // The first beat before any lock is taken (and the check that Redis answers).
+        lock::beat_once(&mut connection.clone(), &alive).await?;
         let store = RedisStore {
             options,
+            _heartbeat: lock::Heartbeat::start(connection.clone(), alive),
             connection,
-            instance: uuid::Uuid::new_v4().simple().to_string(),
+            instance,
             held: Arc::default(),
         };
-        let _: String = redis::cmd("PING")
-            .query_async(&mut store.connection.clone())
-            .await?;
         Ok(store)
     }
 

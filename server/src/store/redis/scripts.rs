@@ -63,6 +63,20 @@ end
 return 0
 ";
 
+/// Takes over the lock `KEYS[1]` from `ARGV[1]`, a holder of another process, when that
+/// process's heartbeat `KEYS[2]` is gone (it died): sets `ARGV[2]` for `ARGV[3]` ms. Returns
+/// 1 if it did, 0 if the holder's process is alive, -1 if the lock changed meanwhile.
+pub(super) const TAKE_OVER_ORPHAN: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return -1
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+";
+
 /// Extends the lock `KEYS[1]` to `ARGV[2]` ms if it still holds the token `ARGV[1]`.
 pub(super) const RENEW_IF_HELD: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
