@@ -186,6 +186,28 @@ pub struct Versions {
     pub next: Option<String>,
 }
 
+/// The versions of a conversation, as the debug panel shows them.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionFacts {
+    /// How many messages the chosen path (what the model receives) holds.
+    pub path: usize,
+    /// How many other versions there are, and the messages they hold.
+    pub branches: usize,
+    pub off_path: usize,
+    /// Where on the path a message has several versions (the first 50).
+    pub at: Vec<Versioned>,
+}
+
+/// A message of the chosen path with several versions: its position and ‹ n/m ›.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versioned {
+    pub index: usize,
+    pub n: usize,
+    pub of: usize,
+}
+
 /// The answer to choosing a version: the message chosen, how long the chosen path is now,
 /// and what happened to the rolling summary (`kept`, `restored`: the version's own came
 /// back, `set aside`: it described messages that left the path and went with them).

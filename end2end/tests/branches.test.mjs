@@ -77,6 +77,14 @@ describe('versions', () => {
     assert.deepEqual(await sentUserTexts(suite.fake),
       ['plan a trip to Lisbon', 'and a day in Sintra', 'what should I pack?']);
 
+    // The debug panel says which path the model receives and where the versions are.
+    const debug = await context.newPage();
+    await debug.goto(`${page.url()}&debug=true`);
+    await debug.waitForSelector('body[data-hydrated]');
+    assert.match(await debug.locator('[data-fact="versions"]').innerText(),
+      /the model receives the chosen path \(6 messages\); 2 other version\(s\) \(3 messages\) branch off at #1 \(1\/2\), #4 \(1\/2\)/);
+    await debug.close();
+
     // A reload and another browser with the same session show the same path.
     await page.reload();
     await page.waitForSelector('body[data-hydrated]');

@@ -8,10 +8,16 @@
 //! window leaves out, and every turn brings a context block kept for two turns (so pruning
 //! runs), and the summarizer folds in what falls out after each reply. Prints one JSON
 //! object per case: the median and p99 time until the turn is acknowledged (its `meta`,
-//! the work before the model call) and until its reply is stored.
+//! the work before the model call) and until its reply is stored. The conversation of
+//! 100,000 messages also has 1,000 other versions (edits and regenerations kept beside it).
+//!
+//! The cold case too, on files: the first turn after a restart (a new process: nothing of
+//! the conversation in memory), 20 times on each size, alternating; its median is printed
+//! as `cold_first_turn_ms_p50`.
 
 use fake_llm::redis_server::RedisServer;
 use parlor_domain::block::Block;
+use parlor_domain::branch::{Branch, Branches, Rebranch};
 use parlor_domain::context::{ContextEntry, Save};
 use parlor_domain::summary::fold;
 use parlor_domain::{ChatEvent, ConversationId, Message, SendMark};
@@ -30,6 +36,10 @@ const WINDOW: usize = 200;
 const PINNED_AT: usize = 5;
 const TURNS: usize = 200;
 const WARM_UP: usize = 10;
+/// The other versions the conversation of 100,000 messages has.
+const VERSIONS: usize = 1000;
+/// First turns after a restart measured per size.
+const COLD_RUNS: usize = 20;
 
 fn message(i: usize) -> Message {
     let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(7));
@@ -58,11 +68,31 @@ fn context_block(turn: usize) -> Vec<ContextEntry> {
 }
 
 /// Stores a conversation of `size` messages with its pin and a summary of what the window
-/// leaves out.
+/// leaves out (and, at 100,000 messages, [`VERSIONS`] other versions).
 async fn fill(history: &History, agent: &str, id: &ConversationId, size: usize) {
     let messages: Vec<Message> = (0..size).map(message).collect();
     for chunk in messages.chunks(10_000) {
         history.store.append(id, chunk).await.expect("fill");
+    }
+    if size == 100_000 {
+        // Each a question and its reply, off a message spread along the path.
+        let branches = (0..VERSIONS).map(|v| {
+            let parent = messages[(v * 97) % size].id().into_owned();
+            let pair = vec![message(size + 2 * v), message(size + 2 * v + 1)];
+            Branch::new(Some(parent), pair)
+        });
+        let versions = Rebranch::keeping(
+            &messages,
+            Branches {
+                branches: branches.collect(),
+            },
+        );
+        let kept = history
+            .store
+            .rebranch_if(id, &versions)
+            .await
+            .expect("versions");
+        assert!(kept, "the versions are stored");
     }
     let mut info = ConversationInfo {
         agent_id: agent.to_owned(),
@@ -79,6 +109,65 @@ async fn fill(history: &History, agent: &str, id: &ConversationId, size: usize) 
             .put_summary(id, &summary)
             .await
             .expect("summary");
+    }
+}
+
+/// One turn: the times until it is acknowledged and until its reply is stored, ms.
+async fn one_turn(
+    services: &std::sync::Arc<parlor_server::state::Services>,
+    agent: &std::sync::Arc<parlor_domain::Agent>,
+    id: &ConversationId,
+    turn: usize,
+) -> (f64, f64) {
+    let input = TurnInput {
+        agent: agent.clone(),
+        session_id: Some(id.clone()),
+        cookie_session: None,
+        new_conversation: false,
+        browser: None,
+        message: Some(format!("question {turn}")),
+        context: context_block(turn),
+        url_policy: None,
+        url_length: None,
+        admin_token: None,
+        edit: None,
+        user: None,
+    };
+    let begin = Instant::now();
+    let mut running = start(services, input).await.expect("turn");
+    let meta = begin.elapsed().as_secs_f64() * 1000.0;
+    while let Some(event) = running.events.recv().await {
+        if matches!(event, ChatEvent::Error { .. }) {
+            panic!("turn failed: {event:?}");
+        }
+    }
+    (meta, begin.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// The first turn after a restart on each of the conversations `measure` filled: a new
+/// process's services each time (nothing of the conversations in memory).
+async fn measure_cold(backend: &str, sizes: &[usize], vars: Vec<(String, String)>) {
+    let agents_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents");
+    let mut firsts: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    for run in 0..COLD_RUNS {
+        for (at, &size) in sizes.iter().enumerate() {
+            let config = Config::from_vars(vars.clone()).expect("config");
+            let (agents, _) = AgentCatalog::load_dir(&agents_dir).expect("agents");
+            let setup = parlor_server::setup(&config, &agents).await.expect("setup");
+            let services = parlor_server::services(config, agents, setup);
+            let agent = services.agents.get("concise").expect("the concise agent");
+            let id = ConversationId::parse(&format!("grow{size}")).expect("id");
+            let (meta, _) = one_turn(&services, &agent, &id, 10_000 + run).await;
+            firsts[at].push(meta);
+        }
+    }
+    for (firsts, size) in firsts.iter_mut().zip(sizes) {
+        firsts.sort_by(f64::total_cmp);
+        println!(
+            "{{\"backend\": \"{backend}\", \"stored_messages\": {size}, \"cold_first_turn_ms_p50\": {:.3}, \"cold_first_turn_ms_max\": {:.3}}}",
+            percentile(firsts, 0.5),
+            percentile(firsts, 1.0),
+        );
     }
 }
 
@@ -100,29 +189,7 @@ async fn measure(backend: &str, sizes: &[usize], vars: Vec<(String, String)>) {
         fill(&history, &agent.id, &id, size).await;
         let (mut acknowledged, mut stored) = (Vec::new(), Vec::new());
         for turn in 0..WARM_UP + TURNS {
-            let input = TurnInput {
-                agent: agent.clone(),
-                session_id: Some(id.clone()),
-                cookie_session: None,
-                new_conversation: false,
-                browser: None,
-                message: Some(format!("question {turn}")),
-                context: context_block(turn),
-                url_policy: None,
-                url_length: None,
-                admin_token: None,
-                edit: None,
-                user: None,
-            };
-            let begin = Instant::now();
-            let mut running = start(&services, input).await.expect("turn");
-            let meta = begin.elapsed().as_secs_f64() * 1000.0;
-            while let Some(event) = running.events.recv().await {
-                if matches!(event, ChatEvent::Error { .. }) {
-                    panic!("turn failed: {event:?}");
-                }
-            }
-            let done = begin.elapsed().as_secs_f64() * 1000.0;
+            let (meta, done) = one_turn(&services, &agent, &id, turn).await;
             if turn >= WARM_UP {
                 acknowledged.push(meta);
                 stored.push(done);
@@ -173,6 +240,7 @@ fn main() {
         measure("redis", &[100, 100_000, 1_000_000], redis_vars).await;
         let mut file_vars = base(&data.path().join("file"));
         file_vars.push(("PARLOR_CONFIG".into(), file_config.display().to_string()));
-        measure("file", &[100, 100_000], file_vars).await;
+        measure("file", &[100, 100_000], file_vars.clone()).await;
+        measure_cold("file", &[100, 100_000], file_vars).await;
     });
 }

@@ -252,6 +252,8 @@ impl Services {
             tool_servers: self
                 .tools
                 .reports(agent, conversation.and_then(|c| c.owner.as_deref())),
+            // Read from the store by the callers that show it (see `versions::facts`).
+            versions: None,
         }
     }
 

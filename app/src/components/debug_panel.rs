@@ -24,6 +24,22 @@ pub fn render(info: DebugInfo, messages: usize) -> String {
     })
 }
 
+/// The conversation's versions: the path the model receives, the others, and where they
+/// branch off.
+fn versions_line(v: &parlor_domain::branch::VersionFacts) -> String {
+    let at: Vec<String> =
+        v.at.iter()
+            .map(|p| format!("#{} ({}/{})", p.index + 1, p.n, p.of))
+            .collect();
+    format!(
+        "the model receives the chosen path ({}); {} other version(s) ({}) branch off at {}",
+        count_of(v.path, "message"),
+        v.branches,
+        count_of(v.off_path, "message"),
+        at.join(", ")
+    )
+}
+
 /// How the provider's prompt cache served the last call, and why its prefix changed.
 #[component]
 fn CacheFacts(
@@ -77,6 +93,10 @@ fn DebugFacts(
             <Notes notes=settings.length_notes.clone()/>
             <dt>"Messages"</dt>
             <dd data-fact="messages">{count_of(messages, "message")}</dd>
+            {info.versions.clone().map(|v| view! {
+                <dt>"Versions"</dt>
+                <dd data-fact="versions">{versions_line(&v)}</dd>
+            })}
             {match turn {
                 Some(turn) => {
                     let h = turn.history.clone();

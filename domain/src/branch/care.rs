@@ -1,7 +1,7 @@
 //! Keeping the stored versions sound: a version goes with the message it hangs off, the
 //! oldest go first past a bound, and what is wrong is named.
 
-use super::{Branch, Branches};
+use super::{Branch, Branches, VersionFacts, Versioned};
 use crate::message::Message;
 use std::collections::{HashMap, HashSet};
 
@@ -86,4 +86,35 @@ impl Branches {
         }
         problems
     }
+
+    /// What the debug panel says of the versions beside `path` (`None` when there are none):
+    /// how many, and where on the path messages have several (the first [`MOST_SHOWN`]).
+    pub fn facts(&self, path: &[Message]) -> Option<VersionFacts> {
+        let tidy = self.tidy(path);
+        if tidy.is_empty() {
+            return None;
+        }
+        let at = tidy
+            .versions(path, None)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, v)| {
+                v.map(|v| Versioned {
+                    index,
+                    n: v.n,
+                    of: v.of,
+                })
+            })
+            .take(MOST_SHOWN)
+            .collect();
+        Some(VersionFacts {
+            path: path.len(),
+            branches: tidy.branches.len(),
+            off_path: tidy.messages(),
+            at,
+        })
+    }
 }
+
+/// How many places with versions the debug panel names.
+const MOST_SHOWN: usize = 50;

@@ -343,6 +343,10 @@ pub struct DebugInfo {
     /// The agent's tool servers now, each with its state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_servers: Vec<tools::ServerReport>,
+    /// The conversation's other versions, when it has any: the model receives the chosen
+    /// path only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<crate::branch::VersionFacts>,
 }
 
 /// What the last model call of a conversation was sent.

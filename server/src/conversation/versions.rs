@@ -72,6 +72,18 @@ async fn apply(
     })
 }
 
+/// What the debug panel says of a conversation's versions (`None`: it has none).
+pub async fn facts(
+    store: &dyn ConversationStore,
+    id: &ConversationId,
+) -> Result<Option<parlor_domain::branch::VersionFacts>, StoreError> {
+    let branches = store.branches(id).await?;
+    if branches.is_empty() {
+        return Ok(None);
+    }
+    Ok(branches.facts(&store.load(id).await?))
+}
+
 /// Writes `change` (see [`ConversationStore::rebranch_if`]) and then the rolling summary it
 /// leads to. `None` when the conversation changed since the change was computed (nothing
 /// was written).

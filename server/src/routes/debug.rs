@@ -61,12 +61,17 @@ pub async fn get_debug(
             Some(info)
         }
     };
-    let info = services.debug_info(
+    let mut info = services.debug_info(
         &agent,
         conversation.as_ref(),
         first_value(&query, "historyPolicy"),
         first_value(&query, "historyLength"),
     );
+    if let Some(c) = &conversation {
+        info.versions = crate::conversation::versions::facts(store.as_ref(), &c.session_id)
+            .await
+            .map_err(unavailable)?;
+    }
     if first_value(&query, "format") != Some("html") {
         return Ok(Json(info).into_response());
     }

@@ -77,7 +77,6 @@ impl Backend for PageBackend {
         }
         let forked_from = self.forked_from(&agent, conversation.as_ref()).await?;
         let conversations = self.sidebar(browser.as_ref()).await?;
-        let first_index = stored - messages.len();
         let chosen = conversation.as_ref().and_then(|c| c.model.as_deref());
         let (model, provider) = services.models.label(&agent, chosen);
         let debug = query.debug && services.config.debug_panel;
@@ -92,14 +91,16 @@ impl Backend for PageBackend {
             model_details: services.models.details(&agent),
             mirror: services.config.uses_mirror(),
             session_id,
+            first_index: stored - messages.len(),
             messages: with_versions(stored_messages(messages, tokens.as_ref()), versions),
-            first_index,
             conversations,
             meter: conversation
                 .as_ref()
                 .and_then(|c| c.last_turn.as_ref())
                 .and_then(|t| t.meter.clone()),
-            debug: debug.then(|| self.debug_view(&agent, conversation.as_ref(), &query, stored)),
+            debug: self
+                .debug_view(debug, &agent, conversation.as_ref(), &query, stored)
+                .await?,
             max_context_bytes: services.config.max_context_bytes,
             summarized,
             forked_from,
@@ -192,23 +193,32 @@ impl PageBackend {
     }
 
     /// The debug panel as the server renders it into the page.
-    fn debug_view(
+    async fn debug_view(
         &self,
+        shown: bool,
         agent: &Agent,
         conversation: Option<&ConversationInfo>,
         query: &ChatQuery,
         stored: usize,
-    ) -> DebugView {
-        let info = self.services.debug_info(
+    ) -> Result<Option<DebugView>, StoreError> {
+        if !shown {
+            return Ok(None);
+        }
+        let mut info = self.services.debug_info(
             agent,
             conversation,
             query.history_policy.as_deref(),
             query.history_length.as_deref(),
         );
-        DebugView {
+        if let Some(c) = conversation {
+            let store = &self.services.histories.for_agent(agent).store;
+            info.versions =
+                crate::conversation::versions::facts(store.as_ref(), &c.session_id).await?;
+        }
+        Ok(Some(DebugView {
             first_sent: info.last_turn.as_ref().map(|t| t.history.first_sent_index),
             html: parlor_app::components::debug_panel::render(info, stored),
-        }
+        }))
     }
     /// Whether the chat page for `query` exists for `browser`, and its agent's name:
     /// cheap (no messages read), so the page's head goes out first.

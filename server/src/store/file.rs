@@ -327,7 +327,12 @@ impl ConversationStore for FileStore {
             }
             let backup = d.back_up(None)?;
             d.bump_version()?;
-            for file in [d.messages_path(), summary, d.dir.join(BRANCHES)] {
+            for file in [
+                d.messages_path(),
+                summary,
+                d.dir.join(BRANCHES),
+                d.dir.join(shape::INDEX),
+            ] {
                 match std::fs::remove_file(&file) {
                     Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
                     _ => {}
@@ -347,6 +352,7 @@ impl ConversationStore for FileStore {
                     d.dir.join(SUMMARY),
                     d.dir.join(INFO),
                     d.dir.join(BRANCHES),
+                    d.dir.join(shape::INDEX),
                 ];
                 if !files.iter().any(|f| f.exists()) {
                     return Ok(None);
@@ -633,7 +639,7 @@ mod tests {
         assert_eq!(reopened.list_owned("b").await.unwrap().len(), 1);
         assert_eq!(
             dialog_files(dir.path(), "abc"),
-            ["conversation.json", "messages.json"],
+            ["conversation.json", "messages.idx", "messages.json"],
             "no temporary files left behind"
         );
     }
@@ -719,7 +725,7 @@ mod tests {
         );
         let mut files = names(&root.join("fresh"));
         files.retain(|f| f != BACKUPS);
-        assert_eq!(files, [INFO, MESSAGES]);
+        assert_eq!(files, [INFO, shape::INDEX, MESSAGES]);
 
         // A crash while the next one was staged: that dialog never existed; the staged
         // folder is gone when the store opens again, the first dialog is intact.
@@ -1191,5 +1197,54 @@ mod tests {
 
     fn old_ts(messages: &[Message], at: usize) -> i64 {
         messages[at].ts
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_a_turn_reads_the_index_not_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = id("indexed");
+        {
+            let store = open(dir.path());
+            store
+                .append(&s, &[Message::user("one", 1), Message::assistant("two", 2)])
+                .await
+                .unwrap();
+            store
+                .append(&s, &[Message::user("three", 3)])
+                .await
+                .unwrap();
+        }
+        let dialog = dir.path().join(".chat-history/indexed");
+        let index = dialog.join(shape::INDEX);
+        let written: shape::Shape =
+            serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+        assert_eq!((written.total, written.last_ts), (3, Some(3)));
+        // A new process trusts the index while the file is the one it describes: an index
+        // doctored to say 1,000 messages proves the file was not walked.
+        let doctored = shape::Shape {
+            total: 1000,
+            ..written.clone()
+        };
+        std::fs::write(&index, serde_json::to_vec(&doctored).unwrap()).unwrap();
+        let tail = open(dir.path()).load_tail(&s, 1).await.unwrap();
+        assert_eq!(
+            (tail.total, tail.messages[0].text.as_str()),
+            (1000, "three")
+        );
+        // Another writer changes the file: the index no longer matches, the file is walked
+        // and the index written again.
+        std::fs::write(&index, serde_json::to_vec(&doctored).unwrap()).unwrap();
+        let other = r#"[{"role":"user","text":"rewritten","ts":9}]"#;
+        std::fs::write(dialog.join(MESSAGES), other).unwrap();
+        let store = open(dir.path());
+        let tail = store.load_tail(&s, 5).await.unwrap();
+        assert_eq!(tail.total, 1);
+        store
+            .append(&s, &[Message::assistant("after", 10)])
+            .await
+            .unwrap();
+        let rewritten: shape::Shape =
+            serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+        assert_eq!(rewritten.total, 2);
     }
 }

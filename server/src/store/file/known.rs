@@ -29,6 +29,7 @@ impl Dialog {
                 last_ts,
                 pins,
             };
+            shape.save(&self.dir);
             shapes.put(id, shape);
         }
     }
@@ -59,8 +60,16 @@ impl Dialog {
         &self,
         options: &OpenOptions,
     ) -> Result<Option<(File, Shape)>, StoreError> {
-        let Some(shape) = self.known.as_ref().and_then(|(id, s)| s.get(id)) else {
+        let Some((id, shapes)) = &self.known else {
             return Ok(None);
+        };
+        // What this process remembers, else the index on disk.
+        let (shape, from_disk) = match shapes.get(id) {
+            Some(shape) => (shape, false),
+            None => match Shape::load(&self.dir) {
+                Some(shape) => (shape, true),
+                None => return Ok(None),
+            },
         };
         let file = match options.open(self.messages_path()) {
             Ok(file) => file,
@@ -68,6 +77,9 @@ impl Dialog {
             Err(e) => return Err(e.into()),
         };
         let same = Stamp::of(&file.metadata()?) == shape.stamp;
+        if same && from_disk {
+            shapes.put(id, shape.clone());
+        }
         Ok(same.then_some((file, shape)))
     }
 

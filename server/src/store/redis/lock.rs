@@ -74,13 +74,17 @@ impl RedisStore {
     /// by its holder) when dropped or released. A lock this process took for a reply that is
     /// over (its release did not reach Redis, which was away) is taken over at once: a reply
     /// that has ended never holds its conversation.
-    pub(super) async fn lock(&self, key: String) -> Result<Option<ReplyLock>, StoreError> {
+    pub(super) async fn lock(
+        &self,
+        key: String,
+        wait: bool,
+    ) -> Result<Option<ReplyLock>, StoreError> {
         let value = format!("{}:{}", self.instance, uuid::Uuid::new_v4().simple());
         let ttl_ms = REPLY_LOCK_TTL.as_millis() as u64;
-        // Another process's: wait as long as a dead process's heartbeat takes to go.
+        // Another process's: with `wait`, as long as a dead process's heartbeat takes to go.
         let until = tokio::time::Instant::now() + HEARTBEAT_TTL + HEARTBEAT_EVERY;
         while !self.take(&key, &value, ttl_ms).await? {
-            if tokio::time::Instant::now() >= until {
+            if !wait || tokio::time::Instant::now() >= until {
                 return Ok(None);
             }
             tokio::time::sleep(WAIT_STEP).await;

@@ -36,13 +36,15 @@ impl ConversationStore for RedisStore {
     /// outlives no holder by more than [`lock::REPLY_LOCK_TTL`](super::lock::REPLY_LOCK_TTL); released (only by its holder)
     /// when the reply ends.
     async fn lock_reply(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
-        self.lock(self.lock_key(id)).await
+        // A reply waits a moment for another process's lock (a process that just died).
+        self.lock(self.lock_key(id), true).await
     }
 
     /// The summarizer's lock: one run per conversation across processes, held like the
     /// reply lock, and independent of it (a summary being written never delays a turn).
     async fn lock_summary(&self, id: &ConversationId) -> Result<Option<ReplyLock>, StoreError> {
-        self.lock(format!("{}{}:summarizing", self.base(), id.as_str()))
+        // A summary is not worth waiting for: another process is writing it.
+        self.lock(format!("{}{}:summarizing", self.base(), id.as_str()), false)
             .await
     }
 
