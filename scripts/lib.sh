@@ -21,6 +21,16 @@ forget() {
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; forget "$data"; }
 trap cleanup EXIT
 
+# The server the runs measure: the release cargo-leptos built (with the site embedded and
+# precompressed), copied aside when it is built. `cargo bench` relinks target/release/parlor
+# without the site (it builds the package's binaries with default features), so a later run
+# must never measure that one.
+parlor_bin=target/bench-bin/parlor
+if [ ! -x "$parlor_bin" ]; then
+  echo "no $parlor_bin: run scripts/bench.sh without PARLOR_SKIP_BUILD first" >&2
+  exit 2
+fi
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Lets the disk forget what earlier runs deleted before a run that measures new files. On a
 # file system without a journal (this machine's ext4), a new inode is never one deleted in

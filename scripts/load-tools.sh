@@ -44,7 +44,7 @@ port=$(free_port)
 env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/run" PARLOR_CONFIG="$data/parlor.toml" \
   PARLOR_AGENTS_DIR="$data/agents" OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" PARLOR_MODEL=fake \
   PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 PARLOR_ADMIN_TOKEN=bench RUST_LOG=warn \
-  target/release/parlor & pids+=($!)
+  "$parlor_bin" & pids+=($!)
 parlor_pid=${pids[-1]}
 wait_for "http://127.0.0.1:$port/healthz"
 until curl -sf -H 'x-parlor-admin-token: bench' "http://127.0.0.1:$port/readyz" \

@@ -25,7 +25,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 parlor() { # port data-dir [extra variables...]
   local port=$1 dir=$2; shift 2
   env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$dir" PARLOR_MIRROR_DELAY_MS="$MIRROR_DELAY_MS" \
-    PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 RUST_LOG=warn "$@" target/release/parlor &
+    PARLOR_RATE_LIMIT_CHAT=0 PARLOR_RATE_LIMIT_PAGES=0 RUST_LOG=warn "$@" "$parlor_bin" &
   pids+=($!)
   wait_for "http://127.0.0.1:$port/healthz"
 }
@@ -61,7 +61,7 @@ abuse() { # name [extra variables...]
   local port; port=$(free_port)
   printf 'max_users = 1\n' > "$data/one-user.toml"
   env LEPTOS_SITE_ADDR="127.0.0.1:$port" PARLOR_DATA_DIR="$data/$name" PARLOR_CONFIG="$data/one-user.toml" \
-    PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn "$@" target/release/parlor & pids+=($!)
+    PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn "$@" "$parlor_bin" & pids+=($!)
   wait_for "http://127.0.0.1:$port/healthz"
   echo ",\"$name\":"
   if [ "$name" = abuse_without_rate_limits ]; then

@@ -243,6 +243,16 @@ fn with_id(mut message: Message) -> Message {
     message
 }
 
+/// An id as an error names it: at most 64 characters (a request may send a long one).
+pub fn shortened(id: &str) -> String {
+    let mut chars = id.chars();
+    let mut short: String = chars.by_ref().take(64).collect();
+    if chars.next().is_some() {
+        short.push('…');
+    }
+    short
+}
+
 /// Where a message is: on the path (at its index) or in a branch (its index, the message's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum At {
@@ -260,13 +270,13 @@ pub fn choose(
     let branches = branches.tidy(path);
     let places = places(path, &branches);
     let Some(&found) = places.get(target) else {
-        return Err(BranchError::NoMessage(target.to_owned()));
+        return Err(BranchError::NoMessage(shortened(target)));
     };
     let At::Branch(run, _) = found else {
         return Ok(None);
     };
     let (climb, fork) = climb(&branches, &places, run)
-        .ok_or_else(|| BranchError::Unreachable(target.to_owned()))?;
+        .ok_or_else(|| BranchError::Unreachable(shortened(target)))?;
     let keep = fork.map_or(0, |i| i + 1);
     let mut kept = Branches::default();
     let taken: HashSet<usize> = climb.iter().map(|(r, _)| *r).collect();
@@ -320,6 +330,7 @@ fn climb(
     mut run: usize,
 ) -> Option<(Vec<Taken>, Option<usize>)> {
     let mut climb = vec![(run, branches.branches[run].messages.len())];
+    let mut seen = HashSet::from([run]);
     loop {
         let Some(parent) = branches.branches[run].parent.as_deref() else {
             return Some((climb, None));
@@ -327,7 +338,7 @@ fn climb(
         match places.get(parent)? {
             At::Path(i) => return Some((climb, Some(*i))),
             At::Branch(r, i) => {
-                if climb.iter().any(|(seen, _)| seen == r) {
+                if !seen.insert(*r) {
                     return None;
                 }
                 run = *r;

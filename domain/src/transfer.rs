@@ -569,6 +569,55 @@ mod tests {
     }
 
     #[test]
+    fn deeply_nested_versions_import_and_ids_the_api_cannot_name_are_refused() {
+        use crate::branch::{choose, Branch};
+        let mut first = Message::user("start", 1);
+        first.ensure_id();
+        // 10,000 versions (the most an import brings), each hanging off the one before it.
+        let mut parent = first.id().into_owned();
+        let mut branches = Vec::new();
+        for n in 0..10_000 {
+            let mut m = Message::user(format!("v{n}"), 2 + n);
+            m.ensure_id();
+            let id = m.id().into_owned();
+            branches.push(Branch::new(
+                Some(std::mem::replace(&mut parent, id)),
+                vec![m],
+            ));
+        }
+        let export = Export {
+            branches,
+            ..Export::new("general", "Deep", 1, 2, vec![first.clone()])
+        };
+        let imported = parse_import(&serde_json::to_string(&export).unwrap(), 0).unwrap();
+        assert_eq!(imported.branches.branches.len(), 10_000);
+        let deepest = choose(&imported.messages, &imported.branches, &parent)
+            .unwrap()
+            .unwrap();
+        assert_eq!(deepest.suffix.len(), 10_000, "the whole chain leads to it");
+        let mut more = export.clone();
+        more.branches.push(more.branches[0].clone());
+        let error = parse_import(&serde_json::to_string(&more).unwrap(), 0).unwrap_err();
+        assert!(error.to_string().contains("at most 10000"), "{error}");
+        // Ids the API could not name in a URL are refused, on the path and in versions.
+        for bad in ["", "../../x", ".hidden", "a/b"] {
+            let mut odd = export.clone();
+            odd.branches.truncate(1);
+            odd.branches[0].messages[0].id = Some(bad.into());
+            let error = parse_import(&serde_json::to_string(&odd).unwrap(), 0).unwrap_err();
+            assert!(
+                error.to_string().contains("an id is 1–128 of"),
+                "{bad:?}: {error}"
+            );
+        }
+        let mut odd = export.clone();
+        odd.branches.truncate(1);
+        odd.branches[0].parent = Some(String::new());
+        let error = parse_import(&serde_json::to_string(&odd).unwrap(), 0).unwrap_err();
+        assert!(error.to_string().contains("is not a message id"), "{error}");
+    }
+
+    #[test]
     fn markdown_names_roles_times_attachments_and_marks() {
         let md = Export::new("general", "Notes", 1, 2, conversation()).to_markdown();
         assert!(md.starts_with("# Notes\n"), "{md}");

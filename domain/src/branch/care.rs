@@ -9,44 +9,70 @@ impl Branches {
     /// Drops the branches whose parent is not stored (on `path` or in another kept branch):
     /// a branch goes with the message it hangs off. `roots_gone` (the path's first messages
     /// were trimmed) drops the versions of the first message too. Returns how many messages
-    /// went.
+    /// went. Linear in what is stored, however deep the versions nest.
     pub fn drop_orphans(&mut self, path: &[Message], roots_gone: bool) -> usize {
         let before = self.messages();
-        let mut known: HashSet<String> = path.iter().map(|m| m.id().into_owned()).collect();
-        let mut kept = Vec::new();
-        let mut pending: Vec<Branch> = std::mem::take(&mut self.branches)
-            .into_iter()
-            .filter(|b| !(roots_gone && b.parent.is_none()))
-            .collect();
-        loop {
-            let (ready, waiting): (Vec<_>, Vec<_>) = pending
-                .into_iter()
-                .partition(|b| b.parent.as_ref().is_none_or(|p| known.contains(p)));
-            if ready.is_empty() {
-                break;
+        let branches = std::mem::take(&mut self.branches);
+        let mut by_parent: HashMap<Option<String>, Vec<usize>> = HashMap::new();
+        for (i, branch) in branches.iter().enumerate() {
+            if !(roots_gone && branch.parent.is_none()) {
+                by_parent.entry(branch.parent.clone()).or_default().push(i);
             }
-            for branch in ready {
-                known.extend(branch.messages.iter().map(|m| m.id().into_owned()));
-                kept.push(branch);
-            }
-            pending = waiting;
         }
-        self.branches = kept;
+        // From the path (and the conversation's start) down every branch reached.
+        let mut reached: Vec<Option<String>> = vec![None];
+        reached.extend(path.iter().map(|m| Some(m.id().into_owned())));
+        let mut keep = vec![false; branches.len()];
+        while let Some(parent) = reached.pop() {
+            for i in by_parent.remove(&parent).unwrap_or_default() {
+                keep[i] = true;
+                reached.extend(
+                    branches[i]
+                        .messages
+                        .iter()
+                        .map(|m| Some(m.id().into_owned())),
+                );
+            }
+        }
+        self.branches = branches
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(branch, kept)| kept.then_some(branch))
+            .collect();
         before - self.messages()
+    }
+
+    /// The branches a reader is shown: [`Branches::tidy`], without those that do not lead
+    /// back to the path.
+    pub fn shown(&self, path: &[Message]) -> Branches {
+        let mut shown = self.tidy(path);
+        shown.drop_orphans(path, false);
+        shown
     }
 
     /// Keeps at most `max` messages in branches, dropping the oldest branches (by their first
     /// message's time) whole, with the branches that hang off them.
     pub fn cap(&mut self, path: &[Message], max: usize) {
-        while self.messages() > max {
-            let Some(oldest) = (0..self.branches.len())
-                .min_by_key(|&i| self.branches[i].messages.first().map(|m| m.ts))
-            else {
-                return;
-            };
-            self.branches.remove(oldest);
-            self.drop_orphans(path, false);
+        let mut excess = self.messages().saturating_sub(max);
+        if excess == 0 {
+            return;
         }
+        let mut oldest: Vec<usize> = (0..self.branches.len()).collect();
+        oldest.sort_by_key(|&i| self.branches[i].messages.first().map(|m| m.ts));
+        let mut dropped = vec![false; self.branches.len()];
+        for i in oldest {
+            if excess == 0 {
+                break;
+            }
+            dropped[i] = true;
+            excess = excess.saturating_sub(self.branches[i].messages.len());
+        }
+        let mut at = 0;
+        self.branches.retain(|_| {
+            at += 1;
+            !dropped[at - 1]
+        });
+        self.drop_orphans(path, false);
     }
 
     /// What is wrong with the stored branches, one line each (empty when nothing is):
@@ -90,7 +116,7 @@ impl Branches {
     /// What the debug panel says of the versions beside `path` (`None` when there are none):
     /// how many, and where on the path messages have several (the first [`MOST_SHOWN`]).
     pub fn facts(&self, path: &[Message]) -> Option<VersionFacts> {
-        let tidy = self.tidy(path);
+        let tidy = self.shown(path);
         if tidy.is_empty() {
             return None;
         }

@@ -275,7 +275,7 @@ fn edited(read: Tail, id: &str) -> Result<(Vec<Message>, usize, Option<Cut>), Re
     let index = stored
         .iter()
         .position(|m| m.id() == id)
-        .ok_or_else(|| Refusal::NoMessage(id.to_owned()))?;
+        .ok_or_else(|| Refusal::NoMessage(crate::branch::shortened(id)))?;
     if stored[index].role != Role::User {
         return Err(Refusal::NotUserMessage);
     }

@@ -118,10 +118,7 @@ impl StoreCli<'_> {
             let mut sessions = store.list().await?;
             sessions.sort();
             for session in &sessions {
-                let problems = match (store.load(session).await, store.branches(session).await) {
-                    (Ok(path), Ok(branches)) => branches.problems(&path),
-                    (Err(e), _) | (_, Err(e)) => vec![format!("does not read: {e}")],
-                };
+                let problems = problems_of(&store, session).await?;
                 found += problems.len();
                 for problem in problems {
                     let _ = writeln!(out, "{id} {session}: {problem}");
@@ -293,6 +290,23 @@ impl StoreCli<'_> {
 }
 
 /// The agent an export names (`agent_id`), for an import without `--agent`.
+/// What `parlor store check` says of one conversation. The leftovers of a change a crash
+/// interrupted (a version already on the path) are hidden and removed at the next change:
+/// not a problem.
+async fn problems_of(store: &Store, session: &ConversationId) -> Result<Vec<String>, CliError> {
+    let mut problems: Vec<String> = store
+        .set_aside(session)
+        .await?
+        .into_iter()
+        .map(|name| format!("{name} was set aside: it did not read (see the server log)"))
+        .collect();
+    match (store.load(session).await, store.branches(session).await) {
+        (Ok(path), Ok(branches)) => problems.extend(branches.tidy(&path).problems(&path)),
+        (Err(e), _) | (_, Err(e)) => problems.push(format!("does not read: {e}")),
+    }
+    Ok(problems)
+}
+
 fn agent_named_in(text: &str) -> Result<String, CliError> {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()

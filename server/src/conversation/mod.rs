@@ -243,7 +243,7 @@ pub async fn export(
     info: &ConversationInfo,
 ) -> Result<Export, StoreError> {
     let messages = store.load(&info.session_id).await?;
-    let branches = store.branches(&info.session_id).await?.tidy(&messages);
+    let branches = store.branches(&info.session_id).await?.shown(&messages);
     Ok(Export {
         forked_from: info.forked_from.as_ref().map(|f| f.link()),
         branches: branches.branches,
@@ -358,7 +358,7 @@ async fn search_one(
         return Ok(found);
     }
     // Then every other version.
-    let branches = store.branches(&info.session_id).await?.tidy(&messages);
+    let branches = store.branches(&info.session_id).await?.shown(&messages);
     let off_path = branches.branches.iter().flat_map(|b| &b.messages);
     Ok(off_path
         .filter_map(|m| {

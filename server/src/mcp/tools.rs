@@ -159,7 +159,7 @@ impl HistoryTools {
     /// messages it holds, and its first message's role and first characters.
     async fn branches(&self, id: &ConversationId) -> Result<Vec<String>, ToolError> {
         let path = self.store.load(id).await?;
-        let branches = self.store.branches(id).await?.tidy(&path);
+        let branches = self.store.branches(id).await?.shown(&path);
         Ok(branches
             .branches
             .iter()

@@ -260,6 +260,21 @@ impl ConversationStore for FileStore {
         self.locked(id, move |d| d.rebranch(&change)).await
     }
 
+    async fn set_aside(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
+        self.locked(id, |d| {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&d.dir)? {
+                let name = entry?.file_name().to_string_lossy().into_owned();
+                if name.contains(".corrupt-") || name.contains(".interrupted-") {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            Ok(names)
+        })
+        .await
+    }
+
     async fn append_stamped(
         &self,
         id: &ConversationId,

@@ -324,6 +324,11 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Messages kept on the path are not rewritten, so a mark or prune made meanwhile stays.
     async fn rebranch_if(&self, id: &ConversationId, change: &Rebranch)
         -> Result<bool, StoreError>;
+    /// Files of the conversation set aside because they did not read (a file history moves
+    /// such a file aside rather than overwrite it), for `parlor store check`.
+    async fn set_aside(&self, _id: &ConversationId) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there
     /// is none, or it cannot be read.
     async fn summary(&self, id: &ConversationId) -> Result<Option<Value>, StoreError>;

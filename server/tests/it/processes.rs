@@ -165,6 +165,60 @@ fn a_conversation_started_on_one_process_continues_on_another() {
     }
 }
 
+#[test]
+fn a_version_made_on_one_process_is_chosen_on_another_and_both_show_that_path() {
+    let redis = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
+            redis.url()
+        ),
+    );
+    let vars = [
+        ("PARLOR_CONFIG", config.as_str()),
+        ("PARLOR_MIRROR_DELAY_MS", "0"),
+    ];
+    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (start(&vars, data_a.path()), start(&vars, data_b.path()));
+    let first = chat(&a, serde_json::json!({"message": "first on A"}));
+    let session = field(&first, "session_id").to_owned();
+    let question = field(&first, "message_id").to_owned();
+    // B edits the question: a new version, the first kept.
+    let edited = chat(
+        &b,
+        serde_json::json!({"session_id": session, "message": "edited on B", "edit": question}),
+    );
+    assert!(
+        edited.contains("\"versions\":{\"n\":2,\"of\":2"),
+        "{edited}"
+    );
+    // The chosen path's first message, as each process exports it.
+    let first_text = |server: &Running| {
+        let export: serde_json::Value = reqwest::blocking::Client::new()
+            .get(server.url(&format!("/api/chat/general/sessions/{session}/export")))
+            .header("cookie", BROWSER.as_str())
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        export["messages"][0]["text"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(first_text(&a), "edited on B");
+    // A chooses the first version back; B shows it too.
+    let chosen = reqwest::blocking::Client::new()
+        .post(a.url(&format!(
+            "/api/chat/general/sessions/{session}/messages/{question}/choose"
+        )))
+        .header("cookie", BROWSER.as_str())
+        .json(&serde_json::json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(chosen.status(), 200);
+    assert_eq!(first_text(&b), "first on A");
+}
+
 /// Sends user messages one after another until the server goes away. Returns, per message
 /// sent, whether its user message was acknowledged (the `meta` event arrived) and whether
 /// its reply was (the `done` event arrived).
@@ -1147,7 +1201,8 @@ fn store_check_names_versions_that_do_not_lead_back_to_the_path() {
     assert!(out.ends_with("no problem found\n"), "{out}");
 
     // A version off a message that is not stored, and one stored twice.
-    write_branches(&[branch("gone", "a3"), branch("q1", "a1")]);
+    let twice = r#"{"parent":"q1","messages":[{"role":"assistant","text":"x","ts":7,"id":"a4"},{"role":"user","text":"y","ts":8,"id":"a1"}]}"#;
+    write_branches(&[branch("gone", "a3"), twice.to_owned()]);
     let (ok, out, err) = parlor_cli(&[], &["store", "check"], data.path());
     assert!(!ok, "{out}");
     assert!(
@@ -1158,6 +1213,18 @@ fn store_check_names_versions_that_do_not_lead_back_to_the_path() {
     );
     assert!(err.contains("message a1 is stored 2 times"), "{err}");
     assert!(err.contains("2 problem(s) found"), "{err}");
+    // The leftover of a change a crash interrupted (a version already on the path) is not
+    // a problem; a file set aside because it did not read is.
+    write_branches(&[branch("q1", "a2"), branch("q1", "a1")]);
+    let (ok, out, err) = parlor_cli(&[], &["store", "check"], data.path());
+    assert!(ok, "{out}{err}");
+    std::fs::write(dialog.join("branches.json.corrupt-20261128T000000Z"), "{").unwrap();
+    let (ok, _, err) = parlor_cli(&[], &["store", "check"], data.path());
+    assert!(!ok);
+    assert!(
+        err.contains("branches.json.corrupt-20261128T000000Z was set aside"),
+        "{err}"
+    );
     // The page still shows the chosen path.
     let server = start(&[], data.path());
     let page = reqwest::blocking::get(server.url("/chat?agent=general&session=talk")).unwrap();
