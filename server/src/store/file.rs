@@ -261,18 +261,7 @@ impl ConversationStore for FileStore {
     }
 
     async fn set_aside(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
-        self.locked(id, |d| {
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(&d.dir)? {
-                let name = entry?.file_name().to_string_lossy().into_owned();
-                if name.contains(".corrupt-") || name.contains(".interrupted-") {
-                    names.push(name);
-                }
-            }
-            names.sort();
-            Ok(names)
-        })
-        .await
+        self.locked(id, |d| d.set_aside()).await
     }
 
     async fn append_stamped(

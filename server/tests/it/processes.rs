@@ -119,8 +119,9 @@ fn field<'a>(events: &'a str, name: &str) -> &'a str {
     rest.split([',', '}']).next().unwrap().trim_matches('"')
 }
 
-#[test]
-fn a_conversation_started_on_one_process_continues_on_another() {
+/// Two Parlor processes (each with its own data folder) sharing one Redis history; the
+/// Redis and the folders live as long as the first and last values.
+fn two_on_one_redis() -> (RedisServer, Running, Running, [tempfile::TempDir; 3]) {
     let redis = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
@@ -135,8 +136,13 @@ fn a_conversation_started_on_one_process_continues_on_another() {
         ("PARLOR_MIRROR_DELAY_MS", "0"),
     ];
     let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = start(&vars, data_a.path());
-    let b = start(&vars, data_b.path());
+    let (a, b) = (start(&vars, data_a.path()), start(&vars, data_b.path()));
+    (redis, a, b, [dir, data_a, data_b])
+}
+
+#[test]
+fn a_conversation_started_on_one_process_continues_on_another() {
+    let (_redis, a, b, _dirs) = two_on_one_redis();
 
     let first = chat(&a, serde_json::json!({"message": "started on A"}));
     let session = field(&first, "session_id").to_owned();
@@ -167,21 +173,7 @@ fn a_conversation_started_on_one_process_continues_on_another() {
 
 #[test]
 fn a_version_made_on_one_process_is_chosen_on_another_and_both_show_that_path() {
-    let redis = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "[[histories]]\nid = \"default\"\nbackend = {{ type = \"redis\", url = \"{}\" }}\n",
-            redis.url()
-        ),
-    );
-    let vars = [
-        ("PARLOR_CONFIG", config.as_str()),
-        ("PARLOR_MIRROR_DELAY_MS", "0"),
-    ];
-    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (start(&vars, data_a.path()), start(&vars, data_b.path()));
+    let (_redis, a, b, _dirs) = two_on_one_redis();
     let first = chat(&a, serde_json::json!({"message": "first on A"}));
     let session = field(&first, "session_id").to_owned();
     let question = field(&first, "message_id").to_owned();

@@ -65,6 +65,19 @@ impl Dialog {
         Ok(true)
     }
 
+    /// The files of the folder set aside because they did not read.
+    pub(super) fn set_aside(&self) -> Result<Vec<String>, StoreError> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.contains(".corrupt-") || name.contains(".interrupted-") {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     /// Writes `all` as the path, within `max_turns`: the oldest messages go first, with the
     /// branches that hang off them.
     pub(super) fn write_capped(&self, mut all: Vec<Message>) -> Result<(), StoreError> {
