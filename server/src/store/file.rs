@@ -26,6 +26,7 @@
 mod backups;
 mod branches;
 mod creating;
+mod details;
 mod dialog;
 mod index;
 mod journal;
@@ -92,6 +93,8 @@ pub struct FileStore {
     caught_up: Mutex<Option<std::time::Instant>>,
     /// What is known of each dialog's messages file (see [`shape`]).
     shapes: Arc<shape::Shapes>,
+    /// The details last read or written of each conversation (see [`details`]).
+    details: Arc<details::Details>,
     /// New dialogs recorded before their folders are made (see [`journal`]).
     journal: Arc<journal::Journal>,
 }
@@ -129,6 +132,7 @@ impl FileStore {
             root_sync,
             caught_up: Mutex::new(Some(std::time::Instant::now())),
             shapes,
+            details: Arc::default(),
             journal: Arc::new(journal),
             root,
         })
@@ -331,6 +335,7 @@ impl ConversationStore for FileStore {
             }
             let backup = d.back_up(None)?;
             d.bump_version()?;
+            d.forget();
             for file in [
                 d.messages_path(),
                 summary,
@@ -364,6 +369,7 @@ impl ConversationStore for FileStore {
                 // The folder stays with its backups: `parlor store restore` brings it back.
                 let backup = d.back_up(None)?;
                 d.bump_version()?;
+                d.forget();
                 for file in files {
                     match std::fs::remove_file(&file) {
                         Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
@@ -447,7 +453,7 @@ impl ConversationStore for FileStore {
         }
         // The folder holds whatever is left of it (backups outlive a delete); reading an
         // unknown dialog never makes one.
-        let dir = self.dialog(id).dir;
+        let dir = dialog::dialog_dir(&self.root, id);
         let permit = self.io.acquire().await;
         let found = tokio::task::spawn_blocking(move || dir.exists())
             .await
@@ -470,8 +476,10 @@ impl ConversationStore for FileStore {
 
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         let bytes = to_json(info)?;
+        let (details, written) = (self.details.clone(), info.clone());
         self.locked(&info.session_id, move |d| {
             write_atomically(&d.dir, INFO, &bytes)?;
+            details.written(&d.dir.join(INFO), &written);
             Ok(())
         })
         .await?;
@@ -513,7 +521,11 @@ mod tests {
         for write in futures::future::join_all(writes).await {
             write.unwrap().unwrap();
         }
+        // Each operation answers before it has let go of everything (the index is written
+        // after): once every thread's permit is back, all have.
+        let all = store.io.acquire_many(IO_PERMITS as u32).await.unwrap();
         assert!(store.locks.lock().unwrap().is_empty());
+        drop(all);
         let id = ConversationId::parse("c0").unwrap();
         assert_eq!(store.load(&id).await.unwrap().len(), 5, "every write kept");
     }
@@ -758,6 +770,7 @@ mod tests {
             max_turns: None,
             backup_retention: 1,
             known: None,
+            unsaved: std::sync::Mutex::default(),
         };
         assert!(dialog
             .create(
@@ -1217,11 +1230,12 @@ mod tests {
                 .append(&s, &[Message::user("three", 3)])
                 .await
                 .unwrap();
+            // The index is written once the append has answered, under the dialog's locks.
+            store.load_tail(&s, 0).await.unwrap();
         }
         let dialog = dir.path().join(".chat-history/indexed");
         let index = dialog.join(shape::INDEX);
-        let written: shape::Shape =
-            serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+        let written = shape::Shape::decode(&std::fs::read(&index).unwrap()).unwrap();
         assert_eq!((written.total, written.last_ts), (3, Some(3)));
         // A new process trusts the index while the file is the one it describes: an index
         // doctored to say 1,000 messages proves the file was not walked.
@@ -1229,7 +1243,7 @@ mod tests {
             total: 1000,
             ..written.clone()
         };
-        std::fs::write(&index, serde_json::to_vec(&doctored).unwrap()).unwrap();
+        std::fs::write(&index, doctored.encode().unwrap()).unwrap();
         let tail = open(dir.path()).load_tail(&s, 1).await.unwrap();
         assert_eq!(
             (tail.total, tail.messages[0].text.as_str()),
@@ -1237,7 +1251,7 @@ mod tests {
         );
         // Another writer changes the file: the index no longer matches, the file is walked
         // and the index written again.
-        std::fs::write(&index, serde_json::to_vec(&doctored).unwrap()).unwrap();
+        std::fs::write(&index, doctored.encode().unwrap()).unwrap();
         let other = r#"[{"role":"user","text":"rewritten","ts":9}]"#;
         std::fs::write(dialog.join(MESSAGES), other).unwrap();
         let store = open(dir.path());
@@ -1247,8 +1261,8 @@ mod tests {
             .append(&s, &[Message::assistant("after", 10)])
             .await
             .unwrap();
-        let rewritten: shape::Shape =
-            serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+        store.load_tail(&s, 0).await.unwrap(); // the index is written after the append
+        let rewritten = shape::Shape::decode(&std::fs::read(&index).unwrap()).unwrap();
         assert_eq!(rewritten.total, 2);
     }
 }

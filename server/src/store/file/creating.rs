@@ -27,7 +27,7 @@ impl FileStore {
         let task = self.in_turn(&id.clone(), NEW_DIALOG_THREADS, move |held| {
             let d = &held.dialog;
             if d.dir.exists() {
-                let _locked = held.lock()?;
+                held.lock()?;
                 make_dialog(d, &root, &info_bytes, &messages)?;
                 let _ = acknowledge.send(Ok(()));
                 return Ok(());
@@ -45,7 +45,7 @@ impl FileStore {
                     }
                 },
                 || {
-                    let _locked = held.lock()?;
+                    held.lock()?;
                     make_dialog(d, &root, &info_bytes, &messages)
                 },
             );

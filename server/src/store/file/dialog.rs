@@ -35,6 +35,9 @@ pub(super) struct Dialog {
     /// Its id and where the store keeps what it knows of the messages file (see
     /// [`super::shape`]); none where nothing is kept.
     pub(super) known: Option<(ConversationId, Arc<Shapes>)>,
+    /// What the index beside the messages file is to say once the operation has answered
+    /// (see [`Dialog::save_index`]).
+    pub(super) unsaved: std::sync::Mutex<Option<super::shape::Shape>>,
 }
 
 impl Dialog {
@@ -417,6 +420,7 @@ pub(super) fn dialog_maker(
         max_turns,
         backup_retention: backup_retention.max(1),
         known: Some((id.clone(), shapes.clone())),
+        unsaved: std::sync::Mutex::default(),
     }
 }
 

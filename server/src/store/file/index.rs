@@ -274,13 +274,12 @@ impl FileStore {
             // Recorded, its folder being made under its locks: read once that is done.
             self.locked(id, |_| Ok(())).await?;
         }
-        let path = self.dialog(id).dir.join(INFO);
-        let session = id.clone();
+        let path = super::dialog::dialog_dir(&self.root, id).join(INFO);
+        let (session, details) = (id.clone(), self.details.clone());
         let permit = self.io.acquire().await;
-        let read =
-            tokio::task::spawn_blocking(move || path.exists().then(|| read_info(&path, &session)))
-                .await
-                .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let read = tokio::task::spawn_blocking(move || details.read(&path, &session))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         drop(permit);
         let known = || {
             self.infos

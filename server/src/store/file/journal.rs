@@ -559,6 +559,7 @@ mod tests {
             max_turns: None,
             backup_retention: 1,
             known: None,
+            unsaved: std::sync::Mutex::default(),
         };
         let group = GroupSync::new(root.clone());
         let mut acknowledged = false;
@@ -600,6 +601,7 @@ mod tests {
             max_turns: None,
             backup_retention: 1,
             known: None,
+            unsaved: std::sync::Mutex::default(),
         };
         // `parlor mcp` wrote the dialog between the record and the folder.
         std::fs::create_dir_all(&dialog.dir).unwrap();

@@ -13,6 +13,13 @@ use std::os::unix::fs::FileExt;
 /// How much of a file's end a tail read reads first (more when that holds too few lines).
 const CHUNK: u64 = 16 * 1024;
 
+/// Whatever path an operation took, the index it changed is written when it is done.
+impl Drop for Dialog {
+    fn drop(&mut self) {
+        self.save_index();
+    }
+}
+
 impl Dialog {
     /// Notes what the messages file is now: `stamp` as read or written here.
     pub(super) fn remember(
@@ -29,8 +36,21 @@ impl Dialog {
                 last_ts,
                 pins,
             };
+            shapes.put(id, shape.clone());
+            *self.unsaved.lock().unwrap_or_else(|e| e.into_inner()) = Some(shape);
+        }
+    }
+
+    /// Writes the index of the messages file as last remembered here, if it changed (after
+    /// an operation has answered: it is a cache, see [`super::shape`]).
+    pub(super) fn save_index(&self) {
+        let unsaved = self
+            .unsaved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(shape) = unsaved {
             shape.save(&self.dir);
-            shapes.put(id, shape);
         }
     }
 
@@ -49,6 +69,7 @@ impl Dialog {
     }
 
     pub(super) fn forget(&self) {
+        *self.unsaved.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Some((id, shapes)) = &self.known {
             shapes.forget(id);
         }

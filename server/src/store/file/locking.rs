@@ -41,7 +41,7 @@ impl FileStore {
         op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         self.in_turn(id, threads, move |held| {
-            let _locked = held.lock()?;
+            held.lock()?;
             op(&held.dialog)
         })
     }
@@ -51,6 +51,10 @@ impl FileStore {
     /// ([`Held::lock`]), so a new dialog can be recorded before it does. The future borrows
     /// nothing from the store, so it can be spawned and run to its end whoever waits for it
     /// (a new dialog's folder is made after its turn has gone on).
+    ///
+    /// The future ends with `op`'s answer; what only speeds up later reads (the index of
+    /// the messages file, [`Dialog::save_index`]) is written after it, still under both
+    /// locks, so a turn's durable append is not kept waiting for a cache.
     pub(super) fn in_turn<T: Send + 'static>(
         &self,
         id: &ConversationId,
@@ -61,6 +65,7 @@ impl FileStore {
         let held = Held {
             dialog: self.dialog(id),
             lock_file: lock_path(&self.root, id),
+            locked: std::sync::Mutex::new(None),
             id: id.clone(),
             journal: self.journal.clone(),
             root: self.root_sync.clone(),
@@ -71,24 +76,41 @@ impl FileStore {
                 let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
                 locks.entry(id.clone()).or_default().clone()
             };
-            let guard = lock.lock().await;
-            let permit = io.acquire_many(threads).await;
-            let result = tokio::task::spawn_blocking(move || op(&held))
-                .await
-                .map_err(|e| StoreError::Io(std::io::Error::other(e)));
-            drop(permit);
-            drop(guard);
-            // Forget the lock when nobody else holds or waits for it (only the map and
-            // this call do), so the map does not grow with every conversation seen.
-            let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
-            if locks
-                .get(&id)
-                .is_some_and(|held| Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2)
-            {
-                locks.remove(&id);
-            }
-            result?
+            let guard = lock.clone().lock_owned().await;
+            let permit = io.acquire_many_owned(threads).await;
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            tokio::task::spawn_blocking(move || {
+                let _ = answer.send(op(&held));
+                held.dialog.save_index();
+                drop(held);
+                drop(guard);
+                forget_unused(&locks, &id, &lock);
+                drop(permit);
+            });
+            answered.await.unwrap_or_else(|_| {
+                Err(StoreError::Io(std::io::Error::other(
+                    "a file operation stopped unexpectedly",
+                )))
+            })
         }
+    }
+}
+
+/// Forgets the in-process lock of `id` when nobody else holds or waits for it (only the
+/// map and the caller do), so the map does not grow with every conversation seen.
+fn forget_unused(
+    locks: &std::sync::Mutex<
+        std::collections::HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>,
+    >,
+    id: &ConversationId,
+    lock: &Arc<tokio::sync::Mutex<()>>,
+) {
+    let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
+    if locks
+        .get(id)
+        .is_some_and(|held| Arc::ptr_eq(held, lock) && Arc::strong_count(held) == 2)
+    {
+        locks.remove(id);
     }
 }
 
@@ -96,6 +118,9 @@ impl FileStore {
 pub(super) struct Held {
     pub(super) dialog: Dialog,
     lock_file: PathBuf,
+    /// The lock shared with other processes, once taken: held until the operation and
+    /// what follows it are done.
+    locked: std::sync::Mutex<Option<std::fs::File>>,
     pub(super) id: ConversationId,
     pub(super) journal: Arc<Journal>,
     pub(super) root: Arc<GroupSync>,
@@ -103,15 +128,19 @@ pub(super) struct Held {
 
 impl Held {
     /// Takes the dialog's lock shared with other processes (`parlor mcp`, another web
-    /// server: writes to one dialog are serialized across them), released when the returned
-    /// file is dropped; then finishes a rewrite of the messages' end that a crash
-    /// interrupted, and makes a recorded new dialog's folder, before anything else reads or
-    /// writes them (see `redo` and `journal`).
-    pub(super) fn lock(&self) -> Result<std::fs::File, StoreError> {
-        let locked = lock_dialog(&self.lock_file)?;
+    /// server: writes to one dialog are serialized across them), held until the operation
+    /// ends (see [`FileStore::in_turn`]); then finishes a rewrite of the messages' end that
+    /// a crash interrupted, and makes a recorded new dialog's folder, before anything else
+    /// reads or writes them (see `redo` and `journal`).
+    pub(super) fn lock(&self) -> Result<(), StoreError> {
+        let mut locked = self.locked.lock().unwrap_or_else(|e| e.into_inner());
+        if locked.is_none() {
+            *locked = Some(lock_dialog(&self.lock_file)?);
+        }
+        drop(locked);
         self.dialog.finish_rewrite()?;
         self.journal.retry(&self.dialog, &self.id, &self.root)?;
-        Ok(locked)
+        Ok(())
     }
 }
 
