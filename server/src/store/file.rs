@@ -33,6 +33,7 @@ mod journal;
 mod known;
 mod lines;
 mod locking;
+mod prefetch;
 mod redo;
 mod shape;
 
@@ -44,7 +45,7 @@ use super::{
     MaxTurns, Tail,
 };
 use super::{Stats, StoreError};
-use crate::store::atomic::{sync_dir, write_atomically, GroupSync};
+use crate::store::atomic::{write_atomically, GroupSync};
 use async_trait::async_trait;
 use parlor_domain::branch::{Branches, Rebranch};
 use parlor_domain::context::Edit;
@@ -95,6 +96,8 @@ pub struct FileStore {
     shapes: Arc<shape::Shapes>,
     /// The details last read or written of each conversation (see [`details`]).
     details: Arc<details::Details>,
+    /// A turn's reads, made in one step with the details (see [`prefetch`]).
+    prefetched: Arc<prefetch::Prefetched>,
     /// New dialogs recorded before their folders are made (see [`journal`]).
     journal: Arc<journal::Journal>,
 }
@@ -133,6 +136,7 @@ impl FileStore {
             caught_up: Mutex::new(Some(std::time::Instant::now())),
             shapes,
             details: Arc::default(),
+            prefetched: Arc::default(),
             journal: Arc::new(journal),
             root,
         })
@@ -180,7 +184,10 @@ impl ConversationStore for FileStore {
     }
 
     async fn load(&self, id: &ConversationId) -> Result<Vec<Message>, StoreError> {
-        self.locked(id, |d| d.read_messages()).await
+        match self.prefetched.whole(id) {
+            Some(messages) => Ok(messages),
+            None => self.locked(id, |d| d.read_messages()).await,
+        }
     }
 
     async fn load_tail(&self, id: &ConversationId, count: usize) -> Result<Tail, StoreError> {
@@ -192,7 +199,10 @@ impl ConversationStore for FileStore {
         id: &ConversationId,
         count: usize,
     ) -> Result<(Tail, usize), StoreError> {
-        self.locked(id, move |d| d.read_tail(count)).await
+        match self.prefetched.tail(id, count) {
+            Some(read) => Ok(read),
+            None => self.locked(id, move |d| d.read_tail(count)).await,
+        }
     }
 
     async fn load_range(
@@ -209,7 +219,10 @@ impl ConversationStore for FileStore {
         id: &ConversationId,
         _hint: &[usize],
     ) -> Result<Option<Vec<(usize, Message)>>, StoreError> {
-        self.locked(id, |d| d.read_pins()).await.map(Some)
+        match self.prefetched.pins(id) {
+            Some(pins) => Ok(Some(pins)),
+            None => self.locked(id, |d| d.read_pins()).await.map(Some),
+        }
     }
 
     async fn append(&self, id: &ConversationId, messages: &[Message]) -> Result<(), StoreError> {
@@ -329,26 +342,9 @@ impl ConversationStore for FileStore {
 
     async fn clear(&self, id: &ConversationId) -> Result<Option<BackupInfo>, StoreError> {
         self.locked(id, |d| {
-            let summary = d.dir.join(SUMMARY);
-            if !d.messages_path().exists() && !summary.exists() {
-                return Ok(None);
-            }
-            let backup = d.back_up(None)?;
-            d.bump_version()?;
-            d.forget();
-            for file in [
-                d.messages_path(),
-                summary,
-                d.dir.join(BRANCHES),
-                d.dir.join(shape::INDEX),
-            ] {
-                match std::fs::remove_file(&file) {
-                    Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                    _ => {}
-                }
-            }
-            sync_dir(&d.dir)?;
-            Ok(backup)
+            let (messages, summary) = (d.messages_path(), d.dir.join(SUMMARY));
+            let removed = [d.dir.join(BRANCHES), d.dir.join(shape::INDEX)];
+            d.back_up_and_remove(&[messages, summary], &removed)
         })
         .await
     }
@@ -363,21 +359,8 @@ impl ConversationStore for FileStore {
                     d.dir.join(BRANCHES),
                     d.dir.join(shape::INDEX),
                 ];
-                if !files.iter().any(|f| f.exists()) {
-                    return Ok(None);
-                }
                 // The folder stays with its backups: `parlor store restore` brings it back.
-                let backup = d.back_up(None)?;
-                d.bump_version()?;
-                d.forget();
-                for file in files {
-                    match std::fs::remove_file(&file) {
-                        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
-                        _ => {}
-                    }
-                }
-                sync_dir(&d.dir)?;
-                Ok(backup)
+                d.back_up_and_remove(&files, &[])
             })
             .await?;
         self.remember(None, id);
@@ -464,6 +447,13 @@ impl ConversationStore for FileStore {
 
     async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         self.read_info(id).await
+    }
+
+    async fn info_for_turn(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Option<ConversationInfo>, StoreError> {
+        self.info_and_end(id).await
     }
 
     async fn create(

@@ -184,6 +184,13 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError> {
         self.timed("info", self.inner.info(id)).await
     }
+    async fn info_for_turn(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Option<ConversationInfo>, StoreError> {
+        self.timed("info_for_turn", self.inner.info_for_turn(id))
+            .await
+    }
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         self.timed("put_info", self.inner.put_info(info)).await
     }

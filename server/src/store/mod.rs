@@ -368,6 +368,14 @@ pub trait ConversationStore: Send + Sync + 'static {
         Ok(Some(ReplyLock::default()))
     }
     async fn info(&self, id: &ConversationId) -> Result<Option<ConversationInfo>, StoreError>;
+    /// [`ConversationStore::info`] for a turn that will read the conversation's end next: a
+    /// store may read that end in the same step, for the turn's reads that follow.
+    async fn info_for_turn(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Option<ConversationInfo>, StoreError> {
+        self.info(id).await
+    }
     /// Whether anything is stored under `id`: messages, a summary, details or backups (a
     /// name a client proposes for a new conversation must name nothing).
     async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError>;

@@ -194,7 +194,7 @@ async fn resolve_conversation(
     };
     match (&input.session_id, &input.cookie_session) {
         (Some(id), _) => {
-            let info = history.store.info(id).await?;
+            let info = history.store.info_for_turn(id).await?;
             visible(&info)?;
             // A name for a new conversation: only API clients choose one (a browser's are
             // made here), and only a name under which nothing is stored: anything there
@@ -206,7 +206,7 @@ async fn resolve_conversation(
             Ok((id.clone(), info))
         }
         (None, Some(id)) if !input.new_conversation => {
-            let info = history.store.info(id).await?;
+            let info = history.store.info_for_turn(id).await?;
             // A hint, not a request: another agent's or browser's conversation is not
             // continued, nor a name claimed (the `session_id` rule above).
             let claims =

@@ -56,6 +56,29 @@ impl Dialog {
     }
 
     /// Backup folder names, oldest first.
+    /// Backs the dialog up, then removes `files` and `also` (those that exist) and forgets what
+    /// is known of its messages; `None`, with nothing done, when none of `files` exists.
+    pub(super) fn back_up_and_remove(
+        &self,
+        files: &[PathBuf],
+        also: &[PathBuf],
+    ) -> Result<Option<BackupInfo>, StoreError> {
+        if !files.iter().any(|f| f.exists()) {
+            return Ok(None);
+        }
+        let backup = self.back_up(None)?;
+        self.bump_version()?;
+        self.forget();
+        for file in files.iter().chain(also) {
+            match std::fs::remove_file(file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        sync_dir(&self.dir)?;
+        Ok(backup)
+    }
+
     pub(super) fn backup_ids(&self) -> Result<Vec<String>, StoreError> {
         let mut ids = Vec::new();
         match std::fs::read_dir(self.backups_dir()) {

@@ -58,14 +58,7 @@ impl FileStore {
                 None => written,
             }
         });
-        let task = tokio::spawn(task);
-        match acknowledged.await {
-            Ok(result) => result?,
-            // The task ended without a word: its error says why.
-            Err(_) => task
-                .await
-                .map_err(|e| StoreError::Io(std::io::Error::other(e)))??,
-        }
+        first_word(acknowledged, task).await?;
         self.remember(Some(info), &info.session_id);
         Ok(())
     }
@@ -100,4 +93,23 @@ pub(super) fn lock_of(
     root: &std::path::Path,
 ) -> impl Fn(&parlor_domain::ConversationId) -> std::io::Result<std::fs::File> + '_ {
     move |id| lock_dialog(&lock_path(root, id))
+}
+
+/// What `acknowledged` carries, or, when the work `task` ends without a word, its own
+/// result. Not spawned: once `task` has started its blocking work (which it does before
+/// anything is acknowledged), that work runs to its end whether `task` is awaited further
+/// or not (see `FileStore::in_turn`).
+async fn first_word(
+    acknowledged: tokio::sync::oneshot::Receiver<Result<(), StoreError>>,
+    task: impl std::future::Future<Output = Result<(), StoreError>>,
+) -> Result<(), StoreError> {
+    let mut task = std::pin::pin!(task);
+    tokio::select! {
+        biased;
+        acknowledged = acknowledged => match acknowledged {
+            Ok(result) => result,
+            Err(_) => task.await,
+        },
+        ended = &mut task => ended,
+    }
 }

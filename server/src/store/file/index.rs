@@ -281,6 +281,16 @@ impl FileStore {
             .await
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         drop(permit);
+        self.details_found(id, read)
+    }
+
+    /// What reading the details of `id` found (see [`super::details::Details::read`]), as
+    /// `info` answers it; the index of conversations follows other processes' changes.
+    pub(super) fn details_found(
+        &self,
+        id: &ConversationId,
+        read: Option<Option<ConversationInfo>>,
+    ) -> Result<Option<ConversationInfo>, StoreError> {
         let known = || {
             self.infos
                 .lock()

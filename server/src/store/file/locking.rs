@@ -46,6 +46,19 @@ impl FileStore {
         })
     }
 
+    /// [`Self::locked`] for the read numbered `ticket` (see [`super::prefetch`]).
+    pub(super) fn locked_as<T: Send + 'static>(
+        &self,
+        id: &ConversationId,
+        ticket: u64,
+        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        self.in_turn_as(id, 1, ticket, move |held| {
+            held.lock()?;
+            op(&held.dialog)
+        })
+    }
+
     /// Runs `op` serialized in this process with every other operation on the dialog, on a
     /// blocking thread; `op` takes the lock shared with other processes itself
     /// ([`Held::lock`]), so a new dialog can be recorded before it does. The future borrows
@@ -61,7 +74,21 @@ impl FileStore {
         threads: u32,
         op: impl FnOnce(&Held) -> Result<T, StoreError> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        self.in_turn_as(id, threads, 0, op)
+    }
+
+    /// [`Self::in_turn`] for the read numbered `ticket` (0: any other operation): every
+    /// operation, once it holds the dialog's lock here, makes what was read before it stale
+    /// (see [`super::prefetch`]).
+    fn in_turn_as<T: Send + 'static>(
+        &self,
+        id: &ConversationId,
+        threads: u32,
+        ticket: u64,
+        op: impl FnOnce(&Held) -> Result<T, StoreError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         let (locks, io) = (self.locks.clone(), self.io.clone());
+        let prefetched = self.prefetched.clone();
         let held = Held {
             dialog: self.dialog(id),
             lock_file: lock_path(&self.root, id),
@@ -77,6 +104,7 @@ impl FileStore {
                 locks.entry(id.clone()).or_default().clone()
             };
             let guard = lock.clone().lock_owned().await;
+            prefetched.starts(&id, ticket);
             let permit = io.acquire_many_owned(threads).await;
             let (answer, answered) = tokio::sync::oneshot::channel();
             tokio::task::spawn_blocking(move || {
