@@ -18,9 +18,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How many of the last messages are read with the details (what a turn usually sends
-/// fits; a turn that wants more reads again).
-const MESSAGES: usize = 64;
+/// How many of the last messages are read with the details of a conversation no turn has
+/// read here yet (a user message and its reply for each of AgentDock's default 10 turns);
+/// after that, as many as its last turn asked for, up to [`MOST_MESSAGES`] (parsing what
+/// a turn does not use costs more than it saves).
+const MESSAGES: usize = 20;
+const MOST_MESSAGES: usize = 256;
 /// How long what was read stays usable (a turn reads it microseconds later).
 const FRESH: Duration = Duration::from_secs(1);
 /// At most this many dialogs' reads are kept (a turn refused after its read leaves its own).
@@ -44,6 +47,8 @@ enum Slot {
 pub(super) struct Prefetched {
     slots: Mutex<HashMap<ConversationId, Slot>>,
     tickets: AtomicU64,
+    /// How many messages each conversation's last turn read.
+    asked: Mutex<HashMap<ConversationId, usize>>,
 }
 
 impl Prefetched {
@@ -103,8 +108,25 @@ impl Prefetched {
         Self::read_mut(&mut slots, id)?.pins.take()
     }
 
+    /// How many messages to read with the details of `id`.
+    fn wanted(&self, id: &ConversationId) -> usize {
+        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        asked
+            .get(id)
+            .copied()
+            .unwrap_or(MESSAGES)
+            .min(MOST_MESSAGES)
+    }
+
     /// The last `count` messages and the size, when what was read holds them; taken.
     pub(super) fn tail(&self, id: &ConversationId, count: usize) -> Option<(Tail, usize)> {
+        {
+            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+            if asked.len() >= MOST && !asked.contains_key(id) {
+                asked.clear();
+            }
+            asked.insert(id.clone(), count);
+        }
         let mut slots = self.slots();
         let read = Self::read_mut(&mut slots, id)?;
         let held = read.tail.messages.len();
@@ -140,6 +162,7 @@ impl FileStore {
         id: &ConversationId,
     ) -> Result<Option<ConversationInfo>, StoreError> {
         let ticket = self.prefetched.expect(id);
+        let wanted = self.prefetched.wanted(id);
         let (details, session) = (self.details.clone(), id.clone());
         let (info, read) = self
             .locked_as(id, ticket, move |d| {
@@ -149,7 +172,7 @@ impl FileStore {
                 let Some(info) = info else {
                     return Ok((Some(None), None));
                 };
-                let (tail, size) = d.read_tail(MESSAGES)?;
+                let (tail, size) = d.read_tail(wanted)?;
                 let pins = match info.pinned {
                     0 => None,
                     _ => Some(d.read_pins()?),
@@ -256,6 +279,16 @@ mod tests {
         let tail = store.load_tail(&id, 80).await.unwrap();
         assert_eq!((tail.messages.len(), tail.total), (80, 102));
         assert_eq!(tail.messages[0].text, "m20");
+        // The next turn's read holds as many as this one asked for: another process's
+        // append after it is not seen (it was read before), which shows where it came from.
+        store.info_for_turn(&id).await.unwrap();
+        let other = FileStore::open(dir.path(), None, 3).unwrap();
+        other
+            .append(&id, &[Message::user("late", 200)])
+            .await
+            .unwrap();
+        let tail = store.load_tail(&id, 80).await.unwrap();
+        assert_eq!((tail.messages.len(), tail.total), (80, 102));
         // A conversation that was read whole serves `load` too.
         let short = ConversationId::parse("short").unwrap();
         let store = stored(dir.path(), &short).await;
