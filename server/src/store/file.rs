@@ -456,6 +456,10 @@ impl ConversationStore for FileStore {
         self.info_and_end(id).await
     }
 
+    fn turn_read_done(&self, id: &ConversationId) {
+        self.prefetched.starts(id, 0);
+    }
+
     async fn create(
         &self,
         info: &ConversationInfo,

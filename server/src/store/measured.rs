@@ -191,6 +191,9 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
         self.timed("info_for_turn", self.inner.info_for_turn(id))
             .await
     }
+    fn turn_read_done(&self, id: &ConversationId) {
+        self.inner.turn_read_done(id);
+    }
     async fn put_info(&self, info: &ConversationInfo) -> Result<(), StoreError> {
         self.timed("put_info", self.inner.put_info(info)).await
     }

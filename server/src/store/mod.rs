@@ -376,6 +376,9 @@ pub trait ConversationStore: Send + Sync + 'static {
     ) -> Result<Option<ConversationInfo>, StoreError> {
         self.info(id).await
     }
+    /// The turn that asked [`ConversationStore::info_for_turn`] for `id` reads no more (it
+    /// has read, or it was refused): what was read ahead for it can go.
+    fn turn_read_done(&self, _id: &ConversationId) {}
     /// Whether anything is stored under `id`: messages, a summary, details or backups (a
     /// name a client proposes for a new conversation must name nothing).
     async fn exists(&self, id: &ConversationId) -> Result<bool, StoreError>;

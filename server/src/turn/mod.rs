@@ -112,7 +112,9 @@ pub(crate) struct TurnContext<'a> {
 /// the write is synced) are boxed: a thousand turns can be waiting for their writes at once.
 pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
     let history = services.histories.for_agent(&input.agent).clone();
-    let (session_id, existing) = resolve_conversation(services, &history, &input).await?;
+    let mut read_ahead = reading::ReadAhead::new(&history.store);
+    let (session_id, existing) =
+        resolve_conversation(services, &history, &input, &mut read_ahead).await?;
     let command = input.message.as_deref().and_then(command_in);
     let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
     let reserved = match command {
@@ -185,6 +187,7 @@ async fn resolve_conversation(
     services: &Services,
     history: &History,
     input: &TurnInput,
+    read_ahead: &mut reading::ReadAhead,
 ) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
     let admin = input.user.as_ref().is_some_and(|u| u.admin);
     let viewer = browser::viewer(input.browser.as_ref(), admin, services.accounts.is_some());
@@ -194,7 +197,7 @@ async fn resolve_conversation(
     };
     match (&input.session_id, &input.cookie_session) {
         (Some(id), _) => {
-            let info = history.store.info_for_turn(id).await?;
+            let info = read_ahead.info(id).await?;
             visible(&info)?;
             // A name for a new conversation: only API clients choose one (a browser's are
             // made here), and only a name under which nothing is stored: anything there
@@ -206,7 +209,7 @@ async fn resolve_conversation(
             Ok((id.clone(), info))
         }
         (None, Some(id)) if !input.new_conversation => {
-            let info = history.store.info_for_turn(id).await?;
+            let info = read_ahead.info(id).await?;
             // A hint, not a request: another agent's or browser's conversation is not
             // continued, nor a name claimed (the `session_id` rule above).
             let claims =

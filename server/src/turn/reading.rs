@@ -2,7 +2,45 @@
 
 use crate::store::{ConversationInfo, ConversationStore, StoreError, Tail};
 use parlor_domain::turn::Read;
-use parlor_domain::Message;
+use parlor_domain::{ConversationId, Message};
+use std::sync::Arc;
+
+/// The conversation a turn asked the store about with
+/// [`ConversationStore::info_for_turn`]; when the turn ends, read or refused, the store hears
+/// it ([`ConversationStore::turn_read_done`]), so what it read ahead lives no longer than the
+/// turn that asked for it.
+pub struct ReadAhead {
+    store: Arc<dyn ConversationStore>,
+    id: Option<ConversationId>,
+}
+
+impl ReadAhead {
+    pub fn new(store: &Arc<dyn ConversationStore>) -> ReadAhead {
+        ReadAhead {
+            store: store.clone(),
+            id: None,
+        }
+    }
+
+    /// The details of `id` for the turn (its end possibly read with them).
+    pub async fn info(
+        &mut self,
+        id: &ConversationId,
+    ) -> Result<Option<ConversationInfo>, StoreError> {
+        if let Some(earlier) = self.id.replace(id.clone()) {
+            self.store.turn_read_done(&earlier);
+        }
+        self.store.info_for_turn(id).await
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        if let Some(id) = &self.id {
+            self.store.turn_read_done(id);
+        }
+    }
+}
 
 /// The pinned messages of a conversation, with their positions.
 pub type Pins = Vec<(usize, Message)>;

@@ -81,7 +81,8 @@ impl FileStore {
         .await;
         drop(permit);
         match replayed {
-            Ok(Ok(_)) => {}
+            // What a turn read of them before is stale (they were written outside `in_turn`).
+            Ok(Ok(made)) => made.iter().for_each(|id| self.prefetched.starts(id, 0)),
             Ok(Err(e)) => tracing::warn!("could not replay the journal of new dialogs: {e}"),
             Err(e) => tracing::warn!("could not replay the journal of new dialogs: {e}"),
         }

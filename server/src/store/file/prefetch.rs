@@ -242,6 +242,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_turn_that_reads_no_more_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = ConversationId::parse("refused").unwrap();
+        let store = stored(dir.path(), &id).await;
+        store.info_for_turn(&id).await.unwrap();
+        assert_eq!(store.prefetched.slots().len(), 1);
+        // Refused (another browser's conversation, a reply still running): done at once.
+        store.turn_read_done(&id);
+        assert!(store.prefetched.slots().is_empty());
+        let other = FileStore::open(dir.path(), None, 3).unwrap();
+        other
+            .append(&id, &[Message::user("three", 3)])
+            .await
+            .unwrap();
+        assert_eq!(store.load_tail(&id, 5).await.unwrap().total, 3);
+    }
+
+    #[tokio::test]
     async fn an_operation_of_this_process_after_the_read_makes_it_stale() {
         let dir = tempfile::tempdir().unwrap();
         let id = ConversationId::parse("written").unwrap();
