@@ -46,19 +46,6 @@ impl FileStore {
         })
     }
 
-    /// [`Self::locked`] for the read numbered `ticket` (see [`super::prefetch`]).
-    pub(super) fn locked_as<T: Send + 'static>(
-        &self,
-        id: &ConversationId,
-        ticket: u64,
-        op: impl FnOnce(&Dialog) -> Result<T, StoreError> + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
-        self.in_turn_as(id, 1, ticket, move |held| {
-            held.lock()?;
-            op(&held.dialog)
-        })
-    }
-
     /// Runs `op` serialized in this process with every other operation on the dialog, on a
     /// blocking thread; `op` takes the lock shared with other processes itself
     /// ([`Held::lock`]), so a new dialog can be recorded before it does. The future borrows
@@ -80,7 +67,7 @@ impl FileStore {
     /// [`Self::in_turn`] for the read numbered `ticket` (0: any other operation): every
     /// operation, once it holds the dialog's lock here, makes what was read before it stale
     /// (see [`super::prefetch`]).
-    fn in_turn_as<T: Send + 'static>(
+    pub(super) fn in_turn_as<T: Send + 'static>(
         &self,
         id: &ConversationId,
         threads: u32,

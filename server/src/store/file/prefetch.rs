@@ -165,13 +165,19 @@ impl FileStore {
         let wanted = self.prefetched.wanted(id);
         let (details, session) = (self.details.clone(), id.clone());
         let (info, read) = self
-            .locked_as(id, ticket, move |d| {
+            .in_turn_as(id, 1, ticket, move |held| {
+                // Read before the lock shared with other processes is taken, as `info`
+                // reads them: a conversation not made yet gets nothing made for it (not
+                // even its lock file), and a new dialog's first turn takes that lock only
+                // once its record is durable (see `journal`).
+                let d = &held.dialog;
                 let Some(info) = details.read(&d.dir.join(INFO), &session) else {
                     return Ok((None, None));
                 };
                 let Some(info) = info else {
                     return Ok((Some(None), None));
                 };
+                held.lock()?;
                 let (tail, size) = d.read_tail(wanted)?;
                 let pins = match info.pinned {
                     0 => None,
