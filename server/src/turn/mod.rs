@@ -110,11 +110,10 @@ pub(crate) struct TurnContext<'a> {
 ///
 /// A command's future (large, and rare) and the decision (large, and kept in place while
 /// the write is synced) are boxed: a thousand turns can be waiting for their writes at once.
+/// What the store read ahead for the turn (`_read`, see `reading`) goes when it ends.
 pub async fn start(services: &Arc<Services>, input: TurnInput) -> Result<Turn, TurnError> {
     let history = services.histories.for_agent(&input.agent).clone();
-    let mut read_ahead = reading::ReadAhead::new(&history.store);
-    let (session_id, existing) =
-        resolve_conversation(services, &history, &input, &mut read_ahead).await?;
+    let (session_id, existing, _read) = resolve_conversation(services, &history, &input).await?;
     let command = input.message.as_deref().and_then(command_in);
     let is_admin = matches!(&command, Some(Ok(c)) if c.is_admin());
     let reserved = match command {
@@ -187,15 +186,15 @@ async fn resolve_conversation(
     services: &Services,
     history: &History,
     input: &TurnInput,
-    read_ahead: &mut reading::ReadAhead,
-) -> Result<(ConversationId, Option<ConversationInfo>), TurnError> {
+) -> Result<(ConversationId, Option<ConversationInfo>, reading::ReadAhead), TurnError> {
+    let mut read_ahead = reading::ReadAhead::new(&history.store);
     let admin = input.user.as_ref().is_some_and(|u| u.admin);
     let viewer = browser::viewer(input.browser.as_ref(), admin, services.accounts.is_some());
     let visible = |info: &Option<ConversationInfo>| match info {
         Some(info) => info.visible_to(&viewer, &input.agent.id),
         None => Ok(()),
     };
-    match (&input.session_id, &input.cookie_session) {
+    let (id, info) = match (&input.session_id, &input.cookie_session) {
         (Some(id), _) => {
             let info = read_ahead.info(id).await?;
             visible(&info)?;
@@ -206,7 +205,7 @@ async fn resolve_conversation(
             if info.is_none() && (input.browser.is_some() || history.store.exists(id).await?) {
                 return Err(AccessDenied::NotFound.into());
             }
-            Ok((id.clone(), info))
+            (id.clone(), info)
         }
         (None, Some(id)) if !input.new_conversation => {
             let info = read_ahead.info(id).await?;
@@ -215,12 +214,13 @@ async fn resolve_conversation(
             let claims =
                 info.is_none() && (input.browser.is_some() || history.store.exists(id).await?);
             match visible(&info) {
-                Ok(()) if !claims => Ok((id.clone(), info)),
-                _ => Ok((crate::conversation::new_conversation_id(), None)),
+                Ok(()) if !claims => (id.clone(), info),
+                _ => (crate::conversation::new_conversation_id(), None),
             }
         }
-        _ => Ok((crate::conversation::new_conversation_id(), None)),
-    }
+        _ => (crate::conversation::new_conversation_id(), None),
+    };
+    Ok((id, info, read_ahead))
 }
 
 /// Reserves a turn's estimate (its message, and what the conversation's last call sent)

@@ -101,16 +101,46 @@ pub(super) fn lock_of(
 /// anything is acknowledged), that work runs to its end whether `task` is awaited further
 /// or not (see `FileStore::in_turn`).
 async fn first_word(
-    acknowledged: tokio::sync::oneshot::Receiver<Result<(), StoreError>>,
+    mut acknowledged: tokio::sync::oneshot::Receiver<Result<(), StoreError>>,
     task: impl std::future::Future<Output = Result<(), StoreError>>,
 ) -> Result<(), StoreError> {
     let mut task = std::pin::pin!(task);
-    tokio::select! {
+    let ended = tokio::select! {
         biased;
-        acknowledged = acknowledged => match acknowledged {
+        word = &mut acknowledged => return match word {
             Ok(result) => result,
             Err(_) => task.await,
         },
         ended = &mut task => ended,
+    };
+    ended?;
+    // The work ended well, and it speaks before it ends: the word may have come between
+    // the two polls above, and it is what counts (a record that could not be written).
+    acknowledged.await.unwrap_or(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refusal_said_just_before_the_work_ended_well_is_what_counts() {
+        // The record could not be written (the word), and the work then ends well: the
+        // two arrive together, in either order of polling.
+        let (word, heard) = tokio::sync::oneshot::channel();
+        let task = async move {
+            let refused = StoreError::Io(std::io::Error::other("no journal"));
+            let _ = word.send(Err(refused));
+            Ok(())
+        };
+        assert!(first_word(heard, task).await.is_err());
+        let (word, heard) = tokio::sync::oneshot::channel();
+        word.send(Ok(())).unwrap();
+        assert!(first_word(heard, std::future::pending()).await.is_ok());
+        // No word at all: the work's own result.
+        let (word, heard) = tokio::sync::oneshot::channel::<Result<(), StoreError>>();
+        drop(word);
+        let failed = async { Err(StoreError::Io(std::io::Error::other("lock"))) };
+        assert!(first_word(heard, failed).await.is_err());
     }
 }

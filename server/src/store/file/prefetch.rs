@@ -169,7 +169,11 @@ impl FileStore {
                 // Read before the lock shared with other processes is taken, as `info`
                 // reads them: a conversation not made yet gets nothing made for it (not
                 // even its lock file), and a new dialog's first turn takes that lock only
-                // once its record is durable (see `journal`).
+                // once its record is durable (see `journal`). A dialog recorded and not made
+                // yet is made first (taking the lock does).
+                if held.journal.is_pending(&held.id) {
+                    held.lock()?;
+                }
                 let d = &held.dialog;
                 let Some(info) = details.read(&d.dir.join(INFO), &session) else {
                     return Ok((None, None));
