@@ -37,10 +37,10 @@ wait_for "http://127.0.0.1:$fake_port/v1/models"
 # One Parlor with the mirror model (page size and TTFB), one in front of the fake upstream.
 mirror_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$mirror_port" PARLOR_DATA_DIR="$data/mirror" PARLOR_MIRROR_DELAY_MS=0 RUST_LOG=warn \
-  "$parlor_bin" & pids+=($!)
+  "$parlor_bin" >&2 & pids+=($!)
 proxy_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$proxy_port" PARLOR_DATA_DIR="$data/proxy" OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" \
-  DEFAULT_HISTORY_POLICY=none RUST_LOG=warn "$parlor_bin" & pids+=($!)
+  DEFAULT_HISTORY_POLICY=none RUST_LOG=warn "$parlor_bin" >&2 & pids+=($!)
 # One with two agents that send the last 10 turns of long conversations, one of them with the
 # rolling summary in its chain: what the `summary` processor adds to time to first token.
 mkdir -p "$data/agents/recall" "$data/agents/forget"
@@ -54,13 +54,13 @@ JSON
 done
 summary_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$summary_port" PARLOR_DATA_DIR="$data/summary" PARLOR_AGENTS_DIR="$data/agents" \
-  OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" RUST_LOG=warn "$parlor_bin" & pids+=($!)
+  OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" RUST_LOG=warn "$parlor_bin" >&2 & pids+=($!)
 # One with its history in memory, in front of the same upstream: a turn with no durable write.
 printf 'max_users = 0\n\n[[histories]]\nid = "default"\nbackend = { type = "memory" }\n' > "$data/memory.toml"
 no_write_port=$(free_port)
 LEPTOS_SITE_ADDR="127.0.0.1:$no_write_port" PARLOR_DATA_DIR="$data/no-write" PARLOR_CONFIG="$data/memory.toml" \
   OPENAI_BASE_URL="http://127.0.0.1:$fake_port/v1" DEFAULT_HISTORY_POLICY=none RUST_LOG=warn \
-  "$parlor_bin" & pids+=($!)
+  "$parlor_bin" >&2 & pids+=($!)
 wait_for "http://127.0.0.1:$no_write_port/healthz"
 wait_for "http://127.0.0.1:$mirror_port/healthz"
 wait_for "http://127.0.0.1:$proxy_port/healthz"
