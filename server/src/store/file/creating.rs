@@ -113,10 +113,13 @@ async fn first_word(
         },
         ended = &mut task => ended,
     };
-    ended?;
-    // The work ended well, and it speaks before it ends: the word may have come between
-    // the two polls above, and it is what counts (a record that could not be written).
-    acknowledged.await.unwrap_or(Ok(()))
+    // The work has ended, so it has spoken or never will: its word may have come between
+    // the two polls above, and it is what counts (a record that could not be written, or
+    // one that was, whatever happened to the folder after).
+    match acknowledged.await {
+        Ok(word) => word,
+        Err(_) => ended,
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +140,14 @@ mod tests {
         let (word, heard) = tokio::sync::oneshot::channel();
         word.send(Ok(())).unwrap();
         assert!(first_word(heard, std::future::pending()).await.is_ok());
+        // The record was written, then making the folder failed: the word counts (the
+        // next operation makes the folder).
+        let (word, heard) = tokio::sync::oneshot::channel();
+        let task = async move {
+            let _ = word.send(Ok(()));
+            Err(StoreError::Io(std::io::Error::other("no folder yet")))
+        };
+        assert!(first_word(heard, task).await.is_ok());
         // No word at all: the work's own result.
         let (word, heard) = tokio::sync::oneshot::channel::<Result<(), StoreError>>();
         drop(word);

@@ -3,7 +3,7 @@
 //! does not read and parse them again. Another writer (a rename makes a new inode, and a new
 //! size or time) changes the stamp, and the file is read again.
 
-use super::dialog::read_info;
+use super::dialog::parse_info;
 use super::shape::Stamp;
 use crate::store::ConversationInfo;
 use parlor_domain::ConversationId;
@@ -27,17 +27,25 @@ impl Details {
     }
 
     /// The details of `id` in the file at `path`: `None` when there is no file, `Some(None)`
-    /// when it does not read (see [`read_info`]). The file is read only when its stamp is
-    /// not the one remembered (stat first, then read: what is kept is never older than
-    /// the stamp it is kept with).
+    /// when it does not read (see [`parse_info`]). The file is opened and its stamp taken
+    /// from the open file (on NFS, opening revalidates what `stat` reports); it is read only
+    /// when that stamp is not the one remembered.
     pub(super) fn read(
         &self,
         path: &Path,
         id: &ConversationId,
     ) -> Option<Option<ConversationInfo>> {
-        let Ok(meta) = std::fs::metadata(path) else {
-            self.known().remove(id);
-            return None;
+        let opened = std::fs::File::open(path).and_then(|f| f.metadata().map(|m| (f, m)));
+        let (mut file, meta) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                self.known().remove(id);
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    return None;
+                }
+                tracing::error!("skipping unreadable {}: {e}", path.display());
+                return Some(None);
+            }
         };
         let stamp = Stamp::of(&meta);
         if let Some((seen, info)) = self.known().get(id) {
@@ -45,7 +53,14 @@ impl Details {
                 return Some(Some(info.clone()));
             }
         }
-        let info = read_info(path, id);
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        let info = match std::io::Read::read_to_end(&mut file, &mut bytes) {
+            Ok(_) => parse_info(&bytes, path, id),
+            Err(e) => {
+                tracing::error!("skipping unreadable {}: {e}", path.display());
+                None
+            }
+        };
         match &info {
             Some(info) => self.put(id, stamp, info.clone()),
             None => drop(self.known().remove(id)),

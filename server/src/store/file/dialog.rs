@@ -363,8 +363,17 @@ pub(super) fn remove_leftovers(dialog: &Path) {
 }
 
 pub(super) fn read_info(path: &Path, id: &ConversationId) -> Option<ConversationInfo> {
-    let bytes = std::fs::read(path).ok()?;
-    match serde_json::from_slice::<ConversationInfo>(&bytes) {
+    parse_info(&std::fs::read(path).ok()?, path, id)
+}
+
+/// The details of `id` in `bytes`, read from `path` (logged and `None` when they do not
+/// read or name another conversation).
+pub(super) fn parse_info(
+    bytes: &[u8],
+    path: &Path,
+    id: &ConversationId,
+) -> Option<ConversationInfo> {
+    match serde_json::from_slice::<ConversationInfo>(bytes) {
         Ok(info) if &info.session_id == id => Some(info),
         Ok(_) => {
             tracing::error!("skipping {}: it names another conversation", path.display());

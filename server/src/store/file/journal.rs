@@ -308,9 +308,12 @@ fn replay(
     made: &mut Vec<ConversationId>,
 ) -> bool {
     let dialog = dialog_of(id);
-    let replayed = lock_of(id)
-        .map_err(StoreError::from)
-        .and_then(|_held| Ok(!dialog.dir.exists() && dialog.create(root, info, messages)?));
+    let replayed = lock_of(id).map_err(StoreError::from).and_then(|_held| {
+        let made = !dialog.dir.exists() && dialog.create(root, info, messages)?;
+        // Its index too, while the lock is held (see `FileStore::in_turn`).
+        dialog.save_index();
+        Ok(made)
+    });
     match replayed {
         Ok(true) => {
             tracing::warn!("made new dialog {id} from the journal after a crash");
