@@ -95,12 +95,17 @@ impl FileStore {
             let permit = io.acquire_many_owned(threads).await;
             let (answer, answered) = tokio::sync::oneshot::channel();
             tokio::task::spawn_blocking(move || {
-                let _ = answer.send(op(&held));
-                held.dialog.save_index();
-                drop(held);
-                drop(guard);
-                forget_unused(&locks, &id, &lock);
-                drop(permit);
+                let mut release = Release {
+                    held: Some(held),
+                    guard: Some(guard),
+                    permit: Some(permit),
+                    map: (locks, id, lock),
+                    answer: Some(answer),
+                };
+                let answered = op(release.held.as_ref().expect("set above"));
+                if let Some(answer) = release.answer.take() {
+                    let _ = answer.send(answered);
+                }
             });
             answered.await.unwrap_or_else(|_| {
                 Err(StoreError::Io(std::io::Error::other(
@@ -111,15 +116,41 @@ impl FileStore {
     }
 }
 
+type LockMap =
+    std::sync::Mutex<std::collections::HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>;
+
+/// What an operation holds, let go in order once it has answered, or when it panicked:
+/// the index written (or, after a panic, what is known of the dialog forgotten), the lock
+/// shared with other processes, the lock in this process (forgotten from the map when
+/// nobody waits for it), the threads' permits; after a panic, the caller hears of it last.
+struct Release<T> {
+    held: Option<Held>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    permit: Option<Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError>>,
+    map: (Arc<LockMap>, ConversationId, Arc<tokio::sync::Mutex<()>>),
+    answer: Option<tokio::sync::oneshot::Sender<Result<T, StoreError>>>,
+}
+
+impl<T> Drop for Release<T> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            if std::thread::panicking() {
+                held.dialog.forget();
+            } else {
+                held.dialog.save_index();
+            }
+        }
+        drop(self.guard.take());
+        let (locks, id, lock) = &self.map;
+        forget_unused(locks, id, lock);
+        drop(self.permit.take());
+        drop(self.answer.take());
+    }
+}
+
 /// Forgets the in-process lock of `id` when nobody else holds or waits for it (only the
 /// map and the caller do), so the map does not grow with every conversation seen.
-fn forget_unused(
-    locks: &std::sync::Mutex<
-        std::collections::HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>,
-    >,
-    id: &ConversationId,
-    lock: &Arc<tokio::sync::Mutex<()>>,
-) {
+fn forget_unused(locks: &LockMap, id: &ConversationId, lock: &Arc<tokio::sync::Mutex<()>>) {
     let mut locks = locks.lock().unwrap_or_else(|e| e.into_inner());
     if locks
         .get(id)
@@ -198,4 +229,42 @@ pub(super) fn lock_dialog(path: &Path) -> std::io::Result<std::fs::File> {
     };
     file.lock()?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ConversationInfo, ConversationStore};
+    use parlor_domain::Message;
+
+    #[tokio::test]
+    async fn an_operation_that_panics_lets_its_locks_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path(), None, 3).unwrap();
+        let id = ConversationId::parse("panicky").unwrap();
+        let info = ConversationInfo::bare(&id, Some(1));
+        store
+            .create(&info, &[Message::user("one", 1)])
+            .await
+            .unwrap();
+        let failed = store
+            .locked(&id, |_| -> Result<(), StoreError> {
+                panic!("a bug in an operation")
+            })
+            .await;
+        assert!(failed.is_err());
+        // Nothing of the lock is kept, and the next operation on the dialog runs at once
+        // (here and in another process, whose lock was let go too).
+        assert!(store.locks.lock().unwrap().is_empty());
+        let other = FileStore::open(dir.path(), None, 3).unwrap();
+        other
+            .append(&id, &[Message::assistant("two", 2)])
+            .await
+            .unwrap();
+        store
+            .append(&id, &[Message::user("three", 3)])
+            .await
+            .unwrap();
+        assert_eq!(store.load(&id).await.unwrap().len(), 3);
+    }
 }
