@@ -425,6 +425,70 @@ async fn hole_10_a_conversation_without_an_owner_is_an_admins_until_given_one() 
 }
 
 #[tokio::test]
+async fn hole_10_an_import_is_given_its_owner_or_refused() {
+    let server = local(&[]).await;
+    let ada = cookie_of(&server, "ada").await; // an admin
+    let bob = cookie_of(&server, "bob").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.json");
+    let messages = json!([
+        {"role": "user", "content": format!("keep {SECRET}")},
+        {"role": "assistant", "content": "kept"}
+    ]);
+    std::fs::write(&file, messages.to_string()).unwrap();
+    let import = |owner: &str| parlor_server::cli::StoreCommand::Import {
+        file: file.clone(),
+        agent: Some("general".into()),
+        history: "default".into(),
+        owner: Some(owner.into()),
+    };
+    let accounts = server.services.accounts.clone().unwrap();
+    let run = |command| {
+        parlor_server::cli::run_store(
+            command,
+            &server.services.histories,
+            &server.services.config,
+            Some(accounts.store()),
+        )
+    };
+    // An account that does not exist owns nothing: refused, nothing stored.
+    let before = server
+        .services
+        .histories
+        .get("default")
+        .unwrap()
+        .store
+        .list()
+        .await
+        .unwrap();
+    let refused = run(import("nobody")).await.unwrap_err().to_string();
+    assert!(refused.contains("nobody"), "{refused}");
+    let after = server
+        .services
+        .histories
+        .get("default")
+        .unwrap()
+        .store
+        .list()
+        .await
+        .unwrap();
+    assert_eq!(before.len(), after.len());
+    // Imported for bob: his, and not an admin's to read (it has an owner).
+    let said = run(import("bob")).await.unwrap();
+    let session = said
+        .split(" as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no id in {said:?}"))
+        .to_string();
+    let path = format!("/api/chat/general/sessions/{session}/export");
+    let (status, body) = get(&server, &path, &Auth::Cookie(&bob)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(SECRET));
+    assert_eq!(get(&server, &path, &Auth::Cookie(&ada)).await.0, 404);
+}
+
+#[tokio::test]
 async fn hole_11_the_chat_cookie_never_claims_an_mcp_dialog() {
     let server = TestServer::start(&[]).await;
     let store = &server.services.histories.get("default").unwrap().store;
