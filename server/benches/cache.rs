@@ -2,7 +2,8 @@
 //! docs/performance.md): 200 turns with the sliding window at 40 messages, sent through the
 //! native Anthropic adapter to the test upstream, which emulates Anthropic's prompt cache
 //! (prefixes ending at a `cache_control` breakpoint are written and read back for five
-//! minutes). For each `window_step` (0: the window cuts exactly, one message a turn), the
+//! minutes). For each `window_step` (0: the window cuts exactly, one message a turn; a
+//! quarter; the default, a third; half), the
 //! share of prompt tokens read from the cache and the conversation's cost at Anthropic's
 //! Sonnet prices ($3 in, $15 out, $0.30 cached, $3.75 written per million), beside what it
 //! would cost without any cache.
@@ -203,7 +204,9 @@ async fn main() {
     println!(
         "prompt cache over {TURNS} turns, sliding window {WINDOW} messages, Anthropic adapter:"
     );
-    for step in [0, 10, 20] {
+    // Exact cuts, a quarter, the default (a third) and half of the window.
+    let default_step = WINDOW / parlor_domain::chain::DEFAULT_STEP_DIVISOR;
+    for step in [0, WINDOW / 4, default_step, WINDOW / 2] {
         let (share, cost, uncached) = conversation(step).await;
         println!(
             "cache window_step={step}: cached_share={share:.1}% cost_usd={cost:.4} cost_without_cache_usd={uncached:.4}"
@@ -211,6 +214,7 @@ async fn main() {
         println!(
             "{}",
             serde_json::json!({"bench": "cache", "window_step": step,
+                "default_step": step == default_step,
                 "cached_share_pct": (share * 10.0).round() / 10.0,
                 "cost_usd": cost, "cost_without_cache_usd": uncached})
         );

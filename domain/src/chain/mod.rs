@@ -12,7 +12,9 @@
 
 mod processors;
 
-pub use processors::{RoleAlternation, SlidingWindow, SummaryStep, TokenBudget};
+pub use processors::{
+    RoleAlternation, SlidingWindow, SummaryStep, TokenBudget, DEFAULT_STEP_DIVISOR,
+};
 
 use crate::message::{Message, Role};
 use serde::{Deserialize, Serialize};
@@ -38,10 +40,10 @@ pub struct ModelLimits {
     pub without_images: bool,
     /// How far past the window the sliding window cuts when it cuts, in messages, so that
     /// the next turns find the same prefix (see [`processors::step_cut`]); 0: exactly at
-    /// the window; `None`: a quarter of the window ([`processors::DEFAULT_STEP_DIVISOR`]).
+    /// the window; `None`: a third of the window ([`processors::DEFAULT_STEP_DIVISOR`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_step: Option<usize>,
-    /// The same for the token budget, in tokens (`None`: a quarter of the budget).
+    /// The same for the token budget, in tokens (`None`: a third of the budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_step: Option<u64>,
 }

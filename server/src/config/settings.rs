@@ -26,7 +26,7 @@ pub struct ServerSettings {
     /// `[tools]` and `[[mcp_servers]]`.
     pub tools: crate::tools::spec::ToolSpecs,
     /// `[history]` `window_step` and `budget_step`: every model's unless its entry sets
-    /// its own (`None`: a quarter of its window or budget).
+    /// its own (`None`: a third of its window or budget).
     pub steps: (Option<usize>, Option<u64>),
 }
 

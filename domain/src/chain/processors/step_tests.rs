@@ -99,3 +99,33 @@ fn a_stepped_window_or_budget_holds_its_cut_where_an_exact_one_moves_every_turn(
         assert_eq!(kept[1].role(), Role::User);
     }
 }
+
+#[test]
+fn without_a_step_set_a_window_cuts_a_third_at_a_time() {
+    // Neither the model nor `[history]` sets a step: a third of the window (10 of 30).
+    let unset = ModelLimits::default();
+    assert_eq!(unset.window_step, None);
+    let held = held_turns(&unset, 30, &SlidingWindow);
+    assert!(
+        held >= 150,
+        "the cut moves once every five turns: held {held}"
+    );
+    let ctx = ChainContext {
+        model: &unset,
+        effective_ctx: 30,
+        tokens: &EstimatedTokens,
+        summary: None,
+    };
+    for turns in 15..200 {
+        let kept = SlidingWindow.process(conversation(turns), &ctx).unwrap();
+        let stored = kept.iter().filter(|m| m.stored_at.is_some()).count();
+        // Between the window less its step (starting on a question) and the window.
+        assert!((20..=30).contains(&stored), "{turns} turns: kept {stored}");
+    }
+    // Cut exactly, the same window moves every turn.
+    let exact = ModelLimits {
+        window_step: Some(0),
+        ..ModelLimits::default()
+    };
+    assert!(held_turns(&exact, 30, &SlidingWindow) <= 20);
+}
