@@ -58,6 +58,9 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
     assert_eq!(team.requests()[0]["model"], "team-model");
     let bearer = format!("Bearer {key}");
     assert_eq!(team.authorizations()[0].as_deref(), Some(bearer.as_str()));
+    // The provider's own headers go to its endpoint, and only there.
+    assert_eq!(team.headers()[0]["x-team"], "parlor");
+    assert!(default.headers()[0].get("x-team").is_none());
     assert_eq!(default.requests().len(), 1, "nothing more to the default");
     // The history went along: the team's model received the whole conversation.
     let sent = team.requests()[0]["messages"].to_string();

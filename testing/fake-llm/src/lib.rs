@@ -48,6 +48,7 @@ use std::time::Duration;
 pub struct Recorder {
     requests: Arc<Mutex<Vec<Value>>>,
     authorizations: Arc<Mutex<Vec<Option<String>>>>,
+    headers: Arc<Mutex<Vec<axum::http::HeaderMap>>>,
     failed_once: Arc<Mutex<HashSet<String>>>,
     cache: Arc<Mutex<cache::PrefixCache>>,
     /// Whether Chat Completions report the emulated cache (the Messages API always does).
@@ -74,6 +75,13 @@ impl Recorder {
         (used.read + used.fresh, Some(used.read))
     }
 
+    fn note_headers(&self, headers: &axum::http::HeaderMap) {
+        self.headers
+            .lock()
+            .expect("recorder lock")
+            .push(headers.clone());
+    }
+
     fn note_authorization(&self, value: Option<String>) {
         self.authorizations
             .lock()
@@ -92,6 +100,11 @@ impl Recorder {
     /// The `Authorization` header of each request, oldest first.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.authorizations.lock().expect("recorder lock").clone()
+    }
+
+    /// Every header of each request, oldest first.
+    pub fn headers(&self) -> Vec<axum::http::HeaderMap> {
+        self.headers.lock().expect("recorder lock").clone()
     }
 }
 
@@ -150,6 +163,11 @@ impl FakeLlm {
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.recorder.authorizations()
     }
+
+    /// Every header of each request, oldest first.
+    pub fn headers(&self) -> Vec<axum::http::HeaderMap> {
+        self.recorder.headers()
+    }
 }
 
 impl Drop for FakeLlm {
@@ -176,6 +194,7 @@ async fn chat_completions(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     recorder.note_authorization(authorization.clone());
+    recorder.note_headers(&headers);
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),

@@ -25,6 +25,7 @@ pub(crate) async fn messages(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     recorder.note_authorization(key.clone());
+    recorder.note_headers(&headers);
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),

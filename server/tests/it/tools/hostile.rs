@@ -309,6 +309,30 @@ pub fn agent_folder(servers: &[&str]) -> tempfile::TempDir {
     agents
 }
 
+/// A Parlor configured by `config`, whose agent `tooled` may use `servers`, with `env`
+/// besides; the files it reads are kept while it runs.
+async fn with_tool_servers(
+    config: tempfile::NamedTempFile,
+    servers: &[&str],
+    env: &[(&str, &str)],
+) -> (
+    crate::support::TestServer,
+    (tempfile::NamedTempFile, tempfile::TempDir),
+) {
+    let agents = agent_folder(servers);
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let mut all = vec![
+        ("PARLOR_CONFIG", config_path.as_str()),
+        ("PARLOR_AGENTS_DIR", agents_path.as_str()),
+    ];
+    all.extend_from_slice(env);
+    let server = crate::support::TestServer::start(&all).await;
+    (server, (config, agents))
+}
+
 /// The peak resident memory of process `pid`, in MiB.
 fn peak_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -532,16 +556,7 @@ async fn a_turn_waits_for_a_starting_server_and_readyz_says_not_ready_meanwhile(
         script().display(),
         log.path().display()
     ));
-    let agents = agent_folder(&["slow"]);
-    let (config_path, agents_path) = (
-        config.path().display().to_string(),
-        agents.path().display().to_string(),
-    );
-    let server = crate::support::TestServer::start(&[
-        ("PARLOR_CONFIG", &config_path),
-        ("PARLOR_AGENTS_DIR", &agents_path),
-    ])
-    .await;
+    let (server, _files) = with_tool_servers(config, &["slow"], &[]).await;
     let (status, body) = server.get("/readyz", None).await;
     assert_eq!(status, 503, "not ready while a tool server starts: {body}");
     let reply = server
@@ -558,4 +573,60 @@ async fn a_turn_waits_for_a_starting_server_and_readyz_says_not_ready_meanwhile(
     assert!(result.ok && result.preview.contains("waited"), "{result:?}");
     let (status, _) = server.get("/readyz", None).await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn readyz_tells_an_admin_which_tools_were_dropped_and_why() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let log_path = log.path().display().to_string();
+    let config = crate::support::config_file(&format!(
+        "[[mcp_servers]]\nid = \"bad\"\ncommand = \"python3\"\nargs = [{:?}, {:?}]\n\
+         env = {{ HOSTILE_LOG = {:?}, HOSTILE_TOOLS = \"bad\" }}\n",
+        script().display().to_string(),
+        log_path,
+        log_path,
+    ));
+    let (server, _files) =
+        with_tool_servers(config, &["bad"], &[("PARLOR_ADMIN_TOKEN", ADMIN)]).await;
+    let as_admin = || async {
+        let response = server
+            .http
+            .get(server.url("/readyz"))
+            .header("x-parlor-admin-token", ADMIN)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<serde_json::Value>().await.unwrap())
+    };
+    let mut ready = None;
+    for _ in 0..300 {
+        let (status, body) = as_admin().await;
+        if status == 200 {
+            ready = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = ready.expect("ready once the server has started");
+    let warnings = body["tool_warnings"]["bad"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings for bad: {body}"))
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        warnings.contains(
+            "no_items: dropped: its input schema has an array without items at /properties/urls"
+        ),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("82 more: dropped: a server may offer at most 128 tools"),
+        "{warnings}"
+    );
+    // Anyone else learns only whether Parlor is ready.
+    let (status, body) = server.get("/readyz", None).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"ready":true}"#));
 }
