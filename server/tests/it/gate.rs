@@ -534,6 +534,24 @@ async fn attack(mode: Mode) -> usize {
                     check(&target, &what, cred, true, &answer);
                     assert_eq!(live().await, before, "{what}: took a session slot");
                 }
+                // HEAD is answered as GET is, without a body, and refused alike (but by
+                // `/mcp`, a protocol's endpoint whose SDK answers HEAD with 405: the gate
+                // lets it through only with the MCP token, as GET).
+                if verb == Verb::Get && route.path != "/mcp" {
+                    let before = live().await;
+                    let head = raw(&target.server, "HEAD", &path, &headers, "").await;
+                    sent += 1;
+                    let what = format!("{what}, as HEAD");
+                    assert_eq!(
+                        head.status, answer.status,
+                        "{what}: {head:?} / GET {answer:?}"
+                    );
+                    assert!(head.body.is_empty(), "{what}: {head:?}");
+                    if !target.admits(route, cred) {
+                        check(&target, &what, cred, true, &head);
+                        assert_eq!(live().await, before, "{what}: took a session slot");
+                    }
+                }
                 // A browser's state change from another site, with a login it would send.
                 if verb.changes_state() && route.csrf && matches!(cred, Cred::Ada | Cred::Root) {
                     let mut foreign = target.headers_of(cred);
