@@ -156,11 +156,17 @@ fn next_client() -> String {
 
 impl Target {
     async fn start(mode: Mode) -> Target {
+        Target::start_limited(mode, "0").await
+    }
+
+    /// [`Target::start`] with `per_client` requests a client may make to each limiter
+    /// (`0`: no limits).
+    async fn start_limited(mode: Mode, per_client: &str) -> Target {
         let mut vars: Vec<(&str, &str)> = vec![
-            ("PARLOR_RATE_LIMIT_PAGES", "0"),
-            ("PARLOR_RATE_LIMIT_CHAT", "0"),
-            ("PARLOR_RATE_LIMIT_LOGIN", "0"),
-            ("PARLOR_RATE_LIMIT_SIGNUP", "0"),
+            ("PARLOR_RATE_LIMIT_PAGES", per_client),
+            ("PARLOR_RATE_LIMIT_CHAT", per_client),
+            ("PARLOR_RATE_LIMIT_LOGIN", per_client),
+            ("PARLOR_RATE_LIMIT_SIGNUP", per_client),
             ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
             ("PARLOR_ADMIN_TOKEN", ADMIN_TOKEN),
             ("PARLOR_MCP_TOKEN", MCP_TOKEN),
@@ -676,6 +682,56 @@ async fn unknown_paths(target: &Target) -> usize {
         }
     }
     sent
+}
+
+/// Each route's limiter is the table's: with one request allowed per client and limiter,
+/// a route's second request from one address is a 429 (with `Retry-After`) exactly when the
+/// table names a limiter for it; a route without one is never limited. Each route is asked
+/// from an address of its own, with no credential (limits are counted before access).
+async fn limits_hold(mode: Mode) -> usize {
+    let target = Target::start_limited(mode, "1").await;
+    let mut checked = 0;
+    for route in TABLE.iter().filter(|r| target.exists(r)) {
+        let verb = route.verbs[0];
+        let path = target.fill(route, verb);
+        let mut headers = target.headers_of(Cred::Nothing);
+        let body = match verb {
+            Verb::Get => "",
+            _ => {
+                headers.extend(own_page(&target));
+                "{}"
+            }
+        };
+        let what = format!("{mode:?} {} {path} ({:?})", verb.name(), route.limit);
+        let first = raw(&target.server, verb.name(), &path, &headers, body).await;
+        assert_ne!(first.status, 429, "{what}: the first request: {first:?}");
+        let second = raw(&target.server, verb.name(), &path, &headers, body).await;
+        let limited = matches!(
+            route.limit,
+            Limit::Pages | Limit::Chat | Limit::Login | Limit::Signup
+        );
+        if limited {
+            assert_eq!(second.status, 429, "{what}: not limited: {second:?}");
+            assert!(
+                second.head.contains("\r\nretry-after:"),
+                "{what}: {second:?}"
+            );
+        } else {
+            assert_ne!(second.status, 429, "{what}: limited: {second:?}");
+        }
+        checked += 1;
+    }
+    checked
+}
+
+#[tokio::test]
+async fn each_routes_limiter_is_the_tables_without_accounts() {
+    assert!(limits_hold(Mode::None).await > 10);
+}
+
+#[tokio::test]
+async fn each_routes_limiter_is_the_tables_with_local_accounts() {
+    assert!(limits_hold(Mode::Local).await > 10);
 }
 
 #[tokio::test]
