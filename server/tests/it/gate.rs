@@ -88,6 +88,8 @@ pub async fn raw(
 enum Mode {
     None,
     Local,
+    /// Local accounts, with sign-up on.
+    Signup,
     Oidc,
     Proxy,
 }
@@ -175,6 +177,7 @@ impl Target {
         match mode {
             Mode::None => {}
             Mode::Local => vars.push(("PARLOR_AUTH", "local")),
+            Mode::Signup => vars.extend([("PARLOR_AUTH", "local"), ("PARLOR_SIGNUP", "true")]),
             Mode::Proxy => vars.push(("PARLOR_AUTH", "proxy")),
             Mode::Oidc => vars.extend([
                 ("PARLOR_AUTH", "oidc"),
@@ -283,7 +286,7 @@ impl Target {
             When::Always | When::Mcp => true,
             When::Accounts => accounts_on,
             When::Oidc => mode == Mode::Oidc,
-            When::Signup => false,
+            When::Signup => mode == Mode::Signup,
         });
         let server_fn = leptos::server_fn::axum::server_fn_paths()
             .map(|(path, _)| path.to_owned())
@@ -407,8 +410,7 @@ impl Target {
             When::Always | When::Mcp => true,
             When::Accounts => self.accounts_on(),
             When::Oidc => self.mode == Mode::Oidc,
-            // The suite's servers leave sign-up off.
-            When::Signup => false,
+            When::Signup => self.mode == Mode::Signup,
         }
     }
 }
@@ -732,6 +734,17 @@ async fn each_routes_limiter_is_the_tables_without_accounts() {
 #[tokio::test]
 async fn each_routes_limiter_is_the_tables_with_local_accounts() {
     assert!(limits_hold(Mode::Local).await > 10);
+}
+
+#[tokio::test]
+async fn each_routes_limiter_is_the_tables_with_sign_up_on() {
+    assert!(limits_hold(Mode::Signup).await > 10);
+}
+
+#[tokio::test]
+async fn the_table_holds_with_sign_up_on() {
+    let sent = attack(Mode::Signup).await;
+    assert!(sent > 500, "{sent}");
 }
 
 #[tokio::test]
