@@ -63,6 +63,19 @@ fn describe() {
         "parlor_rate_limited_total",
         "Requests refused by a rate limit"
     );
+    metrics::describe_gauge!(
+        "parlor_ready",
+        "1 when /readyz answers 200 (every history's store answers, every tool server started or failed)"
+    );
+    metrics::describe_gauge!(
+        "parlor_up",
+        "What /readyz tells an admin, as numbers: 1 when a part answers, by kind (history, \
+         tool_server, provider, login_provider) and name"
+    );
+    metrics::describe_gauge!(
+        "parlor_tool_warnings",
+        "Tools dropped or changed from each tool server's list (the reasons are in /readyz)"
+    );
     metrics::describe_counter!(
         "parlor_prompt_tokens_total",
         "Prompt tokens the providers reported, by model and by how the provider's cache \
@@ -105,6 +118,20 @@ pub fn store(backend: &'static str, op: &'static str, seconds: f64) {
 
 pub fn rate_limited(route: &'static str) {
     metrics::counter!("parlor_rate_limited_total", "route" => route).increment(1);
+}
+
+/// Readiness as /readyz found it: `ready`, then each part's state (`kind`, its name, up).
+pub fn readiness<'a>(ready: bool, parts: impl IntoIterator<Item = (&'static str, &'a str, bool)>) {
+    metrics::gauge!("parlor_ready").set(f64::from(u8::from(ready)));
+    for (kind, name, up) in parts {
+        let labels = [("kind", kind.to_owned()), ("name", name.to_owned())];
+        metrics::gauge!("parlor_up", &labels).set(f64::from(u8::from(up)));
+    }
+}
+
+/// How many of tool server `server`'s tools were dropped or changed.
+pub fn tool_warnings(server: &str, count: usize) {
+    metrics::gauge!("parlor_tool_warnings", "server" => server.to_owned()).set(count as f64);
 }
 
 /// The metrics in the Prometheus text format, with `live_sessions` (counted now, when it

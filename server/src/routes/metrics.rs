@@ -57,6 +57,8 @@ pub async fn get_metrics(
 
 /// The metrics as a Prometheus text response.
 pub async fn text(services: &Services) -> Response {
+    let (ready, details) = super::ready::check(services).await;
+    details.record(ready);
     let live = match services.live.count().await {
         Ok(n) => Some(n),
         Err(e) => {

@@ -60,8 +60,19 @@ pub async fn get_ready(
     user: Option<axum::Extension<crate::accounts::User>>,
     token: Option<axum::Extension<crate::gate::AdminByToken>>,
 ) -> (StatusCode, Json<Readiness>) {
-    let services = &app.services;
     let admin = token.is_some() || user.is_some_and(|axum::Extension(u)| u.admin);
+    let (ready, details) = check(&app.services).await;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let details = admin.then_some(details);
+    (status, Json(Readiness { ready, details }))
+}
+
+/// Whether Parlor is ready, and why (see [`get_ready`]).
+pub async fn check(services: &crate::state::Services) -> (bool, ReadyDetails) {
     let mut histories = BTreeMap::new();
     for id in services.histories.ids() {
         let Some(history) = services.histories.get(id) else {
@@ -94,18 +105,41 @@ pub async fn get_ready(
         Some(provider) => Some(provider.status().await),
         None => None,
     };
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let details = admin.then_some(ReadyDetails {
+    let details = ReadyDetails {
         histories,
         upstream,
         tool_servers,
         tool_warnings: services.tools.warnings().into_iter().collect(),
         providers: services.models.health(),
         login_provider,
-    });
-    (status, Json(Readiness { ready, details }))
+    };
+    (ready, details)
+}
+
+impl ReadyDetails {
+    /// Sets `/metrics`' readiness gauges from these details: a part is up when it is `ok`
+    /// (a history, the login provider), `ready` (a tool server), or `ok` or not called yet
+    /// (a provider).
+    pub fn record(&self, ready: bool) {
+        let histories = self
+            .histories
+            .iter()
+            .map(|(id, s)| ("history", id.as_str(), s == "ok"));
+        let tools = self
+            .tool_servers
+            .iter()
+            .map(|(id, s)| ("tool_server", id.as_str(), s.starts_with("ready")));
+        let providers = self
+            .providers
+            .iter()
+            .map(|(id, s)| ("provider", id.as_str(), s == "ok" || s == "not called yet"));
+        let login = self
+            .login_provider
+            .iter()
+            .map(|s| ("login_provider", "oidc", s == "ok"));
+        crate::ops::metrics::readiness(ready, histories.chain(tools).chain(providers).chain(login));
+        for (server, warnings) in &self.tool_warnings {
+            crate::ops::metrics::tool_warnings(server, warnings.len());
+        }
+    }
 }

@@ -95,6 +95,25 @@ async fn each_model_goes_to_its_providers_endpoint_with_its_key() {
         "{ready}"
     );
     assert!(!ready.to_string().contains(&key), "no key in it");
+    // /metrics says the same in numbers.
+    let metrics = server.admin_get("/metrics", "providers-admin").await;
+    let gauge = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("parlor_up{")
+                    && l.contains("kind=\"provider\"")
+                    && l.contains(&format!("name=\"{name}\""))
+            })
+            .unwrap_or_else(|| panic!("no gauge for {name}: {metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!((gauge("dead").as_str(), gauge("team").as_str()), ("0", "1"));
+    assert!(metrics.contains("parlor_ready "), "{metrics}");
+    assert!(!metrics.contains(&key), "no key in it");
 }
 
 /// A local port nothing listens on.
