@@ -238,3 +238,40 @@ async fn each_turn_reports_its_cache_use_and_why_its_prefix_changed() {
     });
     assert!(line.is_some(), "{metrics}");
 }
+
+/// An OpenAI-compatible server that reports `prompt_tokens_details.cached_tokens` (the fake,
+/// emulating a prefix cache): Parlor reads them, shows them in the turn's usage and counts
+/// them apart in `/metrics`.
+#[tokio::test]
+async fn an_openai_compatible_servers_cached_tokens_are_read() {
+    let fake = fake_llm::FakeLlm::start_with_prefix_cache().await.unwrap();
+    let base = fake.base_url();
+    let server = TestServer::start(&[
+        ("OPENAI_BASE_URL", &base),
+        ("PARLOR_MODEL", "prefix-cached-model"),
+        ("PARLOR_ADMIN_TOKEN", "cache-admin"),
+    ])
+    .await;
+    let long = "a question long enough for a prefix worth caching ".repeat(20);
+    let first = server.chat("general", json!({"message": long})).await;
+    let usage = first.done().and_then(|d| d.usage.clone()).expect("usage");
+    assert_eq!(usage.cached_tokens, Some(0), "nothing cached yet");
+    let body = json!({"message": "and the next one", "session_id": first.session_id()});
+    let second = server.chat("general", body).await;
+    let usage = second.done().and_then(|d| d.usage.clone()).expect("usage");
+    let cached = usage.cached_tokens.expect("the server said");
+    assert!(
+        cached > 0 && cached < usage.prompt_tokens,
+        "the first request's prefix is read back: {usage:?}"
+    );
+    let metrics = server.admin_get("/metrics", "cache-admin").await;
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("parlor_prompt_tokens_total{")
+                && l.contains("model=\"prefix-cached-model\"")
+                && l.contains("cache=\"cached\"")
+        })
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(line.ends_with(&format!(" {cached}")), "{line}");
+}

@@ -112,3 +112,55 @@ async fn each_round_is_fitted_and_counted() {
     assert_eq!(spent.turn_nano_usd, Some(expected));
     assert_eq!(spent.conversation_nano_usd, expected);
 }
+
+#[tokio::test]
+async fn every_call_of_a_tool_turn_counts_against_the_daily_quota() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let Transport::Stdio { args, .. } = stdio(log.path(), "") else {
+        unreachable!()
+    };
+    let config = config_file(&format!(
+        "[tools]\nmax_rounds = 2\n\n\
+         [[mcp_servers]]\nid = \"pages\"\ncommand = \"python3\"\nargs = {args:?}\n"
+    ));
+    let agents = agent_folder(&["pages"]);
+    let (config_path, agents_path) = (
+        config.path().display().to_string(),
+        agents.path().display().to_string(),
+    );
+    let (fake, server) = TestServer::with_upstream(&[
+        ("PARLOR_CONFIG", &config_path),
+        ("PARLOR_AGENTS_DIR", &agents_path),
+        ("PARLOR_MODEL", "gpt-4o-mini"),
+        ("PARLOR_AUTH", "local"),
+        ("PARLOR_TOKENS_PER_DAY", "100000000"),
+    ])
+    .await;
+    crate::accounts::add_users(&server).await;
+    let bob = crate::accounts::cookie_of(&server, "bob").await;
+    let used = || async {
+        let (status, body) = server.get("/api/account", Some(&bob)).await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["used_today"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = used().await;
+    let ask = r#"read on [call-forever:pages__huge {"mb": 0.001}]"#;
+    let headers = [("cookie", bob.as_str())];
+    let reply = server
+        .chat_request("tooled", "", json!({"message": ask}), None, &headers)
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "two rounds, then the last call");
+    // Each call as the fake reported it: a quarter of the request's length in prompt
+    // tokens, 5 completion tokens; all of them count, not only the last.
+    let expected: u64 = requests
+        .iter()
+        .map(|r| r.to_string().len() as u64 / 4 + 5)
+        .sum();
+    let last = requests.last().unwrap().to_string().len() as u64 / 4 + 5;
+    assert!(expected > last);
+    assert_eq!(used().await - before, expected);
+}
