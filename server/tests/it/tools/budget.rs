@@ -27,29 +27,50 @@ fn text(message: &Value) -> String {
     }
 }
 
-#[tokio::test]
-async fn each_round_is_fitted_and_counted() {
+/// A Parlor in front of the fake upstream whose agent `tooled` may use the scripted server
+/// `pages`, with `settings` first in its `parlor.toml` and `env` besides; the files it
+/// reads are kept while it runs.
+async fn with_pages(
+    settings: &str,
+    env: &[(&str, &str)],
+) -> (
+    fake_llm::FakeLlm,
+    TestServer,
+    (
+        tempfile::NamedTempFile,
+        tempfile::NamedTempFile,
+        tempfile::TempDir,
+    ),
+) {
     let log = tempfile::NamedTempFile::new().unwrap();
     let Transport::Stdio { args, .. } = stdio(log.path(), "") else {
         unreachable!()
     };
     let config = config_file(&format!(
-        "[tools]\nmax_rounds = 4\n\n\
-         [[models]]\nname = \"tight\"\nmodel = \"gpt-4o-mini\"\ntoken_budget = {BUDGET}\n\
-         price_in = 0.15\nprice_out = 0.60\n\n\
-         [[mcp_servers]]\nid = \"pages\"\ncommand = \"python3\"\nargs = {args:?}\n"
+        "{settings}[[mcp_servers]]\nid = \"pages\"\ncommand = \"python3\"\nargs = {args:?}\n"
     ));
     let agents = agent_folder(&["pages"]);
     let (config_path, agents_path) = (
         config.path().display().to_string(),
         agents.path().display().to_string(),
     );
-    let (fake, server) = TestServer::with_upstream(&[
-        ("PARLOR_CONFIG", &config_path),
-        ("PARLOR_AGENTS_DIR", &agents_path),
-        ("PARLOR_MODEL", "tight"),
-    ])
-    .await;
+    let mut all = vec![
+        ("PARLOR_CONFIG", config_path.as_str()),
+        ("PARLOR_AGENTS_DIR", agents_path.as_str()),
+    ];
+    all.extend_from_slice(env);
+    let (fake, server) = TestServer::with_upstream(&all).await;
+    (fake, server, (log, config, agents))
+}
+
+#[tokio::test]
+async fn each_round_is_fitted_and_counted() {
+    let settings = format!(
+        "[tools]\nmax_rounds = 4\n\n\
+         [[models]]\nname = \"tight\"\nmodel = \"gpt-4o-mini\"\ntoken_budget = {BUDGET}\n\
+         price_in = 0.15\nprice_out = 0.60\n\n"
+    );
+    let (fake, server, _files) = with_pages(&settings, &[("PARLOR_MODEL", "tight")]).await;
     let ask = r#"read on [call-forever:pages__huge {"mb": 0.004}]"#;
     let reply = server.chat("tooled", json!({"message": ask})).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
@@ -115,27 +136,12 @@ async fn each_round_is_fitted_and_counted() {
 
 #[tokio::test]
 async fn every_call_of_a_tool_turn_counts_against_the_daily_quota() {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let Transport::Stdio { args, .. } = stdio(log.path(), "") else {
-        unreachable!()
-    };
-    let config = config_file(&format!(
-        "[tools]\nmax_rounds = 2\n\n\
-         [[mcp_servers]]\nid = \"pages\"\ncommand = \"python3\"\nargs = {args:?}\n"
-    ));
-    let agents = agent_folder(&["pages"]);
-    let (config_path, agents_path) = (
-        config.path().display().to_string(),
-        agents.path().display().to_string(),
-    );
-    let (fake, server) = TestServer::with_upstream(&[
-        ("PARLOR_CONFIG", &config_path),
-        ("PARLOR_AGENTS_DIR", &agents_path),
+    let env = [
         ("PARLOR_MODEL", "gpt-4o-mini"),
         ("PARLOR_AUTH", "local"),
         ("PARLOR_TOKENS_PER_DAY", "100000000"),
-    ])
-    .await;
+    ];
+    let (fake, server, _files) = with_pages("[tools]\nmax_rounds = 2\n\n", &env).await;
     crate::accounts::add_users(&server).await;
     let bob = crate::accounts::cookie_of(&server, "bob").await;
     let used = || async {
