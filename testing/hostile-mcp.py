@@ -22,7 +22,8 @@ Tools (what `tools/call` does):
   header {name}          over HTTP: answers the request header `name` the call came with
 
 HOSTILE_TOOLS changes the list: `bad` adds tools whose schemas providers refuse and 200
-more tools; `clash` adds two tools the model would see under one name.
+more tools; `clash` adds two tools the model would see under one name; `pages` lists one
+tool a page and always names a next page.
 """
 
 import json
@@ -94,6 +95,9 @@ def answer(message):
             "serverInfo": {"name": "hostile", "version": "1"},
         })
     if method == "tools/list":
+        if os.environ.get("HOSTILE_TOOLS") == "pages":
+            page = int((message.get("params") or {}).get("cursor") or 0)
+            return result(id, {"tools": [tool(f"page_{page}")], "nextCursor": str(page + 1)})
         return result(id, {"tools": tools()})
     if method == "ping":
         return result(id, {})

@@ -296,6 +296,38 @@ async fn tool_lists_are_checked_bounded_and_refreshed_and_clashes_refused() {
     tools.shutdown().await;
 }
 
+#[tokio::test]
+async fn endless_list_pages_and_an_agents_many_servers_are_bounded() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![
+            spec("paged", stdio(log.path(), "pages")),
+            spec("bad", stdio(log.path(), "bad")),
+            spec("worse", stdio(log.path(), "bad")),
+        ],
+        ..Default::default()
+    });
+    // A server that always names a next page: 16 pages are read, and the admin is told.
+    wait_for(&tools, "paged", "ready").await;
+    let paged = tools.offered(&agent(&["paged"]), None);
+    let names: Vec<&str> = paged.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names.len(), 16, "{names:?}");
+    assert_eq!((names[0], names[15]), ("paged__page_0", "paged__page_15"));
+    let warnings = tools.warnings();
+    let said = warnings.iter().find(|(id, _)| id == "paged").unwrap();
+    assert!(
+        said.1.iter().any(|w| w.contains("at most 16 pages")),
+        "{said:?}"
+    );
+    // Two servers of 128 tools each: an agent given both is offered 128, the first's.
+    wait_for(&tools, "bad", "ready").await;
+    wait_for(&tools, "worse", "ready").await;
+    let both = tools.offered(&agent(&["bad", "worse"]), None);
+    assert_eq!(both.len(), 128);
+    assert!(both.iter().all(|t| t.name.starts_with("bad__")));
+    tools.shutdown().await;
+}
+
 /// A folder with one agent `tooled` that may use `servers`.
 pub fn agent_folder(servers: &[&str]) -> tempfile::TempDir {
     let agents = tempfile::tempdir().unwrap();
