@@ -9,8 +9,8 @@ Tools (what `tools/call` does):
   echo {text}            answers the text
   huge {mb}              answers one message of `mb` megabytes of words (one stdio line, one
                          HTTP body)
-  endless                starts an answer that never ends (a line with no newline; over HTTP,
-                         one SSE event that never ends)
+  endless {json}         starts an answer that never ends (a line with no newline; over HTTP,
+                         one SSE event that never ends, or with `json` a JSON body)
   items {count}          answers `count` empty text items
   items_sse {count}      the same, over HTTP as one event of an event stream
   hang                   never answers (and goes on reading its input)
@@ -113,6 +113,8 @@ def answer(message):
             items = [{"type": "text", "text": ""}] * int(args.get("count", 1000))
             reply = result(id, {"content": items})
             return ("sse", reply) if name == "items_sse" else reply
+        if name == "endless" and args.get("json"):
+            return "endless_json"
         if name in ("endless", "hang", "busy"):
             return name
         if name == "env":
@@ -147,7 +149,7 @@ def stdio():
         message = json.loads(line)
         log(message)
         reply = answer(message)
-        if reply == "endless":
+        if reply in ("endless", "endless_json"):
             try:
                 while True:
                     out.write(b"x" * 65536)
@@ -201,6 +203,19 @@ def http(port):
             if reply == "hang":
                 time.sleep(3600)
                 return
+            if reply == "endless_json":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                start = {"jsonrpc": "2.0", "id": message.get("id")}
+                head = json.dumps(start)[:-1] + ', "result": {"content": [{"type": "text", "text": "'
+                try:
+                    self.wfile.write(head.encode())
+                    while True:
+                        self.wfile.write(b"x" * 65536)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
             if reply == "endless":
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")

@@ -198,35 +198,55 @@ async fn a_hostile_http_server_cannot_flood_or_hold_a_call() {
 #[tokio::test]
 async fn a_server_whose_calls_keep_timing_out_is_started_again() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut hostile = spec("hostile", stdio(log.path(), ""));
+    let mine = log.path().display().to_string();
+    let pids = || super::servers::children_running(&mine);
+    let (before, after) = keeps_timing_out(stdio(log.path(), ""), pids).await;
+    assert_eq!((before.len(), after.len()), (1, 1), "one process");
+    assert_ne!(before, after, "a new process");
+}
+
+#[tokio::test]
+async fn an_http_server_whose_calls_keep_timing_out_is_marked_down_and_connected_again() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = HostileHttp::start(log.path());
+    keeps_timing_out(server.transport(), || ()).await;
+}
+
+/// A server over `transport` whose calls time out three times in a row: it is marked down
+/// (what `/readyz` shows), with a wait before it is tried again, then started or connected
+/// again, and answers. `up` is asked while it is up, before and after.
+async fn keeps_timing_out<T>(transport: Transport, up: impl Fn() -> T) -> (T, T) {
+    let is_stdio = matches!(transport, Transport::Stdio { .. });
+    let mut hostile = spec("hostile", transport);
     hostile.timeout = Duration::from_secs(1);
     let tools = Tools::start(ToolSpecs {
         servers: vec![hostile],
         ..Default::default()
     });
     wait_for(&tools, "hostile", "ready").await;
+    let before = up();
     let all = agent(&["hostile"]);
-    let mine = log.path().display().to_string();
-    let pid = super::servers::children_running(&mine);
-    assert_eq!(pid.len(), 1);
     for _ in 0..3 {
         let hung = run(&tools, &all, &call("hostile__hang", "{}")).await;
         assert!(!hung.ok);
     }
-    let Status::Down { error, .. } = wait_for(&tools, "hostile", "down").await else {
+    let Status::Down { error, retry_secs } = wait_for(&tools, "hostile", "down").await else {
         unreachable!()
     };
     assert!(
         error.contains("stopped answering (3 calls in a row timed out)"),
         "{error}"
     );
+    assert!(retry_secs >= 1, "tried again after a wait");
+    let shown = tools.statuses().into_iter().find(|(id, _)| id == "hostile");
+    let shown = shown.map(|(_, s)| s.to_string()).unwrap_or_default();
+    assert!(shown.contains("stopped answering"), "{shown}");
     wait_for(&tools, "hostile", "ready").await;
-    let now = super::servers::children_running(&mine);
-    assert_eq!(now.len(), 1, "one process");
-    assert_ne!(now, pid, "a new process");
+    let after = up();
     let echo = run(&tools, &all, &call("hostile__echo", r#"{"text": "back"}"#)).await;
-    assert!(echo.ok, "{echo:?}");
+    assert!(echo.ok, "{echo:?} (stdio: {is_stdio})");
     tools.shutdown().await;
+    (before, after)
 }
 
 #[tokio::test]
@@ -447,6 +467,8 @@ fn floods_over_stdio_and_http_leave_parlor_under_256_mib_and_the_next_turn_answe
         ("flood", r#"flood__endless {}"#, "larger than 8388608 bytes"),
         ("floodweb", r#"floodweb__huge {"mb": 40}"#, "failed"),
         ("floodweb", r#"floodweb__endless {}"#, "failed"),
+        // A JSON body (not an event) that never ends.
+        ("floodweb", r#"floodweb__endless {"json": true}"#, "failed"),
         (
             "floodweb",
             r#"floodweb__items {"count": 1000000}"#,
