@@ -452,27 +452,11 @@ async fn hole_10_an_import_is_given_its_owner_or_refused() {
         )
     };
     // An account that does not exist owns nothing: refused, nothing stored.
-    let before = server
-        .services
-        .histories
-        .get("default")
-        .unwrap()
-        .store
-        .list()
-        .await
-        .unwrap();
+    let store = &server.services.histories.get("default").unwrap().store;
+    let before = store.list().await.unwrap().len();
     let refused = run(import("nobody")).await.unwrap_err().to_string();
     assert!(refused.contains("nobody"), "{refused}");
-    let after = server
-        .services
-        .histories
-        .get("default")
-        .unwrap()
-        .store
-        .list()
-        .await
-        .unwrap();
-    assert_eq!(before.len(), after.len());
+    assert_eq!(store.list().await.unwrap().len(), before);
     // Imported for bob: his, and not an admin's to read (it has an owner).
     let said = run(import("bob")).await.unwrap();
     let session = said

@@ -3,7 +3,7 @@
 //! later call, the debug report gives each call's tokens, and the turn's cost is that of
 //! all its calls, as the provider reported them.
 
-use super::hostile::{agent_folder, stdio};
+use super::hostile::{agent_folder, stdio, tool_vars, with};
 use crate::support::{config_file, TestServer};
 use parlor_server::tools::spec::Transport;
 use serde_json::{json, Value};
@@ -50,16 +50,8 @@ async fn with_pages(
         "{settings}[[mcp_servers]]\nid = \"pages\"\ncommand = \"python3\"\nargs = {args:?}\n"
     ));
     let agents = agent_folder(&["pages"]);
-    let (config_path, agents_path) = (
-        config.path().display().to_string(),
-        agents.path().display().to_string(),
-    );
-    let mut all = vec![
-        ("PARLOR_CONFIG", config_path.as_str()),
-        ("PARLOR_AGENTS_DIR", agents_path.as_str()),
-    ];
-    all.extend_from_slice(env);
-    let (fake, server) = TestServer::with_upstream(&all).await;
+    let vars = tool_vars(config.path(), agents.path());
+    let (fake, server) = TestServer::with_upstream(&with(&vars, env)).await;
     (fake, server, (log, config, agents))
 }
 

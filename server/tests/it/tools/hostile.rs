@@ -372,17 +372,30 @@ async fn with_tool_servers(
     (tempfile::NamedTempFile, tempfile::TempDir),
 ) {
     let agents = agent_folder(servers);
-    let (config_path, agents_path) = (
-        config.path().display().to_string(),
-        agents.path().display().to_string(),
-    );
-    let mut all = vec![
-        ("PARLOR_CONFIG", config_path.as_str()),
-        ("PARLOR_AGENTS_DIR", agents_path.as_str()),
-    ];
-    all.extend_from_slice(env);
-    let server = crate::support::TestServer::start(&all).await;
+    let vars = tool_vars(config.path(), agents.path());
+    let server = crate::support::TestServer::start(&with(&vars, env)).await;
     (server, (config, agents))
+}
+
+/// The variables that point Parlor at `config` and the agents' folder `agents`.
+pub fn tool_vars(
+    config: &std::path::Path,
+    agents: &std::path::Path,
+) -> [(&'static str, String); 2] {
+    [
+        ("PARLOR_CONFIG", config.display().to_string()),
+        ("PARLOR_AGENTS_DIR", agents.display().to_string()),
+    ]
+}
+
+/// `vars`, then `env`, as a server's variables.
+pub fn with<'a>(
+    vars: &'a [(&'static str, String)],
+    env: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut all: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend_from_slice(env);
+    all
 }
 
 /// The peak resident memory of process `pid`, in MiB.
