@@ -56,14 +56,12 @@ impl UserName {
         Ok(UserName(folded))
     }
 
-    /// The account of an identity a trusted proxy names, one to one: the identity as sent
-    /// (only its case folded, as identity providers compare names), or `None` when it is
-    /// not a name as it stands (surrounding spaces, another character, too long): two
-    /// different identities never become one account.
+    /// An identity (a trusted proxy's header) that is an account's name exactly as it
+    /// stands: lower case, no other character, not too long. `None` for anything else
+    /// (`Ada`, `Ada!`, ` ada`): the caller gives those a name of their own, so two different
+    /// identities are never one account.
     pub fn from_identity(raw: &str) -> Option<UserName> {
-        let name = UserName::parse(raw).ok()?;
-        (name.0.chars().count() == raw.chars().count() && name.0 == raw.to_lowercase())
-            .then_some(name)
+        UserName::parse(raw).ok().filter(|name| name.0 == raw)
     }
 
     /// A name made of what an identity provider or a proxy says (an e-mail address, a
@@ -85,6 +83,16 @@ impl UserName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The longest display name kept, in characters.
+pub const DISPLAY_MAX: usize = 128;
+
+/// A name to show someone under, from what an identity provider says: control characters
+/// dropped, surrounding spaces trimmed, cut to [`DISPLAY_MAX`] characters.
+pub fn display_name(raw: &str) -> String {
+    let kept: String = raw.chars().filter(|c| !c.is_control()).collect();
+    kept.trim().chars().take(DISPLAY_MAX).collect()
 }
 
 fn allowed(c: char) -> bool {
@@ -213,18 +221,24 @@ mod tests {
     }
 
     #[test]
-    fn a_proxys_identity_is_one_account_or_none() {
+    fn an_identity_is_a_name_only_exactly_as_it_stands() {
         let id = |raw: &str| UserName::from_identity(raw).map(|n| n.0);
         assert_eq!(id("ada").as_deref(), Some("ada"));
-        assert_eq!(id("Ada").as_deref(), Some("ada"));
         assert_eq!(id("ada@example.com").as_deref(), Some("ada@example.com"));
-        // Nothing else is changed to make a name: these are not `ada`.
+        // Nothing is changed to make a name, not even the case: these are not `ada`.
         for other in [
-            "Ada!", "ada ", " ada", "ada\t", "a da", "ada/", ".ada", "", "ädä",
+            "Ada", "ADA", "Ada!", "ada ", " ada", "ada\t", "a da", "ada/", ".ada", "", "ädä",
         ] {
             assert_eq!(id(other), None, "{other:?}");
         }
         assert_eq!(id(&"a".repeat(65)), None);
+    }
+
+    #[test]
+    fn a_display_name_is_one_bounded_line() {
+        assert_eq!(display_name("  Ada Lovelace "), "Ada Lovelace");
+        assert_eq!(display_name("Ada\n<b>\u{1b}[31m"), "Ada<b>[31m");
+        assert_eq!(display_name(&"é".repeat(500)).chars().count(), DISPLAY_MAX);
     }
 
     #[test]

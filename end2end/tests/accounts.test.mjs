@@ -191,12 +191,15 @@ describe('OpenID Connect', () => {
   test('logs in through the provider; its admin group makes admins', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
-    await throughProvider(page, 'ada@example.com');
+    await throughProvider(page, 'Ada@example.com');
     await page.waitForSelector('body[data-hydrated]', { timeout: 30000 });
     assert.match(page.url(), /\/chat\?agent=general/);
     const me = await (await page.request.get(`${parlor.url}/api/account`)).json();
+    // The account's name is made from the provider's; the page shows the provider's own.
     assert.equal(me.name, 'ada');
+    assert.equal(me.display, 'Ada');
     assert.equal(me.admin, false);
+    assert.equal((await page.textContent('.menu-user'))?.trim(), 'Logged in as Ada');
     await context.close();
 
     const adminContext = await browser.newContext();

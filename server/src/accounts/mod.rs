@@ -9,6 +9,7 @@ pub mod gate;
 pub mod oidc;
 pub mod pages;
 pub mod password;
+pub mod proxy;
 pub mod quota;
 pub use quota::Quota;
 pub mod redis;
@@ -35,6 +36,9 @@ const NAME_INPUT_MAX: usize = 256;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct User {
     pub name: UserName,
+    /// What the page calls them: the identity as their proxy or OpenID provider gives it,
+    /// else the account's name.
+    pub display: String,
     pub account_id: String,
     pub admin: bool,
 }
@@ -175,6 +179,10 @@ impl Accounts {
     pub fn user_of(&self, account: &Account) -> User {
         User {
             name: account.name.clone(),
+            display: account
+                .display
+                .clone()
+                .unwrap_or_else(|| account.name.to_string()),
             account_id: account.id.clone(),
             admin: self.is_admin(account),
         }
@@ -197,6 +205,7 @@ impl Accounts {
             password: Some(password::hash_blocking(password.to_owned()).await),
             subject: None,
             logins_after_ms: None,
+            display: None,
         };
         match self.store.add_user(&account).await? {
             true => Ok(account),
@@ -417,31 +426,6 @@ impl Accounts {
             }
         }
         Ok(user)
-    }
-
-    /// The account a trusted proxy names, made at its first visit: the identity is the
-    /// account's name as it stands (see [`UserName::from_identity`]); one that is not a name
-    /// is refused, never changed into one (`Ada!` is not `ada`).
-    pub async fn of_proxy(&self, raw: &str) -> Result<Option<User>, StoreError> {
-        let Some(name) = UserName::from_identity(raw) else {
-            return Ok(None);
-        };
-        if let Some(account) = self.store.user(&name).await? {
-            return Ok(Some(self.user_of(&account)));
-        }
-        let account = Account {
-            name: name.clone(),
-            id: password::random_hex(),
-            admin: false,
-            created_ms: crate::store::now_ms(),
-            password: None,
-            subject: None,
-            logins_after_ms: None,
-        };
-        self.store.add_user(&account).await?;
-        // Another process may have made it first: theirs is the one.
-        let account = self.store.user(&name).await?;
-        Ok(account.map(|a| self.user_of(&a)))
     }
 }
 

@@ -341,9 +341,12 @@ impl Accounts {
             .await?
             .into_iter()
             .find(|a| a.subject.as_ref() == Some(&identity.subject));
+        let display = Some(parlor_domain::account::display_name(&identity.name));
         if let Some(mut account) = known {
-            if let Some(admin) = admin.filter(|a| *a != account.admin) {
+            let admin = admin.unwrap_or(account.admin);
+            if admin != account.admin || display != account.display {
                 account.admin = admin;
+                account.display = display;
                 store.put_user(&account).await?;
             }
             return Ok(account);
@@ -368,6 +371,7 @@ impl Accounts {
                 password: None,
                 subject: Some(identity.subject.clone()),
                 logins_after_ms: None,
+                display: display.clone(),
             };
             if store.add_user(&account).await? {
                 return Ok(account);

@@ -25,6 +25,10 @@ pub struct Account {
     /// Logins started before this moment are over (a password change, "log out everywhere").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logins_after_ms: Option<i64>,
+    /// What the page calls this account when it is not its name: the identity as a proxy
+    /// sent it, or the name an OpenID provider gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
 }
 
 /// An account as an OpenID provider names it.
@@ -189,6 +193,7 @@ pub mod contract {
             password: Some("$argon2id$stub".into()),
             subject: None,
             logins_after_ms: None,
+            display: None,
         }
     }
 

@@ -144,6 +144,9 @@ async fn post_revoke(
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AccountView {
     pub name: String,
+    /// What the page calls them: the identity their proxy or OpenID provider gives, else
+    /// `name`.
+    pub display: String,
     pub admin: bool,
     /// Model tokens used today (UTC), counted when a quota is set.
     pub used_today: u64,
@@ -170,6 +173,7 @@ pub async fn get_account(State(app): State<AppState>, user: Option<Extension<Use
     match accounts.quota(&user, crate::store::now_ms()).await {
         Ok(quota) => Json(AccountView {
             name: user.name.to_string(),
+            display: user.display.clone(),
             admin: user.admin,
             used_today: quota.used,
             tokens_per_day: quota.per_day,

@@ -551,6 +551,7 @@ mod tests {
             password: None,
             subject: None,
             logins_after_ms: None,
+            display: None,
         }
     }
 

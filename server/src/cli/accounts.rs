@@ -66,6 +66,40 @@ fn date(ms: i64) -> String {
         .unwrap_or_default()
 }
 
+/// The accounts, one a line: name, kind (and admin), since when, and the name it is shown
+/// under when that differs.
+async fn list_users(accounts: &Accounts) -> Result<String, CliError> {
+    let mut users = accounts.store().users().await?;
+    users.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = String::new();
+    for account in users {
+        let kind = match (&account.password, &account.subject) {
+            (Some(_), _) => "local",
+            (None, Some(_)) => "oidc",
+            (None, None) => "proxy",
+        };
+        let admin = if accounts.is_admin(&account) {
+            " admin"
+        } else {
+            ""
+        };
+        // A proxy's or provider's name for it, quoted so a space or a tab in it
+        // cannot shift the columns.
+        let shown = account
+            .display
+            .as_deref()
+            .map(|d| format!("\t{d:?}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}\t{kind}{admin}\tsince {}{shown}",
+            account.name,
+            date(account.created_ms)
+        );
+    }
+    Ok(out)
+}
+
 /// Runs `parlor user …`; `stdin` is what was read for a password (when the command takes one).
 pub async fn run_user(
     command: UserCommand,
@@ -91,30 +125,7 @@ pub async fn run_user(
                 name.trim().to_lowercase()
             )
         }
-        UserCommand::List => {
-            let mut users = accounts.store().users().await?;
-            users.sort_by(|a, b| a.name.cmp(&b.name));
-            let mut out = String::new();
-            for account in users {
-                let kind = match (&account.password, &account.subject) {
-                    (Some(_), _) => "local",
-                    (None, Some(_)) => "oidc",
-                    (None, None) => "proxy",
-                };
-                let admin = if accounts.is_admin(&account) {
-                    " admin"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    out,
-                    "{}\t{kind}{admin}\tsince {}",
-                    account.name,
-                    date(account.created_ms)
-                );
-            }
-            out
-        }
+        UserCommand::List => list_users(accounts).await?,
         UserCommand::Remove { name } => {
             accounts.remove(&name).await?;
             format!(

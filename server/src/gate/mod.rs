@@ -181,7 +181,7 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
     }
     if let Found::User(user, _) = found {
         request.extensions_mut().insert(user.session());
-        let name = parlor_app::ssr::SignedIn(user.name.to_string());
+        let name = parlor_app::ssr::SignedIn(user.display.clone());
         request.extensions_mut().insert(name);
         request.extensions_mut().insert(user);
     }
