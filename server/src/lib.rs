@@ -10,6 +10,7 @@ pub mod llm;
 pub mod mcp;
 pub mod ops;
 pub mod routes;
+pub mod settings;
 pub mod state;
 pub mod store;
 pub mod table;
@@ -17,17 +18,18 @@ pub mod tools;
 pub mod turn;
 
 use crate::config::agents::AgentCatalog;
+use crate::config::cookie_key;
 use crate::config::{Config, LlmConfig};
+use crate::conversation::providers;
 use crate::llm::models;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
-use crate::ops::{browser, cookie_key};
+use crate::ops::browser;
 use crate::routes::{pages, site};
 use crate::state::{AppState, Services};
 use crate::store::histories;
 use crate::store::histories::Histories;
 use crate::store::StoreError;
 use crate::table::Mount;
-use crate::turn::providers;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::routing::post;
@@ -71,7 +73,7 @@ fn provider_clients(
 /// What the configuration file sets up: the histories and the server-wide settings.
 pub struct Setup {
     pub histories: Histories,
-    pub settings: crate::config::settings::ServerSettings,
+    pub settings: crate::settings::ServerSettings,
     /// The configuration file (where admin changes are saved; created when first needed).
     pub config_path: std::path::PathBuf,
     /// Signs browser session cookies (shared by the processes sharing the `default` history).
@@ -86,7 +88,7 @@ pub struct Setup {
 /// `historyId` names one. Errors name the file, entry and field.
 pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Setup> {
     use crate::config::file::{locate, ConfigFile};
-    use crate::config::settings::ServerSettings;
+    use crate::settings::ServerSettings;
     let file = match locate(config.config_file.as_deref()) {
         Some(path) => {
             let file = ConfigFile::read(&path)?;
@@ -100,7 +102,7 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
-    crate::turn::providers::Providers::new(settings.providers.clone())
+    crate::conversation::providers::Providers::new(settings.providers.clone())
         .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     settings
         .tools
@@ -186,7 +188,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
     )
     .with_anthropic_default(anthropic.map(|p| p.id.clone()))
     .with_default_steps(settings.steps);
-    let live = setup.histories.live_sessions();
+    let live = ops::live::of_histories(&setup.histories);
     let config_auth = (config.auth.clone(), config.trusted_proxies.clone());
     let public = config.public_url.as_deref().unwrap_or_default();
     if !config.auth.required() && public.starts_with("https://") {

@@ -30,7 +30,7 @@ pub struct Services {
     /// The models conversations can use and the clients that reach them.
     pub models: Models,
     /// The operator's context providers (`[[context]]`).
-    pub providers: crate::turn::providers::Providers,
+    pub providers: crate::conversation::providers::Providers,
     /// Conversations (history id, session) with a reply being written right now.
     pub busy: Mutex<HashSet<(String, ConversationId)>>,
     /// The processors after the policy step, for agents without their own.
@@ -48,7 +48,7 @@ pub struct Services {
     /// `[history] summary_model`: the model that keeps summaries (else the conversation's).
     pub summary_model: Option<String>,
     /// Signs and checks browser session cookies.
-    pub cookie_key: crate::ops::cookie_key::CookieKey,
+    pub cookie_key: crate::config::cookie_key::CookieKey,
     /// The operator's tool servers (`[[mcp_servers]]`) and the loop's limits.
     pub tools: Arc<crate::tools::Tools>,
     /// The values users set for their own tool servers (`user_secrets`).

@@ -1,6 +1,6 @@
 //! The `parlor` command line: serving (the default) and operator commands on the stores.
 
-use crate::config::settings::{apply_edit, Edit};
+use crate::settings::{apply_edit, Edit};
 use crate::store::histories::DEFAULT_HISTORY;
 use crate::store::ConversationStore;
 use clap::{Parser, Subcommand};
@@ -106,7 +106,7 @@ pub enum CliError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Edit(#[from] crate::config::settings::EditError),
+    Edit(#[from] crate::settings::EditError),
     #[error(transparent)]
     ConfigFile(#[from] crate::config::file::ConfigFileError),
     #[error(transparent)]
@@ -283,21 +283,19 @@ fn saved(path: &std::path::Path, what: String) -> String {
 
 /// The server-wide settings as the configuration file `path` has them (its defaults when
 /// there is no file).
-fn current_settings(
-    path: &std::path::Path,
-) -> Result<crate::config::settings::ServerSettings, CliError> {
+fn current_settings(path: &std::path::Path) -> Result<crate::settings::ServerSettings, CliError> {
     use crate::config::file::ConfigFile;
     let file = match path.exists() {
         true => Some(ConfigFile::read(path)?),
         false => None,
     };
-    Ok(crate::config::settings::ServerSettings::from_file(
+    Ok(crate::settings::ServerSettings::from_file(
         file.as_ref().map(|f| (path, f)),
     )?)
 }
 
 /// `parlor history list`: the processors, the chain and the server-wide limits.
-fn show_settings(settings: &crate::config::settings::ServerSettings) -> String {
+fn show_settings(settings: &crate::settings::ServerSettings) -> String {
     use parlor_domain::chain::{builtins, POLICY_STEP};
     let mut out = String::from("Available processors:\n");
     for p in builtins() {

@@ -6,8 +6,8 @@
 
 pub mod agents;
 pub mod auth;
+pub mod cookie_key;
 pub mod file;
-pub mod settings;
 
 pub mod vars;
 
@@ -80,9 +80,9 @@ pub struct Config {
     /// `PARLOR_MCP_TOKEN`: without it, `/mcp` is off.
     pub mcp_token: Option<ApiKey>,
     /// `PARLOR_COOKIE_KEY`: the operator's key for browser session cookies.
-    pub cookie_key: Option<crate::ops::cookie_key::CookieKey>,
+    pub cookie_key: Option<crate::config::cookie_key::CookieKey>,
     /// `PARLOR_SECRETS_KEY`: the operator's key for the values users set for tool servers.
-    pub secrets_key: Option<crate::ops::cookie_key::CookieKey>,
+    pub secrets_key: Option<crate::config::cookie_key::CookieKey>,
     /// `PARLOR_PUBLIC_URL`: the address users reach Parlor at.
     pub public_url: Option<String>,
     /// Cookies carry `Secure`.

@@ -6,7 +6,7 @@
 
 use super::auth::{readers as auth_read, AuthMode};
 use super::ApiKey;
-use crate::ops::cookie_key::CookieKey;
+use crate::config::cookie_key::CookieKey;
 use parlor_domain::account::UserName;
 use parlor_domain::history::{HistoryLength, HistoryPolicy};
 use std::collections::HashMap;

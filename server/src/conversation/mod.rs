@@ -6,6 +6,7 @@
 //! conversation becomes visible only once it is whole.
 
 pub mod marks;
+pub mod providers;
 pub mod recall;
 pub mod summarizer;
 pub mod versions;

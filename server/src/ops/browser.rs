@@ -3,7 +3,7 @@
 //! cookie key so that only a session Parlor issued is one. It owns the conversations started
 //! in that browser; no other browser can read them.
 
-pub use crate::ops::cookie_key::CookieKey;
+pub use crate::config::cookie_key::CookieKey;
 use axum::http::header::HeaderValue;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use parlor_app::ssr::BrowserSession;

@@ -30,6 +30,19 @@ pub trait LiveSessions: Send + Sync + 'static {
     fn describe(&self) -> &'static str;
 }
 
+/// Where live sessions are counted: in the default history's Redis when it has one (so all
+/// processes share the count), else in this process.
+pub fn of_histories(
+    histories: &crate::store::histories::Histories,
+) -> std::sync::Arc<dyn LiveSessions> {
+    match histories.shared_redis() {
+        Some(redis) => {
+            std::sync::Arc::new(RedisSessions::new(redis.connection.clone(), &redis.prefix))
+        }
+        None => std::sync::Arc::new(LocalSessions::default()),
+    }
+}
+
 #[derive(Default)]
 pub struct LocalSessions(Mutex<LiveSessionTable>);
 

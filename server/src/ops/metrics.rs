@@ -112,10 +112,6 @@ pub fn reply(seconds: f64) {
     metrics::histogram!("parlor_reply_seconds").record(seconds);
 }
 
-pub fn store(backend: &'static str, op: &'static str, seconds: f64) {
-    metrics::histogram!("parlor_store_seconds", "backend" => backend, "op" => op).record(seconds);
-}
-
 pub fn rate_limited(route: &'static str) {
     metrics::counter!("parlor_rate_limited_total", "route" => route).increment(1);
 }

@@ -3,7 +3,6 @@
 
 pub mod browser;
 pub mod connections;
-pub mod cookie_key;
 pub mod live;
 pub mod metrics;
 pub mod rate_limit;

@@ -351,20 +351,12 @@ impl Histories {
         Ok(all)
     }
 
-    /// Where live sessions are counted: in the default history's Redis when it has one (so
-    /// all processes share the count), else in this process.
-    pub fn live_sessions(&self) -> Arc<dyn crate::ops::live::LiveSessions> {
-        match self
-            .by_id
+    /// The default history's Redis, when it has one: what all processes share (live
+    /// sessions are counted there).
+    pub fn shared_redis(&self) -> Option<&SharedRedis> {
+        self.by_id
             .get(DEFAULT_HISTORY)
-            .and_then(|h| h.redis.clone())
-        {
-            Some(redis) => Arc::new(crate::ops::live::RedisSessions::new(
-                redis.connection,
-                &redis.prefix,
-            )),
-            None => Arc::new(crate::ops::live::LocalSessions::default()),
-        }
+            .and_then(|h| h.redis.as_ref())
     }
 
     /// Ids, sorted.

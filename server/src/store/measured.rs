@@ -22,7 +22,9 @@ impl<S: ConversationStore> Measured<S> {
     async fn timed<T>(&self, op: &'static str, call: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let result = call.await;
-        crate::ops::metrics::store(self.inner.kind(), op, started.elapsed().as_secs_f64());
+        let (backend, seconds) = (self.inner.kind(), started.elapsed().as_secs_f64());
+        metrics::histogram!("parlor_store_seconds", "backend" => backend, "op" => op)
+            .record(seconds);
         result
     }
 }

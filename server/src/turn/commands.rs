@@ -2,8 +2,8 @@
 //! `notice`, and `done`. Commands and notices are not stored in the conversation.
 
 use super::{Turn, TurnContext, TurnError};
-use crate::config::settings::{apply_edit, Edit};
 use crate::llm::models::token_counter;
+use crate::settings::{apply_edit, Edit};
 use crate::state::BusyGuard;
 use crate::store::ConversationInfo;
 use parlor_domain::chain::{ModelLimits, ModelSwitch};

@@ -4,8 +4,6 @@
 //! domain: what to cut, prune and store, and the plan of what the model receives),
 //! **write** it, then call the model and store its reply ([`reply`]).
 
-pub mod providers;
-
 mod approval;
 mod budget;
 mod call;

@@ -148,7 +148,8 @@ impl CookieKey {
         let linked = std::fs::hard_link(&staged, path);
         let _ = std::fs::remove_file(&staged);
         match linked {
-            Ok(()) => crate::store::atomic::sync_dir(dir)?,
+            // The link is durable once its folder is.
+            Ok(()) => std::fs::File::open(dir)?.sync_all()?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e.into()),
         }
