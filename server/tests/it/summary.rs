@@ -311,8 +311,21 @@ async fn with_quota(
     tempfile::NamedTempFile,
     String,
 ) {
+    quota_and_chain(tokens, CHAIN).await
+}
+
+/// As [`with_quota`], with `config` as the configuration file.
+async fn quota_and_chain(
+    tokens: &str,
+    config: &str,
+) -> (
+    fake_llm::FakeLlm,
+    TestServer,
+    tempfile::NamedTempFile,
+    String,
+) {
     let fake = fake_llm::FakeLlm::start().await.unwrap();
-    let (base, config) = (fake.base_url(), config_file(CHAIN));
+    let (base, config) = (fake.base_url(), config_file(config));
     let path = config.path().display().to_string();
     let server = TestServer::start(&[
         ("PARLOR_AUTH", "local"),
@@ -367,8 +380,44 @@ async fn summaries_count_against_the_daily_quota() {
         summarizing() > 0 && counted > turns,
         "turns {turns}, counted {counted}"
     );
-    // `!compact` runs the same summarizer with the same count (and is refused once the
-    // quota is used up).
+    // `!compact` runs the same summarizer with the same count (see
+    // `compact_counts_against_the_daily_quota`).
+}
+
+#[tokio::test]
+async fn compact_counts_against_the_daily_quota() {
+    // No summary processor: nothing runs in the background, so only `!compact` asks.
+    let (fake, server, _config, bob) = quota_and_chain("1000000", "").await;
+    let headers = [("cookie", bob.as_str())];
+    let mut session = serde_json::Value::Null;
+    let mut turns = 0;
+    for text in ["Alpha.", "Beta.", "Gamma."] {
+        let body = json!({"message": text, "session_id": session});
+        let reply = server
+            .chat_request("concise", "", body, None, &headers)
+            .await;
+        let usage = reply.done().and_then(|d| d.usage.clone()).expect("usage");
+        turns += usage.prompt_tokens + usage.completion_tokens;
+        session = json!(reply.session_id());
+    }
+    let used = || async {
+        let auth = crate::accounts::Auth::Cookie(&bob);
+        let (_, me) = crate::accounts::get(&server, "/api/account", &auth).await;
+        serde_json::from_str::<Value>(&me).unwrap()["used_today"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(used().await, turns);
+    assert_eq!(summarizing_requests(&fake), 0);
+    let body = json!({"message": "!compact", "session_id": session});
+    let compact = server
+        .chat_request("concise", "", body, None, &headers)
+        .await;
+    let notice = compact.notice().unwrap_or_default();
+    assert!(notice.starts_with("Summary updated"), "{}", compact.body);
+    assert_eq!(summarizing_requests(&fake), 1, "!compact asked the model");
+    let after = used().await;
+    assert!(after > turns, "turns {turns}, with !compact {after}");
 }
 
 #[tokio::test]
