@@ -187,12 +187,13 @@ impl ToolRun {
             };
             let _ = tx.send(ChatEvent::Unavailable(event)).await;
         }
-        let starting = self
-            .tools
-            .reports(&self.agent, user)
-            .iter()
-            .any(|r| r.state.ends_with("starting"));
-        if !starting {
+        let reports = self.tools.reports(&self.agent, user);
+        // Its error stays with admins (/readyz, the log): it may name a command or a URL.
+        for down in reports.iter().filter(|r| is_down(&r.state)) {
+            let why = "it is not answering now, and Parlor is starting it again";
+            let _ = tx.send(unavailable(&down.id, why)).await;
+        }
+        if !reports.iter().any(|r| r.state.ends_with("starting")) {
             self.offered = self.tools.offered(&self.agent, user);
             return;
         }
@@ -202,6 +203,11 @@ impl ToolRun {
         };
         for (id, status) in missing {
             tracing::warn!("tool server {id:?} is {status}: this turn goes on without its tools");
+            let why = match matches!(status, crate::tools::server::Status::Down { .. }) {
+                true => "it failed to start, and Parlor is starting it again",
+                false => "it is still starting",
+            };
+            let _ = tx.send(unavailable(&id, why)).await;
         }
         self.offered = self.tools.offered(&self.agent, user);
         let tokens = self.budget.tokens.as_ref();
@@ -433,4 +439,21 @@ fn messages(call: &ToolCall, outcome: Outcome, save: Save) -> (Message, Message)
     };
     stored.id = sent.id.clone();
     (sent, stored)
+}
+
+/// Whether a server's state (as [`crate::tools::Tools::reports`] words it) is down.
+fn is_down(state: &str) -> bool {
+    state
+        .strip_prefix("per user: ")
+        .unwrap_or(state)
+        .starts_with("down")
+}
+
+/// The stream's word that `server`'s tools are not offered on this turn, and why.
+fn unavailable(server: &str, why: &str) -> ChatEvent {
+    ChatEvent::Unavailable(parlor_domain::event::UnavailableEvent {
+        server: server.to_owned(),
+        why: why.to_owned(),
+        settings_url: None,
+    })
 }

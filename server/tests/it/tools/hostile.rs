@@ -643,6 +643,38 @@ async fn a_turn_waits_for_a_starting_server_and_readyz_says_not_ready_meanwhile(
 }
 
 #[tokio::test]
+async fn a_turn_without_a_servers_tools_says_so_without_its_error() {
+    // A server that can never start: every turn goes on without it, and says so.
+    let config = crate::support::config_file(
+        "[[mcp_servers]]\nid = \"broken\"\ncommand = \"/nonexistent/secret-tool-server\"\n",
+    );
+    let (server, _files) = with_tool_servers(config, &["broken"], &[]).await;
+    for turn in ["first", "second"] {
+        let reply = server
+            .chat("tooled", serde_json::json!({"message": turn}))
+            .await;
+        let said: Vec<_> = reply
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                parlor_domain::ChatEvent::Unavailable(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{turn}: {}", reply.body);
+        assert_eq!(said[0].server, "broken");
+        // Why, in words for a user: the command (or a URL) stays with admins.
+        assert!(said[0].why.contains("starting it again"), "{:?}", said[0]);
+        assert!(!reply.body.contains("nonexistent"), "{}", reply.body);
+        assert!(
+            reply.text().contains(turn),
+            "the turn was answered: {}",
+            reply.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn readyz_tells_an_admin_which_tools_were_dropped_and_why() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let log_path = log.path().display().to_string();
