@@ -34,6 +34,29 @@ pub struct Var<T: 'static> {
     read: fn(&str) -> Result<T, String>,
     /// Its value never appears in an error (keys, tokens).
     secret: bool,
+    /// Where [`Vars`] holds it.
+    field: fn(&Vars) -> Option<&Read<T>>,
+}
+
+/// One variable as envy read it: its text, and what its declaration's reader made of it (the
+/// typed value, or why the text is refused).
+pub struct Read<T> {
+    text: String,
+    value: Result<T, String>,
+}
+
+impl<T> Read<T> {
+    fn of(var: &Var<T>, text: String) -> Read<T> {
+        Read {
+            value: (var.read)(&text),
+            text,
+        }
+    }
+}
+
+/// The field of a variable not yet placed in [`Vars`] (only while it is declared).
+fn unplaced<T>(_: &Vars) -> Option<&Read<T>> {
+    None
 }
 
 impl<T> Var<T> {
@@ -48,7 +71,12 @@ impl<T> Var<T> {
             meaning,
             read,
             secret: false,
+            field: unplaced::<T>,
         }
+    }
+
+    const fn at(self, field: fn(&Vars) -> Option<&Read<T>>) -> Self {
+        Var { field, ..self }
     }
 
     const fn secret(self) -> Self {
@@ -94,57 +122,53 @@ impl<T> Describe for Var<T> {
 }
 
 /// Declares each variable as a constant named after it, [`ALL`] in the same order, and
-/// [`Raw`], the struct envy reads the environment into: one field per variable, its text
-/// (each declaration's reader then makes the typed value, its errors naming the variable).
+/// [`Vars`], the typed struct envy reads the environment into: one field per variable, read
+/// by its declaration's reader as envy hands it over (a refused value keeps why, so the error
+/// names the variable when the variable is used).
 macro_rules! variables {
     ($($id:ident: $t:ty = $var:expr;)*) => {
-        $(pub const $id: Var<$t> = $var.named(stringify!($id));)*
+        $(pub const $id: Var<$t> = $var.named(stringify!($id)).at({
+            fn field(vars: &Vars) -> Option<&Read<$t>> {
+                vars.$id.as_ref()
+            }
+            field
+        });)*
         /// Every environment variable Parlor reads, in the order `--help` lists them.
         pub const ALL: &[&dyn Describe] = &[$(&$id),*];
 
-        /// The environment as envy deserializes it: each declared variable's text, `None`
-        /// when unset.
-        #[derive(Debug, Default)]
+        /// The environment as envy deserializes it: each declared variable, typed by its
+        /// declaration, `None` when unset.
+        #[derive(Default)]
         #[allow(non_snake_case)]
-        struct Raw {
-            $($id: Option<String>,)*
+        pub struct Vars {
+            $($id: Option<Read<$t>>,)*
         }
 
         /// envy gives names in lower case: each is matched to its declaration without case
         /// (the names given are upper case, see [`Env::new`]).
-        impl<'de> serde::Deserialize<'de> for Raw {
-            fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<Raw, D::Error> {
+        impl<'de> serde::Deserialize<'de> for Vars {
+            fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<Vars, D::Error> {
                 struct Fields;
                 impl<'de> serde::de::Visitor<'de> for Fields {
-                    type Value = Raw;
+                    type Value = Vars;
                     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                         f.write_str("environment variables")
                     }
                     fn visit_map<A: serde::de::MapAccess<'de>>(
                         self,
                         mut map: A,
-                    ) -> Result<Raw, A::Error> {
-                        let mut raw = Raw::default();
+                    ) -> Result<Vars, A::Error> {
+                        let mut vars = Vars::default();
                         while let Some((name, text)) = map.next_entry::<String, String>()? {
                             $(if name.eq_ignore_ascii_case(stringify!($id)) {
-                                raw.$id = Some(text);
+                                vars.$id = Some(Read::of(&$id, text));
                                 continue;
                             })*
                         }
-                        Ok(raw)
+                        Ok(vars)
                     }
                 }
                 from.deserialize_map(Fields)
-            }
-        }
-
-        impl Raw {
-            /// The text of the variable named `name`.
-            fn text(&self, name: &str) -> Option<&str> {
-                match name {
-                    $(stringify!($id) => self.$id.as_deref(),)*
-                    _ => None,
-                }
             }
         }
     };
@@ -325,9 +349,9 @@ pub enum ConfigError {
     },
 }
 
-/// The environment as Parlor reads it: deserialized by envy into [`Raw`], an empty
+/// The environment as Parlor reads it: deserialized by envy into [`Vars`], an empty
 /// variable counting as unset, as in most shells' `VAR=` idiom.
-pub struct Env(Raw);
+pub struct Env(Vars);
 
 /// The variables set, without those set empty.
 fn non_empty(
@@ -340,42 +364,51 @@ impl Env {
     pub fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
         // envy matches names without case; Parlor's are upper case and exact, so only
         // upper-case names are given to it (`parlor_model` is not `PARLOR_MODEL`, and the
-        // two set at once are not a duplicate). Every field is optional text: envy cannot
-        // fail on them.
+        // two set at once are not a duplicate). A refused value is kept with why, so envy
+        // itself cannot fail on them.
         let exact = non_empty(vars).filter(|(k, _)| !k.bytes().any(|b| b.is_ascii_lowercase()));
         Env(envy::from_iter(exact).unwrap_or_default())
     }
 
     fn raw<T>(&self, var: &Var<T>) -> Option<&str> {
-        self.0.text(var.name)
+        (var.field)(&self.0).map(|read| read.text.as_str())
     }
 
-    fn read<T>(&self, var: &Var<T>, text: &str) -> Result<T, ConfigError> {
-        (var.read)(text).map_err(|reason| ConfigError::Invalid {
+    fn invalid<T>(var: &Var<T>, text: &str, reason: String) -> ConfigError {
+        ConfigError::Invalid {
             var: var.name,
             value: match var.secret {
                 true => "[redacted]".into(),
                 false => text.to_owned(),
             },
             reason,
-        })
+        }
+    }
+
+    fn typed<T: Clone>(var: &Var<T>, read: &Read<T>) -> Result<T, ConfigError> {
+        read.value
+            .clone()
+            .map_err(|reason| Env::invalid(var, &read.text, reason))
     }
 
     /// Its value when it is set.
-    pub fn set<T>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
-        self.raw(var).map(|text| self.read(var, text)).transpose()
+    pub fn set<T: Clone>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
+        (var.field)(&self.0)
+            .map(|read| Env::typed(var, read))
+            .transpose()
     }
 
     /// Its value, or its default when it has one.
-    pub fn get<T>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
-        match (self.raw(var), var.default) {
-            (Some(text), _) | (None, Value(text)) => self.read(var, text).map(Some),
+    pub fn get<T: Clone>(&self, var: &Var<T>) -> Result<Option<T>, ConfigError> {
+        match ((var.field)(&self.0), var.default) {
+            (Some(read), _) => Env::typed(var, read).map(Some),
+            (None, Value(text)) => Env::typed(var, &Read::of(var, text.to_owned())).map(Some),
             (None, Unset(_)) => Ok(None),
         }
     }
 
     /// Its value or its default (declared with one).
-    pub fn value<T>(&self, var: &Var<T>) -> Result<T, ConfigError> {
+    pub fn value<T: Clone>(&self, var: &Var<T>) -> Result<T, ConfigError> {
         self.get(var)?.ok_or_else(|| ConfigError::Invalid {
             var: var.name,
             value: String::new(),
@@ -385,7 +418,11 @@ impl Env {
 
     /// The value of `primary` or its AgentDock-era `alias`; both set and different is an
     /// error.
-    pub fn one_of<T>(&self, primary: &Var<T>, alias: &Var<T>) -> Result<Option<T>, ConfigError> {
+    pub fn one_of<T: Clone>(
+        &self,
+        primary: &Var<T>,
+        alias: &Var<T>,
+    ) -> Result<Option<T>, ConfigError> {
         match (self.raw(primary), self.raw(alias)) {
             (Some(a), Some(b)) if a != b => Err(ConfigError::Conflict {
                 a: primary.name,
@@ -484,7 +521,10 @@ mod tests {
             Some("data".into()),
             "not the lower-case one"
         );
-        assert_eq!(env.0.text("UNRELATED"), None);
+        assert!(
+            env.0.PARLOR_DATA_DIR.is_none(),
+            "read under its exact name only"
+        );
         let vars = || {
             [
                 ("TEAM_KEY".to_owned(), "sk-team".to_owned()),
@@ -494,6 +534,36 @@ mod tests {
         assert_eq!(named(vars(), "TEAM_KEY").as_deref(), Some("sk-team"));
         assert_eq!(named(vars(), "EMPTY_KEY"), None);
         assert_eq!(named(vars(), "team_key"), None, "names are exact");
+    }
+
+    #[test]
+    fn envy_reads_typed_values_and_a_refused_one_names_its_variable() {
+        let env = Env::new([
+            ("PARLOR_LLM_TIMEOUT_SECS".to_owned(), "90".to_owned()),
+            (
+                "PARLOR_TRUSTED_PROXIES".to_owned(),
+                "10.0.0.2, ::1".to_owned(),
+            ),
+            ("PARLOR_RATE_LIMIT_CHAT".to_owned(), "lots".to_owned()),
+        ]);
+        // Typed as envy handed the values over, before anything asked for them.
+        let timeout = env.0.PARLOR_LLM_TIMEOUT_SECS.as_ref().unwrap();
+        assert_eq!(timeout.value, Ok(90));
+        let proxies = env.0.PARLOR_TRUSTED_PROXIES.as_ref().unwrap();
+        assert_eq!(proxies.value.as_ref().map(Vec::len), Ok(2));
+        assert!(env
+            .0
+            .PARLOR_RATE_LIMIT_CHAT
+            .as_ref()
+            .unwrap()
+            .value
+            .is_err());
+        let err = env.set(&PARLOR_RATE_LIMIT_CHAT).unwrap_err().to_string();
+        assert!(
+            err.starts_with("PARLOR_RATE_LIMIT_CHAT=\"lots\" is invalid: "),
+            "{err}"
+        );
+        assert_eq!(env.value(&PARLOR_LLM_TIMEOUT_SECS).unwrap(), 90);
     }
 
     #[test]
