@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod cli;
 pub mod config;
+pub mod context_providers;
 pub mod conversation;
 pub mod gate;
 pub mod llm;
@@ -20,7 +21,6 @@ pub mod turn;
 use crate::config::agents::AgentCatalog;
 use crate::config::cookie_key;
 use crate::config::{Config, LlmConfig};
-use crate::conversation::providers;
 use crate::llm::models;
 use crate::llm::{LlmClient, MirrorModel, OpenAiClient};
 use crate::ops::browser;
@@ -102,7 +102,7 @@ pub async fn setup(config: &Config, agents: &AgentCatalog) -> anyhow::Result<Set
     let specs = histories::specs(file_ref, &config.data_dir)?;
     let histories = Histories::open(&specs, config.backup_retention).await?;
     histories.check_agents(agents.list().iter().map(|a| a.as_ref()))?;
-    crate::conversation::providers::Providers::new(settings.providers.clone())
+    crate::context_providers::Providers::new(settings.providers.clone())
         .check_agents(agents.list().iter().map(|a| a.as_ref()))?;
     settings
         .tools
@@ -202,7 +202,7 @@ pub fn services(config: Config, agents: AgentCatalog, setup: Setup) -> Arc<Servi
         agents,
         histories: setup.histories,
         models,
-        providers: providers::Providers::new(settings.providers),
+        providers: context_providers::Providers::new(settings.providers),
         busy: Default::default(),
         chain: parlor_domain::chain::Chain::from_names(&settings.chain)
             .expect("validated with the configuration"),
@@ -373,7 +373,7 @@ pub fn router(mut leptos_options: LeptosOptions, services: Arc<Services>) -> Rou
         pages_router(&state).layer(middleware::from_fn_with_state(build, site::serve_build));
     let mut app = api_router(&services).merge(pages);
     if services.accounts.is_some() {
-        app = app.merge(accounts::routes::router());
+        app = app.merge(routes::accounts::login::router());
     }
     let app = app.layer(middleware::from_fn_with_state(
         gate::Gate::new(services.clone()),

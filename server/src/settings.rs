@@ -20,7 +20,7 @@ pub struct ServerSettings {
     pub models: Vec<crate::llm::models::ModelSpec>,
     /// `[[providers]]`: the LLM endpoints models may name.
     pub llm_providers: Vec<crate::llm::providers::ProviderSpec>,
-    pub providers: Vec<crate::conversation::providers::Provider>,
+    pub providers: Vec<crate::context_providers::Provider>,
     /// The model that keeps conversation summaries (`None`: each conversation's own).
     pub summary_model: Option<String>,
     /// `[tools]` and `[[mcp_servers]]`.
@@ -73,7 +73,7 @@ impl ServerSettings {
             idle_timeout_minutes: idle_timeout_minutes.unwrap_or(DEFAULT_IDLE_TIMEOUT_MINUTES),
             models: crate::llm::models::specs(&file.models, path, &provider_ids)?,
             llm_providers,
-            providers: crate::conversation::providers::specs(&file.context, path)?,
+            providers: crate::context_providers::specs(&file.context, path)?,
             tools: crate::tools::spec::specs(file, path, &var)?,
             summary_model,
             steps: (window_step.map(|n| n as usize), budget_step),

@@ -30,7 +30,7 @@ pub struct Services {
     /// The models conversations can use and the clients that reach them.
     pub models: Models,
     /// The operator's context providers (`[[context]]`).
-    pub providers: crate::conversation::providers::Providers,
+    pub providers: crate::context_providers::Providers,
     /// Conversations (history id, session) with a reply being written right now.
     pub busy: Mutex<HashSet<(String, ConversationId)>>,
     /// The processors after the policy step, for agents without their own.

@@ -3,7 +3,6 @@
 //! quotas. What an account owns is what its [`User::session`] owns, so every rule of
 //! ownership that held for a browser holds for an account, on every device.
 
-pub mod callback;
 pub mod file;
 pub mod gate;
 pub mod oidc;
@@ -13,10 +12,7 @@ pub mod proxy;
 pub mod quota;
 pub use quota::Quota;
 pub mod redis;
-pub mod routes;
-pub mod session;
 pub mod store;
-pub mod tokens;
 pub mod tracked;
 
 use crate::config::auth::AuthConfig;

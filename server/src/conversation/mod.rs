@@ -6,7 +6,6 @@
 //! conversation becomes visible only once it is whole.
 
 pub mod marks;
-pub mod providers;
 pub mod recall;
 pub mod summarizer;
 pub mod versions;

@@ -1,5 +1,6 @@
 //! Plain axum routes (everything that is not a Leptos page or server function).
 
+pub mod accounts;
 pub mod pages;
 pub mod site;
 
@@ -69,14 +70,14 @@ routes! {
     /// Accounts (`PARLOR_AUTH` other than `none`): who is logged in, their personal tokens,
     /// logging in and out from scripts (rate-limited like the chat API).
     account, ACCOUNT_ROUTES {
-        "/api/account" => get(crate::accounts::tokens::get_account);
+        "/api/account" => get(accounts::tokens::get_account);
         "/api/account/tokens" =>
-            get(crate::accounts::tokens::get_tokens), post(crate::accounts::tokens::post_token);
-        "/api/account/tokens/{id}" => delete(crate::accounts::tokens::delete_token);
+            get(accounts::tokens::get_tokens), post(accounts::tokens::post_token);
+        "/api/account/tokens/{id}" => delete(accounts::tokens::delete_token);
         "/api/account/tool-secrets" => get(tool_secrets::get_secrets);
         "/api/account/tool-secrets/{server}" => put(tool_secrets::put_secrets);
-        "/auth/login" => post(crate::accounts::routes::post_login);
-        "/auth/logout" => post(crate::accounts::routes::post_logout);
+        "/auth/login" => post(accounts::login::post_login);
+        "/auth/logout" => post(accounts::login::post_logout);
     }
     /// Liveness and this document: never limited.
     health, HEALTH_ROUTES {

@@ -3,8 +3,8 @@
 //! `DELETE /api/account/tokens/{id}`. Each needs a login (the gate sees to it); with accounts
 //! off, the API answers 404 saying so.
 
-use super::pages;
-use super::{AccountError, Accounts, Token, User};
+use crate::accounts::pages;
+use crate::accounts::{AccountError, Accounts, Token, User};
 use crate::state::AppState;
 use crate::table::Mount;
 use axum::body::Bytes;
@@ -105,7 +105,7 @@ async fn post_page(
 async fn post_logout_others(
     State(app): State<AppState>,
     Extension(user): Extension<User>,
-    Extension(via): Extension<super::gate::Via>,
+    Extension(via): Extension<crate::accounts::gate::Via>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let Some(accounts) = app.services.accounts.as_deref() else {
@@ -114,7 +114,7 @@ async fn post_logout_others(
     if let Err(e) = accounts.end_logins(user.name.as_str()).await {
         return unavailable(e);
     }
-    if via != super::gate::Via::Cookie {
+    if via != crate::accounts::gate::Via::Cookie {
         return Redirect::to("/account/tokens").into_response();
     }
     let account = match accounts.store().user(&user.name).await {
@@ -258,14 +258,14 @@ pub struct MadeToken {
 pub async fn post_token(
     State(app): State<AppState>,
     user: Option<Extension<User>>,
-    via: Option<Extension<super::gate::Via>>,
+    via: Option<Extension<crate::accounts::gate::Via>>,
     body: Bytes,
 ) -> Response {
     let (accounts, user) = match signed_in(&app, user) {
         Ok(found) => found,
         Err(refused) => return refused.into_response(),
     };
-    if via.is_some_and(|Extension(via)| via == super::gate::Via::Token) {
+    if via.is_some_and(|Extension(via)| via == crate::accounts::gate::Via::Token) {
         // A token that leaked must not be able to make itself a successor.
         return error(
             StatusCode::FORBIDDEN,

@@ -2,9 +2,9 @@
 //! `POST /auth/logout`, `POST /auth/signup`. Forms from the pages get a redirect (or the page
 //! again with the error); JSON from scripts gets 204 with the cookie (or a JSON error).
 
-use super::pages::{self, LoginView};
 use super::session::{logged_in_response, redirect_next, safe_next};
-use super::{Accounts, LoginError};
+use crate::accounts::pages::{self, LoginView};
+use crate::accounts::{Accounts, LoginError};
 use crate::ops::browser::set_cookie;
 use crate::state::{AppState, Services};
 use crate::table::Mount;
@@ -90,7 +90,7 @@ fn accounts(services: &Services) -> &Accounts {
 
 async fn get_login(
     State(app): State<AppState>,
-    user: Option<axum::Extension<super::User>>,
+    user: Option<axum::Extension<crate::accounts::User>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let accounts = accounts(&app.services);
@@ -315,8 +315,8 @@ async fn post_signup(State(app): State<AppState>, headers: HeaderMap, body: Byte
         }
         Err(e) => {
             let status = match e {
-                super::AccountError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-                super::AccountError::Taken(_) => StatusCode::CONFLICT,
+                crate::accounts::AccountError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                crate::accounts::AccountError::Taken(_) => StatusCode::CONFLICT,
                 _ => StatusCode::BAD_REQUEST,
             };
             match form.json {

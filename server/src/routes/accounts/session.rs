@@ -2,7 +2,7 @@
 //! browser carried ended), the browser's cookie conversations moved to the account, and the
 //! way on to where the user was going.
 
-use super::{Account, User};
+use crate::accounts::{Account, User};
 use crate::ops::browser::{self, set_cookie};
 use crate::state::Services;
 use axum::http::{header, HeaderMap, StatusCode};

@@ -1,9 +1,9 @@
 //! The OpenID routes: `GET /auth/oidc` sends the browser to the provider (its `state` in the
 //! `parlor_oidc` cookie), `GET /auth/callback` finishes the login there.
 
-use super::oidc::{OidcError, FLOW_MS};
-use super::pages::{self, LoginView};
 use super::session::{logged_in_response, safe_next};
+use crate::accounts::oidc::{OidcError, FLOW_MS};
+use crate::accounts::pages::{self, LoginView};
 use crate::ops::browser::set_cookie;
 use crate::state::AppState;
 use axum::extract::{Query, State};
