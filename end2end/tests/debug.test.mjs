@@ -36,6 +36,10 @@ describe('the debug panel', () => {
     assert.equal(await page.locator('.message.not-sent').count(), 2);
     assert.equal(await page.locator('.not-sent-tag').count(), 2);
     assert.match(await fact(page, 'session'), /^[0-9a-f]{8}…$/);
+    // Why the request no longer starts as the last one did: "first" was let go.
+    assert.equal(await fact(page, 'prefix-change'), 'the window cut 1 older message(s)');
+    // No cache reported by the upstream yet: no cache line.
+    assert.equal(await page.locator('[data-fact="cache"]').count(), 0);
 
     // After a reload the panel shows the same last turn.
     await page.reload();
@@ -43,6 +47,17 @@ describe('the debug panel', () => {
     assert.match(await fact(page, 'sent'), /^2 messages/);
     assert.equal(await fact(page, 'messages'), '4 messages');
     assert.equal(await page.locator('.message.not-sent').count(), 2);
+
+    // An upstream that reports cached prompt tokens (the fake's [cached]: half the prompt):
+    // the panel says how the cache served the call, live.
+    await send(page, '[cached] third');
+    await replyFinished(page);
+    const cache = await fact(page, 'cache');
+    const [, read, written, fresh, percent] =
+      cache.match(/^(\d+) read, (\d+) written, (\d+) fresh \((\d+)% read from the cache\)$/) ?? [];
+    assert.ok(Number(read) > 0 && Number(fresh) > 0, cache);
+    assert.equal(Number(written), 0, cache);
+    assert.ok(Math.abs(Number(percent) - 50) <= 1, cache);
     await context.close();
   });
 
