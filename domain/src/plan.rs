@@ -74,6 +74,9 @@ pub struct Plan {
     pub error: Option<ChainError>,
     /// What was sent, as the next turn compares it ([`crate::cache::prefix_change`]).
     pub prefix: crate::cache::Prefix,
+    /// With the sliding window and the summary in the chain: where the window will start
+    /// at the next turn when it cuts then ([`SlidingWindow::next_start`]).
+    pub next_window_start: Option<usize>,
 }
 
 /// The agent's window ceiling: the server-wide `agent_max_ctx`, which an agent's own
@@ -108,6 +111,15 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     if !input.chain.names().contains(&SlidingWindow.name()) {
         outgoing = ceiling(outgoing, input.max_ctx, &mut steps);
     }
+    let names = input.chain.names();
+    let next_window_start = [SlidingWindow.name(), "summary"]
+        .iter()
+        .all(|n| names.contains(n))
+        .then(|| {
+            let step = SlidingWindow::step_of(model, window);
+            SlidingWindow::next_start(&outgoing, window, step)
+        })
+        .flatten();
     let (sent, error) = run_chain(input.chain, outgoing, &ctx, &mut steps);
     let first_sent_index = first_sent_index(&sent, stored_total);
     let counts = &selected.counts;
@@ -138,6 +150,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         report,
         error,
         prefix,
+        next_window_start,
     }
 }
 

@@ -48,6 +48,29 @@ impl SlidingWindow {
         Self::keep_last_stepped(messages, window, 0)
     }
 
+    /// The step `model`'s window of `window` messages cuts by: its own, else a third.
+    pub fn step_of(model: &super::ModelLimits, window: usize) -> usize {
+        model.window_step.unwrap_or(window / DEFAULT_STEP_DIVISOR)
+    }
+
+    /// Where the window over `messages` will start at the next turn, when that turn (two
+    /// messages longer: this turn's reply and the next question) makes it cut again: the
+    /// stored position of the message it will start on. `None` while the cut holds, or when
+    /// the next cut would start on a message not stored yet. The rolling summary is brought
+    /// up to it ahead, so that the summary sent changes with the cut, not a turn after it.
+    pub fn next_start(messages: &[Outgoing], window: usize, step: usize) -> Option<usize> {
+        let rest = &messages[leading_systems(messages)..];
+        let unpinned: Vec<usize> = (0..rest.len()).filter(|&i| !rest[i].pinned()).collect();
+        let now = step_cut(unpinned.len(), window, step);
+        let next = step_cut(unpinned.len() + 2, window, step);
+        let from = *unpinned.get(next).filter(|_| next > now)?;
+        // With no user message at or after `from`, the next question will be the first.
+        let start = user_at_or_after(rest, from);
+        (start >= from)
+            .then(|| rest.get(start)?.stored_at)
+            .flatten()
+    }
+
     /// The window with a step: the cut moves only in steps of `step` messages
     /// ([`step_cut`]), so it holds while the conversation grows.
     pub fn keep_last_stepped(messages: Vec<Outgoing>, window: usize, step: usize) -> Vec<Outgoing> {
@@ -92,10 +115,7 @@ impl HistoryProcessor for SlidingWindow {
         messages: Vec<Outgoing>,
         ctx: &ChainContext<'_>,
     ) -> Result<Vec<Outgoing>, ChainError> {
-        let step = ctx
-            .model
-            .window_step
-            .unwrap_or(ctx.effective_ctx / DEFAULT_STEP_DIVISOR);
+        let step = Self::step_of(ctx.model, ctx.effective_ctx);
         Ok(Self::keep_last_stepped(messages, ctx.effective_ctx, step))
     }
 }

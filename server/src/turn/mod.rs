@@ -372,9 +372,10 @@ impl TurnContext<'_> {
         let facts = self.call_facts(&info);
         let planned = turn::call::call(&mut info, sent, true, &facts.input(self, summary.as_ref()));
         self.log_decision(&planned.plan);
+        let first_sent = planned.meta.history.first_sent_index;
+        let then = self.summarize_after(&info, first_sent, planned.plan.next_window_start);
         let request = facts.request(self, planned.plan);
         let (tx, rx) = mpsc::channel(64);
-        let then = self.summarize_after(&info, planned.meta.history.first_sent_index);
         let (durable_tx, durable_rx) = tokio::sync::oneshot::channel();
         let details = info.clone();
         let budget = facts.budget(planned.meta.history.estimated_tokens);

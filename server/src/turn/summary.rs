@@ -43,13 +43,18 @@ impl TurnContext<'_> {
     }
 
     /// With the `summary` processor, what runs after the reply: the summarizer, when stored
-    /// messages were left out of this call.
+    /// messages were left out of this call, or will be at the next turn's cut
+    /// (`next_window_start`): then the summary is brought up to that cut ahead, so the one
+    /// sent changes with the cut rather than a turn after it (one change of the prompt's
+    /// prefix, not two).
     pub(super) fn summarize_after(
         &self,
         info: &ConversationInfo,
         first_sent: usize,
+        next_window_start: Option<usize>,
     ) -> Option<Box<dyn FnOnce() + Send + Sync>> {
         let chain = self.services.chain_for(self.agent);
+        let first_sent = next_window_start.map_or(first_sent, |next| next.max(first_sent));
         if first_sent == 0 || !chain.names().contains(&"summary") {
             return None;
         }

@@ -42,8 +42,17 @@ fn summarizing_requests(fake: &fake_llm::FakeLlm) -> usize {
 }
 
 async fn say(server: &TestServer, session: &str, text: &str) -> crate::support::Reply {
+    say_as(server, "concise", session, text).await
+}
+
+async fn say_as(
+    server: &TestServer,
+    agent: &str,
+    session: &str,
+    text: &str,
+) -> crate::support::Reply {
     let reply = server
-        .chat("concise", json!({"message": text, "session_id": session}))
+        .chat(agent, json!({"message": text, "session_id": session}))
         .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     reply
@@ -503,4 +512,62 @@ async fn compact_is_refused_once_the_daily_quota_is_used_up() {
     let notice = compact.notice().unwrap_or_default().to_owned();
     assert!(notice.contains("quota of 5 tokens is used up"), "{notice}");
     assert_eq!(fake.requests().len(), asked, "the model was not asked");
+}
+
+/// A window of 6 that cuts 4 at a time, the summary after it: the summary is brought up to
+/// each cut ahead of it (after the turn before), so the prompt's prefix changes only on the
+/// turns that cut, never on the turn after a cut for a summary written late.
+#[tokio::test]
+async fn the_summary_changes_with_the_cut_not_a_turn_after_it() {
+    let fake = fake_llm::FakeLlm::start().await.unwrap();
+    let base = fake.base_url();
+    let config = config_file(&format!(
+        "{CHAIN}[[models]]\nname = \"small\"\nmodel = \"gpt-4o-mini\"\nmax_context = 6\n\
+         window_step = 4\n"
+    ));
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[
+        ("PARLOR_CONFIG", &path),
+        ("OPENAI_BASE_URL", &base),
+        ("PARLOR_MODEL", "small"),
+    ])
+    .await;
+    let mut first = Some(server.chat("general", json!({"message": "Turn 1."})).await);
+    let session = first.as_ref().unwrap().session_id();
+    let debug = || async {
+        let url = format!("/api/chat/general/debug?session_id={session}");
+        let (_, body) = server.get(&url, None).await;
+        serde_json::from_str::<Value>(&body).unwrap()["last_turn"].clone()
+    };
+    // The window sees 2k-1 messages at turn k: it cuts at turns 4, 6 and 8 (to 4, 8, 12);
+    // after turns 3, 5 and 7 the summary is brought up to the coming cut.
+    let covers_after = [0, 0, 4, 4, 8, 8, 12, 12];
+    let mut cut_at = 0;
+    let mut changes = Vec::new();
+    for turn in 1..=8 {
+        let reply = match first.take() {
+            Some(reply) => reply,
+            None => say_as(&server, "general", &session, &format!("Turn {turn}.")).await,
+        };
+        let first_sent = reply.meta().history.first_sent_index;
+        let report = debug().await;
+        let change = report["prefix_change"]["reason"]
+            .as_str()
+            .map(str::to_owned);
+        changes.push((turn, first_sent, change.clone()));
+        if first_sent != cut_at {
+            cut_at = first_sent;
+        } else {
+            assert_eq!(change, None, "turn {turn} did not cut: {changes:?}");
+        }
+        let wanted = covers_after[turn - 1];
+        if wanted > 0 {
+            covering(&server, &session, wanted).await;
+        }
+    }
+    let cuts: Vec<usize> = changes.iter().map(|(_, first, _)| *first).collect();
+    assert_eq!(cuts, [0, 0, 0, 4, 4, 8, 8, 12], "{changes:?}");
+    // Each cut turn already had the summary of what it cut.
+    let summary = summary_of(&server, &session).await.unwrap();
+    assert_eq!(Covers::of(&summary).messages, 12);
 }

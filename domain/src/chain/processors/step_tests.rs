@@ -129,3 +129,22 @@ fn without_a_step_set_a_window_cuts_a_third_at_a_time() {
     };
     assert!(held_turns(&exact, 30, &SlidingWindow) <= 20);
 }
+
+#[test]
+fn the_next_cut_is_foreseen_where_the_next_turn_will_start() {
+    // For every length, what `next_start` foresees is where the window starts one turn
+    // later (two messages on), whenever that turn cuts; `None` when it holds.
+    let (window, step) = (10, 4);
+    for turns in 0..30 {
+        let now = conversation(turns);
+        let later = conversation(turns + 1);
+        let start =
+            |m: Vec<Outgoing>| first_kept(&SlidingWindow::keep_last_stepped(m, window, step));
+        let (cut_now, cut_later) = (start(now.clone()), start(later));
+        let foreseen = SlidingWindow::next_start(&now, window, step);
+        match cut_later != cut_now {
+            true => assert_eq!(foreseen, cut_later, "{turns} turns"),
+            false => assert_eq!(foreseen, None, "{turns} turns"),
+        }
+    }
+}
