@@ -74,8 +74,7 @@ pub struct Plan {
     pub error: Option<ChainError>,
     /// What was sent, as the next turn compares it ([`crate::cache::prefix_change`]).
     pub prefix: crate::cache::Prefix,
-    /// With the sliding window and the summary in the chain: where the window will start
-    /// at the next turn when it cuts then ([`SlidingWindow::next_start`]).
+    /// Where the next turn's window starts if it cuts ([`SlidingWindow::next_start`]).
     pub next_window_start: Option<usize>,
 }
 
@@ -111,21 +110,11 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     if !input.chain.names().contains(&SlidingWindow.name()) {
         outgoing = ceiling(outgoing, input.max_ctx, &mut steps);
     }
-    let names = input.chain.names();
-    let next_window_start = [SlidingWindow.name(), "summary"]
-        .iter()
-        .all(|n| names.contains(n))
-        .then(|| {
-            let step = SlidingWindow::step_of(model, window);
-            SlidingWindow::next_start(&outgoing, window, step)
-        })
-        .flatten();
+    let next_window_start = SlidingWindow::next_start_for_summary(input.chain, &outgoing, &ctx);
     let (sent, error) = run_chain(input.chain, outgoing, &ctx, &mut steps);
     let first_sent_index = first_sent_index(&sent, stored_total);
-    let counts = &selected.counts;
-    let marks = counts
-        .marked
-        .then(|| marks_report(&sent, pinned_before, counts.excluded));
+    let (marked, excluded) = (selected.counts.marked, selected.counts.excluded);
+    let marks = marked.then(|| marks_report(&sent, pinned_before, excluded));
     let exchanges = exchange_reports(input.tail, offset, &sent);
     let prefix = crate::cache::Prefix::of(sent.iter().map(|m| (m.stored_at, &m.message)));
     let messages: Vec<Message> = sent.into_iter().map(|m| m.message).collect();

@@ -71,6 +71,21 @@ impl SlidingWindow {
             .flatten()
     }
 
+    /// [`SlidingWindow::next_start`] when `chain` has both the window and the summary (the
+    /// one that needs it); `None` otherwise.
+    pub fn next_start_for_summary(
+        chain: &super::Chain,
+        messages: &[Outgoing],
+        ctx: &ChainContext<'_>,
+    ) -> Option<usize> {
+        let names = chain.names();
+        if !names.contains(&"sliding_window") || !names.contains(&"summary") {
+            return None;
+        }
+        let step = Self::step_of(ctx.model, ctx.effective_ctx);
+        Self::next_start(messages, ctx.effective_ctx, step)
+    }
+
     /// The window with a step: the cut moves only in steps of `step` messages
     /// ([`step_cut`]), so it holds while the conversation grows.
     pub fn keep_last_stepped(messages: Vec<Outgoing>, window: usize, step: usize) -> Vec<Outgoing> {
