@@ -31,7 +31,7 @@ use crate::store::histories::Histories;
 use crate::store::StoreError;
 use crate::table::Mount;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderName, HeaderValue};
+use axum::http::{header, HeaderValue};
 use axum::routing::post;
 use axum::{middleware, Router};
 use leptos::config::LeptosOptions;
@@ -329,23 +329,6 @@ async fn client_errors(response: axum::response::Response) -> axum::response::Re
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-/// The span a request's log lines belong to: method, path and request id.
-fn request_span(request: &axum::extract::Request) -> tracing::Span {
-    let id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    tracing::info_span!(
-        "request",
-        method = %request.method(),
-        path = %request.uri().path(),
-        request_id = %id,
-    )
-}
-
-const REQUEST_ID: &str = "x-request-id";
-
 /// Failed `/metrics` authorizations one client address may make per minute.
 pub const METRICS_FAILURES_PER_MINUTE: u32 = gate::ADMIN_GUESSES_PER_MINUTE;
 
@@ -472,19 +455,20 @@ fn with_common_layers(router: Router<AppState>) -> Router<AppState> {
         ))
         // Request logs: every request is a `request` span (method, path, request id) in which
         // its handler, and a chat's reply task, log; it ends with one line giving the status
-        // and latency. The request id is the `x-request-id` a proxy set, or a new one, and is
-        // returned in the response.
-        .layer(PropagateRequestIdLayer::new(HeaderName::from_static(
-            REQUEST_ID,
-        )))
+        // and latency. The request id is the `x-request-id` a proxy set (when it looks like
+        // one), or a new one, and is returned in the response.
+        .layer(PropagateRequestIdLayer::new(ops::request_id::HEADER))
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(request_span)
+                .make_span_with(ops::request_id::span)
                 .on_request(())
                 .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
         )
         .layer(SetRequestIdLayer::new(
-            HeaderName::from_static(REQUEST_ID),
+            ops::request_id::HEADER,
             MakeRequestUuid,
+        ))
+        .layer(axum::middleware::map_request(
+            ops::request_id::keep_only_ids,
         ))
 }

@@ -6,3 +6,4 @@ pub mod connections;
 pub mod live;
 pub mod metrics;
 pub mod rate_limit;
+pub mod request_id;

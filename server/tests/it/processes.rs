@@ -1067,6 +1067,20 @@ fn request_logs_carry_the_request_id_and_never_the_api_key_even_at_trace_level()
     // Without one, Parlor makes an id and returns it.
     let made = client.get(server.url("/healthz")).send().unwrap();
     assert_eq!(made.headers()["x-request-id"].len(), 36);
+    // One that is not an id (too long, a fake log line, sent twice) is replaced, not logged.
+    let flood = "f".repeat(250_000);
+    let fake_line = "x level=ERROR msg=forged";
+    for sent in [vec![flood.as_str()], vec![fake_line], vec!["a-1", "b-2"]] {
+        let mut request = client.get(server.url("/healthz"));
+        for value in &sent {
+            request = request.header("x-request-id", *value);
+        }
+        let answer = request.send().unwrap();
+        assert_eq!(answer.status(), 200);
+        let returned: Vec<_> = answer.headers().get_all("x-request-id").iter().collect();
+        assert_eq!(returned.len(), 1, "{sent:?}");
+        assert_eq!(returned[0].len(), 36, "a new id instead of {sent:?}");
+    }
     std::thread::sleep(std::time::Duration::from_millis(300));
     server.kill();
     let mut log: Vec<String> = server.log.lines().map(str::to_owned).collect();
@@ -1080,6 +1094,7 @@ fn request_logs_carry_the_request_id_and_never_the_api_key_even_at_trace_level()
         text
     };
     let all = format!("{}\n{stderr}", log.join("\n"));
+    assert!(!all.contains(&flood[..1000]) && !all.contains(fake_line));
     for fragment in key.as_bytes().windows(8) {
         let fragment = std::str::from_utf8(fragment).unwrap();
         assert!(!all.contains(fragment), "{fragment} logged");
