@@ -196,11 +196,12 @@ pub fn same_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(), 
     }
 }
 
+/// With `PARLOR_PUBLIC_URL`, the one origin it names (scheme, host and port: a plain-http
+/// page on the same name is another site); without, a page of the host the request names,
+/// over http or https (a proxy may end TLS in front of Parlor).
 fn is_own(origin: &str, headers: &HeaderMap, public_url: Option<&str>) -> bool {
     if let Some(public) = public_url.and_then(origin_of) {
-        if origin.eq_ignore_ascii_case(&public) {
-            return true;
-        }
+        return origin.eq_ignore_ascii_case(&public);
     }
     let hosts: Vec<_> = headers.get_all(header::HOST).iter().collect();
     let [host] = hosts.as_slice() else {

@@ -6,14 +6,18 @@
 //!    plain 404, and a method the route does not answer a 405, before any session, cookie
 //!    or page rendering;
 //! 3. the route's limiter, per client address;
-//! 4. who is asking (a personal token, the trusted proxy's header, a login cookie, the admin
+//! 4. where there is something to protect, the name the request gives Parlor ([`host`]:
+//!    `PARLOR_PUBLIC_URL`'s host, `localhost` or an IP address; else a 421);
+//! 5. who is asking (a personal token, the trusted proxy's header, a login cookie, the admin
 //!    or MCP token) and whether the route's access lets them in;
-//! 5. for a state-changing request carrying a browser's credentials, that it comes from
+//! 6. for a state-changing request from a browser (its credentials, or with accounts off
+//!    anything a browser sends: a cookie, `Origin`, `Sec-Fetch-Site`), that it comes from
 //!    Parlor's own pages (CSRF).
 //!
 //! What passes carries its [`crate::table::Route`] in the request's extensions.
 
-pub mod path;
+mod host;
+mod path;
 pub mod session;
 
 use crate::accounts::gate::{identify, refuse_as, same_origin, Found, Via};
@@ -127,6 +131,15 @@ pub async fn gate(State(gate): State<Arc<Gate>>, mut request: Request, next: Nex
         }
         return refused;
     }
+    // Where there is something to protect, only under Parlor's own names (a page of another
+    // name that resolves here, DNS rebinding, would otherwise be a page of this site).
+    let protected = !(route.access == Access::Public && route.limit == Limit::None);
+    if protected {
+        let public_url = gate.services.config.public_url.as_deref();
+        if let Err(why) = host::check(&request, public_url) {
+            return plain(StatusCode::MISDIRECTED_REQUEST, &why);
+        }
+    }
     request.extensions_mut().insert(route);
     match let_in(&gate, route, &mut request).await {
         Ok(()) => next.run(request).await,
@@ -148,12 +161,15 @@ async fn let_in(gate: &Gate, route: &'static Route, request: &mut Request) -> Re
         return Ok(());
     }
     let Some(accounts) = services.accounts.as_deref() else {
-        // Accounts off: only a request carrying the browser's cookie has anything a
-        // foreign page could borrow.
-        if changes_state(request.method())
-            && route.csrf
-            && request.headers().contains_key(header::COOKIE)
-        {
+        // Accounts off: a script may chat without a cookie, but a browser may not be made
+        // to by a foreign page (which can reach a Parlor on the user's own machine): what
+        // carries the browser's cookie, or says a browser sent it, must come from Parlor's
+        // own pages.
+        let headers = request.headers();
+        let from_a_browser = [header::COOKIE.as_str(), "origin", "sec-fetch-site"]
+            .iter()
+            .any(|name| headers.contains_key(*name));
+        if changes_state(request.method()) && route.csrf && from_a_browser {
             from_own_pages(request, services).map_err(|why| refuse(StatusCode::FORBIDDEN, why))?;
         }
         return Ok(());

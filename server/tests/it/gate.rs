@@ -47,12 +47,22 @@ pub async fn raw(
     headers: &[(String, String)],
     body: &str,
 ) -> Raw {
+    let host = server.addr.to_string();
+    raw_to(server, &host, (method, target), headers, body).await
+}
+
+/// [`raw`], naming Parlor `host` in the `Host` header.
+pub async fn raw_to(
+    server: &TestServer,
+    host: &str,
+    (method, target): (&str, &str),
+    headers: &[(String, String)],
+    body: &str,
+) -> Raw {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let mut request = format!(
-        "{method} {target} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-        server.addr
-    );
+    let mut request =
+        format!("{method} {target} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -417,8 +427,13 @@ impl Target {
 
 /// The JSON body a state-changing request carries (from Parlor's own page).
 fn own_page(target: &Target) -> Vec<(String, String)> {
+    // With a public URL, that is the page's origin; else the address it was reached at.
+    let origin = match target.mode {
+        Mode::Oidc => "http://parlor.test".to_owned(),
+        _ => format!("http://{}", target.server.addr),
+    };
     vec![
-        ("origin".into(), format!("http://{}", target.server.addr)),
+        ("origin".into(), origin),
         ("content-type".into(), "application/json".into()),
     ]
 }
@@ -560,19 +575,39 @@ async fn attack(mode: Mode) -> usize {
                         assert_eq!(live().await, before, "{what}: took a session slot");
                     }
                 }
-                // A browser's state change from another site, with a login it would send.
-                if verb.changes_state() && route.csrf && matches!(cred, Cred::Ada | Cred::Root) {
-                    let mut foreign = target.headers_of(cred);
-                    foreign.push(("origin".into(), "http://evil.test".into()));
-                    foreign.push(("content-type".into(), "application/json".into()));
-                    let answer = raw(&target.server, verb.name(), &path, &foreign, "{}").await;
-                    sent += 1;
-                    let what = format!("{what} from another site");
-                    let admitted = target.admits(route, cred);
-                    if admitted {
-                        assert_eq!(answer.status, 403, "{what}: {answer:?}");
+                // A browser's state change from another site, with a login it would send
+                // (accounts off: also without any, a page driving a Parlor on the user's
+                // machine); with a public URL, a plain-http page of its name is another site.
+                let browser = matches!(cred, Cred::Ada | Cred::Root)
+                    || (target.mode == Mode::None && cred == Cred::Nothing);
+                if verb.changes_state() && route.csrf && browser {
+                    let others: &[&str] = match target.mode {
+                        Mode::Oidc => &["http://evil.test", "https://parlor.test"],
+                        _ => &["http://evil.test"],
+                    };
+                    for other in others {
+                        let mut foreign = target.headers_of(cred);
+                        foreign.push(("origin".into(), (*other).into()));
+                        foreign.push(("content-type".into(), "application/json".into()));
+                        let answer = raw(&target.server, verb.name(), &path, &foreign, "{}").await;
+                        sent += 1;
+                        let what = format!("{what} from {other}");
+                        if target.admits(route, cred) {
+                            assert_eq!(answer.status, 403, "{what}: {answer:?}");
+                        }
+                        check(&target, &what, cred, true, &answer);
                     }
-                    check(&target, &what, cred, true, &answer);
+                }
+                // Under a name that is not Parlor's (DNS rebinding), nothing it protects.
+                if verb == route.verbs[0] && cred == Cred::Ada {
+                    let (host, request) = ("evil.test:80", (verb.name(), path.as_str()));
+                    let body = if verb.changes_state() { "{}" } else { "" };
+                    let answer = raw_to(&target.server, host, request, &headers, body).await;
+                    sent += 1;
+                    let what = format!("{what} named {host}");
+                    let open = route.access == Access::Public && route.limit == Limit::None;
+                    assert_eq!(answer.status == 421, !open, "{what}: {answer:?}");
+                    check(&target, &what, cred, !open, &answer);
                 }
             }
         }
