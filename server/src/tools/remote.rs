@@ -31,23 +31,22 @@ pub(super) async fn remote(
     use rmcp::model::{CallToolRequest, ClientRequest};
     let spec = &server.spec;
     let Some(live) = server.live() else {
+        // Its error (a command, a URL) is for admins: /readyz and the log have it.
         let why = match server.status() {
-            Status::Down { error, .. } => error,
+            Status::Down { retry_secs, .. } => {
+                format!("it is down; Parlor starts it again in {retry_secs} s")
+            }
             Status::Starting => "it is starting".into(),
             other => other.to_string(),
         };
         return Outcome::error(format!("Tool server {:?} is not running ({why}).", spec.id));
-    };
-    let failed = |e: String| {
-        let why = server.fault().unwrap_or(e);
-        Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
     };
     let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let options = rmcp::service::PeerRequestOptions::no_options();
     let mut handle = match live.peer.send_cancellable_request(request, options).await {
         Ok(handle) => handle,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => return failed(server, &e),
     };
     let waiting = Instant::now();
     let timeout = tokio::select! {
@@ -77,8 +76,8 @@ type Answer = Result<
 /// What a server's answer to a call comes to.
 fn answered(server: &ToolServer, answer: Answer) -> Outcome {
     let spec = &server.spec;
-    let failed = |e: String| {
-        let why = server.fault().unwrap_or(e);
+    let failed_as = |why: String| {
+        let why = server.fault().unwrap_or(why);
         Outcome::error(format!("Tool server {:?} failed: {why}", spec.id))
     };
     match answer {
@@ -94,11 +93,27 @@ fn answered(server: &ToolServer, answer: Answer) -> Outcome {
         }
         Ok(Ok(_)) => {
             server.answered();
-            failed("it answered something other than a tool result".into())
+            failed_as("it answered something other than a tool result".into())
         }
-        Ok(Err(e)) => failed(e.to_string()),
-        Err(_) => failed("the connection ended".into()),
+        Ok(Err(e)) => failed(server, &e),
+        Err(_) => failed_as("the connection ended".into()),
     }
+}
+
+/// A call that failed, as the user and the model read it: the server's own error for the
+/// call (an MCP error) as it said it, else that the connection failed. What the transport
+/// said (it may name a command or a URL) goes to the log, for admins.
+fn failed(server: &ToolServer, e: &rmcp::ServiceError) -> Outcome {
+    let id = &server.spec.id;
+    let why = match e {
+        rmcp::ServiceError::McpError(error) => format!("it refused the call: {}", error.message),
+        other => {
+            tracing::warn!("tool server {id:?}: a call failed: {other}");
+            "the connection to it failed".to_owned()
+        }
+    };
+    let why = server.fault().unwrap_or(why);
+    Outcome::error(format!("Tool server {id:?} failed: {why}"))
 }
 
 /// Tells the server a call is abandoned, waiting at most a second (a server that does not

@@ -212,6 +212,34 @@ async fn an_http_server_whose_calls_keep_timing_out_is_marked_down_and_connected
     keeps_timing_out(server.transport(), || ()).await;
 }
 
+#[tokio::test]
+async fn a_failed_call_tells_the_user_and_the_model_no_address() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = HostileHttp::start(log.path());
+    let url = match server.transport() {
+        Transport::Http { url, .. } => url,
+        _ => unreachable!(),
+    };
+    let tools = Tools::start(ToolSpecs {
+        servers: vec![spec("hostile", server.transport())],
+        ..Default::default()
+    });
+    wait_for(&tools, "hostile", "ready").await;
+    // The server goes away while Parlor holds its session.
+    drop(server);
+    let all = agent(&["hostile"]);
+    let failed = run(&tools, &all, &call("hostile__echo", r#"{"text": "x"}"#)).await;
+    assert!(!failed.ok);
+    let said = format!("{failed:?}");
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    assert!(
+        !said.contains("127.0.0.1") && !said.contains(port),
+        "{said}"
+    );
+    assert!(said.contains("hostile"), "it names the server: {said}");
+    tools.shutdown().await;
+}
+
 /// A server over `transport` whose calls time out three times in a row: it is marked down
 /// (what `/readyz` shows), with a wait before it is tried again, then started or connected
 /// again, and answers. `up` is asked while it is up, before and after.
