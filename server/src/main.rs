@@ -140,9 +140,15 @@ async fn serve() -> anyhow::Result<()> {
     let file = std::path::Path::new("Leptos.toml")
         .exists()
         .then_some("Leptos.toml");
-    let leptos = leptos_config::get_configuration(file)
+    let mut leptos = leptos_config::get_configuration(file)
         .context("reading the Leptos configuration (Leptos.toml or LEPTOS_* variables)")?
         .leptos_options;
+    // Leptos takes a run without Leptos.toml or LEPTOS_ENV for development (a looser
+    // Content-Security-Policy, debug logs); a release binary copied anywhere (the Docker
+    // image) is a production one unless told otherwise.
+    if file.is_none() && std::env::var_os("LEPTOS_ENV").is_none() && !cfg!(debug_assertions) {
+        leptos.env = leptos_config::Env::PROD;
+    }
     let config = Config::from_env()?;
     init_logs(&config, matches!(leptos.env, leptos_config::Env::DEV));
     // Every open chat stream holds a socket: allow as many open files as the system lets
