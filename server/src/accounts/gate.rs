@@ -153,6 +153,13 @@ fn accounts_trust(accounts: &Accounts, ip: std::net::IpAddr) -> bool {
         .any(|t| t.to_canonical() == ip)
 }
 
+/// The token of an `Authorization` value of the Bearer scheme (whose name is matched without
+/// case, RFC 9110); `None` for another scheme.
+pub fn bearer_of(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// The bearer token of `Authorization`, if one was sent; more than one, or another scheme,
 /// is refused.
 fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
@@ -162,8 +169,8 @@ fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
         [value] => value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| Some(t.trim()))
+            .and_then(bearer_of)
+            .map(Some)
             .ok_or("Authorization must be \"Bearer <token>\""),
         _ => Err("Authorization was sent more than once"),
     }

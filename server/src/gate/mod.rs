@@ -141,10 +141,18 @@ pub async fn gate(State(gate): State<Arc<Gate>>, mut request: Request, next: Nex
         }
     }
     request.extensions_mut().insert(route);
-    match let_in(&gate, route, &mut request).await {
+    let mut response = match let_in(&gate, route, &mut request).await {
         Ok(()) => next.run(request).await,
         Err(refused) => refused,
+    };
+    // What is not public is someone's (a conversation, an account): no cache keeps it.
+    if route.access != Access::Public {
+        let headers = response.headers_mut();
+        if !headers.contains_key(header::CACHE_CONTROL) {
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        }
     }
+    response
 }
 
 /// Decides access and CSRF for a request of `route`; what it finds about the requester
@@ -343,9 +351,9 @@ fn header_text(request: &Request, name: &str) -> Option<String> {
 /// The bearer token of a single `Authorization` header, if any.
 fn bearer_value(request: &Request) -> Option<String> {
     header_text(request, header::AUTHORIZATION.as_str()).map(|v| {
-        v.strip_prefix("Bearer ")
-            .map(|t| t.trim().to_owned())
+        crate::accounts::gate::bearer_of(&v)
             .unwrap_or_default()
+            .to_owned()
     })
 }
 

@@ -39,7 +39,7 @@ pub async fn get_metrics(
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(crate::accounts::gate::bearer_of);
     let token = bearer.or_else(|| {
         headers
             .get("x-parlor-admin-token")

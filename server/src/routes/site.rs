@@ -150,7 +150,9 @@ pub async fn serve_embedded(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let path = request.uri().path().trim_start_matches('/').to_owned();
-    let Some(file) = (!path.is_empty()).then(|| Site::get(&path)).flatten() else {
+    // A file's name only: `parlor.css/` is no file (the gate answers it 404).
+    let named = !path.is_empty() && !path.ends_with('/');
+    let Some(file) = named.then(|| Site::get(&path)).flatten() else {
         return next.run(request).await;
     };
     let accepts = request

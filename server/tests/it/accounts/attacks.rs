@@ -272,3 +272,42 @@ impl ParseName for str {
         parlor_domain::account::UserName::parse(self).unwrap()
     }
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case_and_private_answers_are_not_cached() {
+    let admin = "attack-admin-token-0123456789";
+    let server = local(&[("PARLOR_ADMIN_TOKEN", admin)]).await;
+    let cookie = cookie_of(&server, "ada").await;
+    let token = make_token(&server, &cookie).await;
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let metrics = client()
+            .get(server.url("/metrics"))
+            .header("authorization", format!("{scheme} {admin}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(metrics.status(), 200, "{scheme} on /metrics");
+        let me = client()
+            .get(server.url("/api/account"))
+            .header("authorization", format!("{scheme} {token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(me.status(), 200, "{scheme} with a personal token");
+        assert_eq!(me.headers()["cache-control"], "no-store", "an account's answer");
+    }
+    let page = client()
+        .get(server.url("/chat?agent=general"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["cache-control"], "no-store", "a logged-in page");
+    // What anyone may fetch keeps its caching.
+    let health = client().get(server.url("/healthz")).send().await.unwrap();
+    assert_ne!(
+        health.headers().get("cache-control").map(|v| v.as_bytes()),
+        Some(&b"no-store"[..])
+    );
+}

@@ -690,10 +690,15 @@ async fn hole_14_a_proxys_user_gets_no_login_cookie_to_go_around_the_proxy() {
 async fn hole_15_head_answers_as_get_and_dropped_requests_panic_nothing() {
     // Panics of the page's context, wherever they happen in this process, are counted.
     static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static DISPOSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if info.to_string().contains("expected context") {
+        let text = info.to_string();
+        if text.contains("expected context") {
             PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if text.contains("already been disposed") {
+            DISPOSED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         previous(info);
     }));
@@ -709,7 +714,25 @@ async fn hole_15_head_answers_as_get_and_dropped_requests_panic_nothing() {
         assert_eq!(head.status, get.status, "{path}");
         assert!(head.body.is_empty(), "{path}");
     }
-    // Clients that leave mid-answer, many times over.
+    // HEAD in parallel (the connection drops a HEAD's body at once): 8 clients, 40 each.
+    let heads = (0..8).map(|_| {
+        let server = &server;
+        async move {
+            for _ in 0..40 {
+                let head = raw(server, "HEAD", "/chat?agent=general", &[], "").await;
+                assert_eq!(head.status, 200);
+            }
+        }
+    });
+    futures::future::join_all(heads).await;
+    assert_eq!(
+        DISPOSED.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a page's reactive state read after it was disposed"
+    );
+    // Clients that leave mid-answer, many times over. (Two hundred renders at once still
+    // make Leptos read a page's state after its disposal at times, in a task of its own:
+    // a known gap, see docs/security.md; the context panic of this hole must not happen.)
     use tokio::io::AsyncWriteExt;
     for n in 0..200 {
         let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
@@ -718,7 +741,7 @@ async fn hole_15_head_answers_as_get_and_dropped_requests_panic_nothing() {
             1 => "/chat?agent=general",
             _ => "/",
         };
-        let request = format!("GET {path} HTTP/1.1\r\nhost: parlor\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", server.addr);
         stream.write_all(request.as_bytes()).await.unwrap();
         if n % 2 == 0 {
             tokio::task::yield_now().await;
