@@ -294,7 +294,11 @@ async fn the_bearer_scheme_is_read_in_any_case_and_private_answers_are_not_cache
             .await
             .unwrap();
         assert_eq!(me.status(), 200, "{scheme} with a personal token");
-        assert_eq!(me.headers()["cache-control"], "no-store", "an account's answer");
+        assert_eq!(
+            me.headers()["cache-control"],
+            "no-store",
+            "an account's answer"
+        );
     }
     let page = client()
         .get(server.url("/chat?agent=general"))
@@ -303,7 +307,11 @@ async fn the_bearer_scheme_is_read_in_any_case_and_private_answers_are_not_cache
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
-    assert_eq!(page.headers()["cache-control"], "no-store", "a logged-in page");
+    assert_eq!(
+        page.headers()["cache-control"],
+        "no-store",
+        "a logged-in page"
+    );
     // What anyone may fetch keeps its caching.
     let health = client().get(server.url("/healthz")).send().await.unwrap();
     assert_ne!(
