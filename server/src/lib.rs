@@ -398,7 +398,7 @@ fn pages_router(state: &AppState) -> Router<AppState> {
             services.clone(),
             pages::decide_chat_head,
         ))
-        .layer(middleware::from_fn(pages::render_head_whole))
+        .layer(middleware::from_fn(routes::render::render_whole))
         .merge(routes::tool_secrets::router())
         .layer(middleware::from_fn_with_state(
             services.clone(),

@@ -13,6 +13,7 @@ mod messages;
 pub mod metrics;
 pub mod openapi;
 mod ready;
+pub mod render;
 mod stop;
 mod tool_calls;
 pub mod tool_secrets;

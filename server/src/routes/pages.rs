@@ -109,25 +109,6 @@ impl Backend for PageBackend {
     }
 }
 
-/// The most of a page a `HEAD` renders and throws away.
-const HEAD_RENDER_MAX: usize = 16 * 1024 * 1024;
-
-/// A page asked for with `HEAD` is rendered whole, as for `GET`, and its body dropped only
-/// then: the connection drops a `HEAD`'s body at once, in the middle of a render whose tasks
-/// still read the page's reactive state (which panicked under load). Same status and headers
-/// as `GET`, no body.
-pub async fn render_head_whole(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if request.method() != axum::http::Method::HEAD {
-        return next.run(request).await;
-    }
-    let (parts, body) = next.run(request).await.into_parts();
-    let _ = axum::body::to_bytes(body, HEAD_RENDER_MAX).await;
-    axum::response::Response::from_parts(parts, axum::body::Body::empty())
-}
-
 /// In front of the chat page (`GET /chat`, and `HEAD`): decides its head (does the page exist for this
 /// browser, its title) with a cheap check, puts it into the request for the page to read,
 /// and answers 404 when the page does not exist. The page is streamed, so this is what

@@ -730,9 +730,9 @@ async fn hole_15_head_answers_as_get_and_dropped_requests_panic_nothing() {
         0,
         "a page's reactive state read after it was disposed"
     );
-    // Clients that leave mid-answer, many times over. (Two hundred renders at once still
-    // make Leptos read a page's state after its disposal at times, in a task of its own:
-    // a known gap, see docs/security.md; the context panic of this hole must not happen.)
+    // Clients that leave mid-answer, many times over. (Hundreds at once still make Leptos
+    // read a page's state after its disposal at times, in a task of its own: a known gap,
+    // see docs/security.md; the context panic of this hole must not happen.)
     use tokio::io::AsyncWriteExt;
     for n in 0..200 {
         let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
