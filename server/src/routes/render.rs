@@ -15,20 +15,34 @@ pub async fn render_whole(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::Method;
-    use futures::StreamExt;
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD {
         return next.run(request).await;
     }
-    let Ok(response) = tokio::spawn(next.run(request)).await else {
-        let failed = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
-        return axum::response::IntoResponse::into_response(failed);
-    };
-    let (parts, body) = response.into_parts();
-    if method == Method::HEAD {
-        let _ = axum::body::to_bytes(body, RENDER_MAX).await;
-        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    // All of it in the task: a client that leaves drops only the wait for its answer, never
+    // a body still being rendered.
+    let rendering = tokio::spawn(async move {
+        let (parts, body) = next.run(request).await.into_parts();
+        let body = match method == Method::HEAD {
+            true => {
+                let _ = axum::body::to_bytes(body, RENDER_MAX).await;
+                axum::body::Body::empty()
+            }
+            false => passed_on(body),
+        };
+        axum::response::Response::from_parts(parts, body)
+    });
+    match rendering.await {
+        Ok(response) => response,
+        Err(_) => axum::response::IntoResponse::into_response(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        ),
     }
+}
+
+/// `body` as a task reads it to its end, passing it on while it is read.
+fn passed_on(body: axum::body::Body) -> axum::body::Body {
+    use futures::StreamExt;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, axum::Error>>(8);
     tokio::spawn(async move {
         let (mut chunks, mut read, mut reading) = (body.into_data_stream(), 0, true);
@@ -40,6 +54,5 @@ pub async fn render_whole(
             reading = reading && tx.send(chunk).await.is_ok();
         }
     });
-    let passed_on = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(passed_on))
+    axum::body::Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
 }

@@ -786,3 +786,42 @@ async fn over_http2_parlors_own_page_is_still_its_own() {
         .unwrap();
     assert_eq!(foreign.status(), 403);
 }
+
+#[tokio::test]
+async fn hole_15_clients_that_leave_mid_render_panic_nothing() {
+    // A render the connection dropped halfway read the page's state after its disposal.
+    static DISPOSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.to_string().contains("already been disposed") {
+            DISPOSED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let server = TestServer::start(&[("PARLOR_RATE_LIMIT_PAGES", "0")]).await;
+    // Six hundred at once, GET and HEAD, each leaving right after asking.
+    let leaving = (0..600).map(|n| {
+        let server = &server;
+        async move {
+            use tokio::io::AsyncWriteExt;
+            let path = [
+                "/chat?agent=general&session=gone",
+                "/chat?agent=general",
+                "/",
+            ][n % 3];
+            let method = if n % 4 == 0 { "HEAD" } else { "GET" };
+            let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+            let request = format!("{method} {path} HTTP/1.1\r\nhost: {}\r\n\r\n", server.addr);
+            stream.write_all(request.as_bytes()).await.unwrap();
+            if n % 2 == 0 {
+                tokio::task::yield_now().await;
+            }
+            drop(stream);
+        }
+    });
+    futures::future::join_all(leaving).await;
+    // Their renders finish on their own.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(server.get("/healthz", None).await.0, 200);
+    assert_eq!(DISPOSED.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
