@@ -196,12 +196,12 @@ impl Tools {
                     None => statuses
                         .iter()
                         .find(|(sid, _)| sid == id)
-                        .map(|(_, status)| status.to_string())
+                        .map(|(_, status)| status.for_users())
                         .unwrap_or_default(),
                     Some(None) => {
                         "per user: not running for you (it starts on your next turn)".into()
                     }
-                    Some(Some(mine)) => format!("per user: {}", mine.status()),
+                    Some(Some(mine)) => format!("per user: {}", mine.status().for_users()),
                 };
                 let warnings = own.flatten().map_or_else(|| s.warnings(), |m| m.warnings());
                 parlor_domain::event::tools::ServerReport {

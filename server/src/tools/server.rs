@@ -61,6 +61,18 @@ impl std::fmt::Display for Status {
     }
 }
 
+impl Status {
+    /// As anyone who may chat sees it (the debug panel): a server that is down says so, but
+    /// not why; its error may name a command or a URL with its secrets, and is for admins
+    /// (`/readyz`, the log).
+    pub fn for_users(&self) -> String {
+        match self {
+            Status::Down { retry_secs, .. } => format!("down (retrying in {retry_secs} s)"),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// A server that answers: the peer to call and the tools it offers (checked).
 #[derive(Clone)]
 pub struct Live {

@@ -700,6 +700,11 @@ async fn a_turn_without_a_servers_tools_says_so_without_its_error() {
             reply.body
         );
     }
+    // The debug panel, which anyone who may chat reads, says it is down, not why.
+    let (status, debug) = server.get("/api/chat/tooled/debug", None).await;
+    assert_eq!(status, 200, "{debug}");
+    assert!(debug.contains("\"state\":\"down"), "{debug}");
+    assert!(!debug.contains("nonexistent"), "{debug}");
 }
 
 #[tokio::test]
