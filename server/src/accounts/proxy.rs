@@ -24,7 +24,12 @@ pub fn name_of(identity: &str) -> Option<(UserName, Option<String>)> {
     if !usable {
         return None;
     }
-    if let Some(name) = UserName::from_identity(identity) {
+    // A name shaped as a made one is never taken as sent: it could be another identity's
+    // (`ada-99a563ab2f6e` is `Ada`'s), sent first to take its account or its admin rights.
+    let made_shape = identity.rsplit_once('-').is_some_and(|(_, tail)| {
+        tail.len() == DIGEST_HEX && tail.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    if let Some(name) = UserName::from_identity(identity).filter(|_| !made_shape) {
         return Some((name, None));
     }
     let digest = super::store::hash_secret(identity);
@@ -100,6 +105,17 @@ mod tests {
         assert!(names[6].starts_with("user-"), "{}", names[6]);
         let long = name(&"Ä".repeat(100)).unwrap().0;
         assert!(long.chars().count() <= NAME_MAX, "{long}");
+    }
+
+    #[test]
+    fn a_name_shaped_as_a_made_one_never_takes_it() {
+        let (ada, _) = name("Ada").unwrap();
+        assert_eq!(ada, "ada-99a563ab2f6e");
+        let (sent_first, display) = name("ada-99a563ab2f6e").unwrap();
+        assert_ne!(sent_first, ada);
+        assert_eq!(display.as_deref(), Some("ada-99a563ab2f6e"));
+        // A name that only ends in a short number is taken as sent.
+        assert_eq!(name("ada-2").unwrap(), ("ada-2".into(), None));
     }
 
     #[test]

@@ -275,6 +275,19 @@ fn auth_config(
     if mode == auth::AuthMode::Proxy && trusted_proxies.is_empty() {
         return Err(must_set("PARLOR_TRUSTED_PROXIES", mode));
     }
+    // A proxy's identities are compared exactly: `Ada` in the list would make `ada` the
+    // admin, another person.
+    let admins_text = env.text(&PARLOR_ADMINS).unwrap_or_default();
+    if mode == auth::AuthMode::Proxy && admins_text.chars().any(char::is_uppercase) {
+        return Err(ConfigError::Invalid {
+            var: PARLOR_ADMINS.name,
+            value: admins_text.to_owned(),
+            reason: "with PARLOR_AUTH=proxy identities are compared exactly, and `Ada` is not \
+                     `ada`: list an identity in lower case as the proxy sends it, or the \
+                     account name `parlor user list` shows for it"
+                .into(),
+        });
+    }
     Ok(auth::AuthConfig {
         mode,
         signup: env.value(&PARLOR_SIGNUP)?,

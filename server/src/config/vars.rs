@@ -374,6 +374,11 @@ impl Env {
         (var.field)(&self.0).map(|read| read.text.as_str())
     }
 
+    /// Its text as set (for a check that needs what was written, not what it reads as).
+    pub fn text<T>(&self, var: &Var<T>) -> Option<&str> {
+        self.raw(var)
+    }
+
     fn invalid<T>(var: &Var<T>, text: &str, reason: String) -> ConfigError {
         ConfigError::Invalid {
             var: var.name,

@@ -221,6 +221,11 @@ async fn hole_6_each_identity_a_trusted_proxy_names_is_its_own_account() {
     // nor into each other; each keeps the identity as sent as the name it is shown under.
     // (HTTP itself drops the spaces around a header's value.)
     let mut names = vec![ada["name"].clone()];
+    // Sent first, the name `Ada`'s account will be made under is someone else's identity:
+    // it gets a name of its own, and neither takes Ada's account nor locks her out.
+    let shaped = me("ada-99a563ab2f6e").await;
+    assert_ne!(shaped["name"], "ada-99a563ab2f6e", "{shaped}");
+    assert_eq!(shaped["admin"], false);
     for look_alike in ["Ada", "ADA", "Ada!", "ada@", "a da", ".ada", "ada/", "@@@"] {
         let account = me(look_alike).await;
         assert_eq!(account["display"], look_alike);
@@ -236,6 +241,8 @@ async fn hole_6_each_identity_a_trusted_proxy_names_is_its_own_account() {
         );
         names.push(account["name"].clone());
     }
+    // The name made for `Ada`, sent before her, was not taken as sent: she has it.
+    assert_eq!(me("Ada").await["name"], "ada-99a563ab2f6e");
     let mixed = me("Ada@Example.com").await;
     assert_ne!(mixed["name"], "ada@example.com");
     assert_eq!(mixed["display"], "Ada@Example.com");

@@ -582,6 +582,26 @@ async fn each_mode_is_checked_at_startup_naming_the_variable() {
         .to_string();
     assert!(err.contains("PARLOR_ADMINS"), "{err}");
     assert!(config(&[("PARLOR_AUTH", "local")]).is_ok());
+    // Behind a proxy identities are compared exactly: an admin listed as `Ada` would make
+    // `ada` the admin, another person. In local mode names are one in any case.
+    let proxy = [
+        ("PARLOR_AUTH", "proxy"),
+        ("PARLOR_TRUSTED_PROXIES", "127.0.0.1"),
+    ];
+    let err = config(&[proxy[0], proxy[1], ("PARLOR_ADMINS", "root,Ada")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("PARLOR_ADMINS") && err.contains("exactly"),
+        "{err}"
+    );
+    assert!(config(&[
+        proxy[0],
+        proxy[1],
+        ("PARLOR_ADMINS", "root,ada-99a563ab2f6e")
+    ])
+    .is_ok());
+    assert!(config(&[("PARLOR_AUTH", "local"), ("PARLOR_ADMINS", "Ada")]).is_ok());
     // Accounts are never in memory only.
     let memory = crate::support::config_file(
         "[[histories]]\nid = \"default\"\nbackend = { type = \"memory\" }\n",
