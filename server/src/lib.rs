@@ -335,13 +335,20 @@ pub const METRICS_FAILURES_PER_MINUTE: u32 = gate::ADMIN_GUESSES_PER_MINUTE;
 /// The router of `PARLOR_METRICS_ADDR`: `/metrics` only, without the admin token (the operator
 /// chose a private address for it).
 pub fn metrics_router(services: Arc<Services>) -> Router {
-    Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let services = services.clone();
-            async move { routes::metrics::text(&services).await }
-        }),
-    )
+    let public_url = services.config.public_url.clone();
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let services = services.clone();
+                async move { routes::metrics::text(&services).await }
+            }),
+        )
+        // Under Parlor's own names only, as behind the gate (DNS rebinding).
+        .layer(middleware::from_fn_with_state(
+            public_url,
+            gate::only_own_names,
+        ))
 }
 
 /// The whole HTTP application: the chat API, server functions, pages and static files,

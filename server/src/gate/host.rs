@@ -30,6 +30,21 @@ pub fn check(request: &Request, public_url: Option<&str>) -> Result<(), String> 
     }
 }
 
+/// A middleware for a listener outside the gate (`PARLOR_METRICS_ADDR`): the same rule.
+pub async fn only_own_names(
+    axum::extract::State(public_url): axum::extract::State<Option<String>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match check(&request, public_url.as_deref()) {
+        Ok(()) => next.run(request).await,
+        Err(why) => axum::response::IntoResponse::into_response((
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            why,
+        )),
+    }
+}
+
 /// The host of `host[:port]` (an IPv6 address in brackets keeps them).
 fn name_of(authority: &str) -> &str {
     match authority.rsplit_once(':') {

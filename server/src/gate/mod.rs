@@ -17,6 +17,7 @@
 //! What passes carries its [`crate::table::Route`] in the request's extensions.
 
 mod host;
+pub use host::only_own_names;
 mod path;
 pub mod session;
 
@@ -145,8 +146,9 @@ pub async fn gate(State(gate): State<Arc<Gate>>, mut request: Request, next: Nex
         Ok(()) => next.run(request).await,
         Err(refused) => refused,
     };
-    // What is not public is someone's (a conversation, an account): no cache keeps it.
-    if route.access != Access::Public {
+    // Answers may be someone's (a conversation, an account, an admin's readiness details, a
+    // login's cookie): no cache keeps them. Only the site's own files are for caches.
+    if route.kind != Kind::File {
         let headers = response.headers_mut();
         if !headers.contains_key(header::CACHE_CONTROL) {
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

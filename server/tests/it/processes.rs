@@ -1140,6 +1140,13 @@ fn metrics_can_be_served_on_a_separate_private_address() {
         text.contains("parlor_turns_total{outcome=\"done\"} 1"),
         "{text}"
     );
+    // Under another name (a page of a name pointed at this address: DNS rebinding), not.
+    let rebound = reqwest::blocking::Client::new()
+        .get(format!("http://{addr}/metrics"))
+        .header("host", format!("evil.test:{port}"))
+        .send()
+        .unwrap();
+    assert_eq!(rebound.status(), 421);
     // The main address keeps it behind the admin token (here: none, so off).
     let main = reqwest::blocking::get(server.url("/metrics")).unwrap();
     assert_eq!(main.status(), 404);
