@@ -11,6 +11,13 @@ use std::net::IpAddr;
 /// Whether `request` names Parlor by one of its names; why not, otherwise.
 pub fn check(request: &Request, public_url: Option<&str>) -> Result<(), String> {
     let hosts: Vec<_> = request.headers().get_all(header::HOST).iter().collect();
+    // The target's own authority wins where there is one (HTTP/2's `:authority`, an
+    // absolute-form target: RFC 9113 and 9112), so both names must be Parlor's.
+    if let Some(authority) = request.uri().authority() {
+        if !allowed(authority.as_str(), public_url) {
+            return Err(not_ours(authority.as_str()));
+        }
+    }
     let named = match hosts.as_slice() {
         [one] => one.to_str().ok().map(str::to_owned),
         // HTTP/2 names the host in `:authority`, not in a `Host` header.
@@ -22,12 +29,16 @@ pub fn check(request: &Request, public_url: Option<&str>) -> Result<(), String> 
     };
     match allowed(&named, public_url) {
         true => Ok(()),
-        false => Err(format!(
-            "this Parlor is not served under the name {:?}: set PARLOR_PUBLIC_URL to the \
-             address users reach it at",
-            name_of(&named)
-        )),
+        false => Err(not_ours(&named)),
     }
+}
+
+fn not_ours(authority: &str) -> String {
+    format!(
+        "this Parlor is not served under the name {:?}: set PARLOR_PUBLIC_URL to the address \
+         users reach it at",
+        name_of(authority)
+    )
 }
 
 /// A middleware for a listener outside the gate (`PARLOR_METRICS_ADDR`): the same rule.

@@ -608,6 +608,14 @@ async fn attack(mode: Mode) -> usize {
                     let open = route.access == Access::Public && route.limit == Limit::None;
                     assert_eq!(answer.status == 421, !open, "{what}: {answer:?}");
                     check(&target, &what, cred, !open, &answer);
+                    // The same name in an absolute-form target, beside Parlor's own Host.
+                    let own = target.server.addr.to_string();
+                    let absolute = format!("http://evil.test{path}");
+                    let request = (verb.name(), absolute.as_str());
+                    let answer = raw_to(&target.server, &own, request, &headers, body).await;
+                    sent += 1;
+                    let what = format!("{what}, as {absolute}");
+                    assert_eq!(answer.status == 421, !open, "{what}: {answer:?}");
                 }
             }
         }
