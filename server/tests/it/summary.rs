@@ -364,17 +364,7 @@ async fn summaries_count_against_the_daily_quota() {
         session = json!(reply.session_id());
     }
     let summarizing = || summarizing_requests(&fake);
-    let used = || async {
-        let (_, me) = crate::accounts::get(
-            &server,
-            "/api/account",
-            &crate::accounts::Auth::Cookie(&bob),
-        )
-        .await;
-        serde_json::from_str::<Value>(&me).unwrap()["used_today"]
-            .as_u64()
-            .unwrap()
-    };
+    let used = || crate::accounts::used_today(&server, &bob);
     // The background summarizer asked the model: its tokens are counted too (the fake's
     // answer is no summary, so the run failed; the model was paid for all the same).
     let mut counted = 0;
@@ -409,13 +399,7 @@ async fn compact_counts_against_the_daily_quota() {
         turns += usage.prompt_tokens + usage.completion_tokens;
         session = json!(reply.session_id());
     }
-    let used = || async {
-        let auth = crate::accounts::Auth::Cookie(&bob);
-        let (_, me) = crate::accounts::get(&server, "/api/account", &auth).await;
-        serde_json::from_str::<Value>(&me).unwrap()["used_today"]
-            .as_u64()
-            .unwrap()
-    };
+    let used = || crate::accounts::used_today(&server, &bob);
     assert_eq!(used().await, turns);
     assert_eq!(summarizing_requests(&fake), 0);
     let body = json!({"message": "!compact", "session_id": session});

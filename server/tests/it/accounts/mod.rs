@@ -487,7 +487,8 @@ async fn parallel_turns_reserve_their_tokens_and_cannot_run_far_past_the_quota()
 }
 
 /// What `cookie`'s account used today, as `/api/account` says.
-async fn used_today(server: &TestServer, cookie: &str) -> u64 {
+/// What the account of login `cookie` used today, as `/api/account` says.
+pub async fn used_today(server: &TestServer, cookie: &str) -> u64 {
     let (_, me) = get(server, "/api/account", &Auth::Cookie(cookie)).await;
     let me: Value = serde_json::from_str(&me).unwrap();
     me["used_today"].as_u64().unwrap()
