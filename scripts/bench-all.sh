@@ -35,7 +35,7 @@ for n in $(seq "$runs"); do
   benches=(--bench turns --bench tools --bench auth --bench cache)
   if [ "$n" -eq 1 ]; then
     cargo bench -p parlor-domain --bench plan --bench context | tee "$run/domain.out"
-    benches+=(--bench stores --bench chain --bench mcp --bench search)
+    benches+=(--bench stores --bench chain --bench mcp --bench search --bench handover)
   fi
   cargo bench -p parlor-server "${benches[@]}" | tee "$run/cargo.out"
 done

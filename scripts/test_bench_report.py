@@ -17,6 +17,7 @@ def page(added, p90, kb, first_action):
         "ttft_direct_ms_median": 0.5,
         "new_dialog_floor_ms_median": 1.25,
         "journal_append_ms_median": 0.875,
+        "journal_append_spaced_ms_median": 0.5,
         "ttft_added_back_to_back_ms_median": 2.5,
         "ttft_added_no_write_ms_median": 0.25,
         "ttft_added_no_write_ms_p90": p90 - 0.5,
@@ -67,6 +68,12 @@ class Report(unittest.TestCase):
             # The floor: the journal's synced append less what the model call overlaps.
             self.assertEqual(figures["ttft_added_new_floor_ms"]["median"], 0.375)
             self.assertEqual(figures["journal_append_ms"]["median"], 0.875)
+            # The ratio to the journal append, both ways it is measured: after a pause (as a
+            # turn meets it) and right after another; each judged against 3x.
+            self.assertEqual(figures["ttft_over_spaced_append_new"]["median"], 1.8)
+            self.assertTrue(figures["ttft_over_spaced_append_new"]["met"])
+            self.assertAlmostEqual(figures["ttft_over_journal_new"]["median"], 1.03)
+            self.assertEqual(figures["ttft_over_journal_new"]["target"], 3)
             self.assertEqual(figures["ttft_added_back_to_back_ms"]["median"], 2.5)
             self.assertNotIn("met", figures["ttft_added_back_to_back_ms"])
             self.assertEqual(figures["new_dialog_floor_ms"]["median"], 1.25)
