@@ -87,8 +87,13 @@ pub enum PrefixChange {
     System,
     /// The rolling summary was written or rewritten.
     Summary,
-    /// The window or the budget cut `dropped` older messages.
-    Cut { dropped: usize },
+    /// The policy, the window or the budget left out `dropped` older messages; `by` names
+    /// the chain step that set where the sent part starts (see [`PrefixChange::cut_by`]).
+    Cut {
+        dropped: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// A pin, a "Don't send" mark or a deletion changed which messages are sent.
     Marks,
     /// A context block expired, or a tool result was stubbed.
@@ -98,14 +103,39 @@ pub enum PrefixChange {
 }
 
 impl PrefixChange {
+    /// A cut, told which step made it: the last of the chain's steps that drop older
+    /// messages (the policy, the window, the budget) that removed any on this call, as that
+    /// one decided where the sent part starts. Any other change is returned as it is.
+    pub fn cut_by(self, steps: &[crate::chain::StepReport]) -> PrefixChange {
+        const CUTTERS: [&str; 3] = [crate::chain::POLICY_STEP, "sliding_window", "token_budget"];
+        match self {
+            PrefixChange::Cut { dropped, .. } => PrefixChange::Cut {
+                dropped,
+                by: steps
+                    .iter()
+                    .rev()
+                    .find(|s| s.removed > 0 && CUTTERS.contains(&s.name.as_str()))
+                    .map(|s| s.name.clone()),
+            },
+            other => other,
+        }
+    }
+
     /// What happened, in words (the debug panel's).
     pub fn describe(&self) -> String {
         match self {
             PrefixChange::System => "the system prompt changed".into(),
             PrefixChange::Summary => "the rolling summary was rewritten".into(),
-            PrefixChange::Cut { dropped } => {
-                format!("the window cut {dropped} older message(s)")
-            }
+            PrefixChange::Cut { dropped, by } => match by.as_deref() {
+                Some(crate::chain::POLICY_STEP) => {
+                    format!("the history policy left out {dropped} older message(s)")
+                }
+                Some("sliding_window") => format!("the window cut {dropped} older message(s)"),
+                Some("token_budget") => {
+                    format!("the token budget cut {dropped} older message(s)")
+                }
+                _ => format!("{dropped} older message(s) were left out"),
+            },
             PrefixChange::Marks => {
                 "a pin, a \"Don't send\" mark or a deletion changed what is sent".into()
             }
@@ -221,7 +251,7 @@ pub fn prefix_change(before: &Prefix, now: &Prefix) -> Option<PrefixChange> {
             _ => return Some(PrefixChange::Marks),
         }
     }
-    (dropped > 0).then_some(PrefixChange::Cut { dropped })
+    (dropped > 0).then_some(PrefixChange::Cut { dropped, by: None })
 }
 
 #[cfg(test)]

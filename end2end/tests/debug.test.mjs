@@ -36,8 +36,8 @@ describe('the debug panel', () => {
     assert.equal(await page.locator('.message.not-sent').count(), 2);
     assert.equal(await page.locator('.not-sent-tag').count(), 2);
     assert.match(await fact(page, 'session'), /^[0-9a-f]{8}…$/);
-    // Why the request no longer starts as the last one did: "first" was let go.
-    assert.equal(await fact(page, 'prefix-change'), 'the window cut 1 older message(s)');
+    // Why the request no longer starts as the last one did: lastN (1) let "first" go.
+    assert.equal(await fact(page, 'prefix-change'), 'the history policy left out 1 older message(s)');
     // No cache reported by the upstream yet: no cache line.
     assert.equal(await page.locator('[data-fact="cache"]').count(), 0);
 

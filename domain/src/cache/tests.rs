@@ -76,7 +76,10 @@ fn a_prefix_change_names_its_first_cause() {
     // The window dropped the two oldest.
     assert_eq!(
         prefix_change(&before, &with_prompt(&history[2..], "be brief")),
-        Some(PrefixChange::Cut { dropped: 2 })
+        Some(PrefixChange::Cut {
+            dropped: 2,
+            by: None
+        })
     );
     assert_eq!(
         prefix_change(&before, &with_prompt(&history, "be kind")),
@@ -124,4 +127,53 @@ fn edits_expiry_and_marks_are_told_apart() {
         prefix_change(&before, &with_prompt(&excluded, "be brief")),
         Some(PrefixChange::Marks)
     );
+}
+
+#[test]
+fn a_cut_names_the_step_that_made_it() {
+    use crate::chain::StepReport;
+    let step = |name: &str, removed| StepReport {
+        name: name.into(),
+        removed,
+        added: 0,
+        kept: 4,
+    };
+    let cut = PrefixChange::Cut {
+        dropped: 1,
+        by: None,
+    };
+    // lastN left the oldest out and the window had nothing to cut: the policy's doing.
+    let policy = cut.clone().cut_by(&[
+        step("policy", 3),
+        step("sliding_window", 0),
+        step("role_alternation", 1),
+    ]);
+    assert_eq!(
+        policy.describe(),
+        "the history policy left out 1 older message(s)"
+    );
+    // The policy sent everything, the window cut: the window's.
+    let window = cut
+        .clone()
+        .cut_by(&[step("policy", 0), step("sliding_window", 6)]);
+    assert_eq!(window.describe(), "the window cut 1 older message(s)");
+    // Both cut: the budget, last, decided where the sent part starts.
+    let budget = cut.clone().cut_by(&[
+        step("policy", 2),
+        step("sliding_window", 4),
+        step("token_budget", 2),
+    ]);
+    assert_eq!(budget.describe(), "the token budget cut 1 older message(s)");
+    // Nothing in this call's chain cut (the marks did): said without a cause.
+    assert_eq!(
+        cut.clone().cut_by(&[step("policy", 0)]).describe(),
+        "1 older message(s) were left out"
+    );
+    // Other changes are left as they are, and a cut stored before `by` existed still reads.
+    assert_eq!(
+        PrefixChange::System.cut_by(&[step("policy", 3)]),
+        PrefixChange::System
+    );
+    let stored: PrefixChange = serde_json::from_str(r#"{"reason":"cut","dropped":2}"#).unwrap();
+    assert_eq!(stored.describe(), "2 older message(s) were left out");
 }

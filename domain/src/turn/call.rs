@@ -138,7 +138,8 @@ pub fn meta(info: &mut ConversationInfo, plan: &Plan, input: &CallInput<'_>) -> 
     let before = info.last_turn.as_ref().map(|t| &t.prefix);
     let prefix_change = before
         .filter(|b| !b.is_empty())
-        .and_then(|b| crate::cache::prefix_change(b, &plan.prefix));
+        .and_then(|b| crate::cache::prefix_change(b, &plan.prefix))
+        .map(|change| change.cut_by(&plan.report.chain));
     info.last_turn = Some(Box::new(TurnReport {
         meter: Some(meter.clone()),
         prefix_change,

@@ -230,6 +230,7 @@ async fn each_turn_reports_its_cache_use_and_why_its_prefix_changed() {
     let report = debug().await;
     assert_eq!(report["prefix_change"]["reason"], "cut", "{report}");
     assert_eq!(report["prefix_change"]["dropped"], 2, "{report}");
+    assert_eq!(report["prefix_change"]["by"], "sliding_window", "{report}");
     let metrics = server.admin_get("/metrics", "cache-admin").await;
     let line = metrics.lines().find(|l| {
         l.starts_with("parlor_prompt_tokens_total")
