@@ -219,6 +219,7 @@ fn init_logs(config: &Config, dev: bool) {
         LogFormat::Json => logs.json().init(),
         LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).init(),
     }
+    parlor_server::ops::panics::log_panics();
 }
 
 /// Logs of the CLI's commands: warnings and errors on stderr (unless `RUST_LOG` says

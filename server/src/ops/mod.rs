@@ -5,5 +5,6 @@ pub mod browser;
 pub mod connections;
 pub mod live;
 pub mod metrics;
+pub mod panics;
 pub mod rate_limit;
 pub mod request_id;
