@@ -12,8 +12,11 @@ pub fn log_panics() {
 }
 
 fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
-    let message = info
-        .payload_as_str()
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(a panic without a message)");
     let location = info.location().map(ToString::to_string).unwrap_or_default();
     let thread = std::thread::current();
