@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::Role;
+use crate::message::{Role, ToolCall};
 use proptest::prelude::*;
 
 fn msg(role: Role, n: i64) -> Message {
@@ -276,6 +276,96 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A new message after the path's last, recorded in the tree.
+fn grow(
+    path: &mut Vec<Message>,
+    role: Role,
+    clock: &mut i64,
+    parent_of: &mut HashMap<String, Option<String>>,
+) {
+    *clock += 1;
+    let m = msg(role, *clock);
+    let parent = path.last().map(|p| p.id().into_owned());
+    parent_of.insert(m.id().into_owned(), parent);
+    path.push(m);
+}
+
+/// A reply: one message, or (every other one) a tool exchange: the call, its result, then
+/// the answer.
+fn reply(
+    path: &mut Vec<Message>,
+    clock: &mut i64,
+    parent_of: &mut HashMap<String, Option<String>>,
+) {
+    grow(path, Role::Assistant, clock, parent_of);
+    if *clock % 2 == 0 {
+        let call = path.last_mut().expect("grown");
+        call.tool_calls.push(ToolCall {
+            id: format!("call-{}", call.ts),
+            name: "clock".into(),
+            arguments: "{}".into(),
+        });
+        let result = exchange_result(call, parent_of);
+        path.push(result);
+        grow(path, Role::Assistant, clock, parent_of);
+    }
+}
+
+/// The `tool` message answering the call `call` opens, after it in the tree.
+fn exchange_result(call: &Message, parent_of: &mut HashMap<String, Option<String>>) -> Message {
+    let answer = crate::message::ToolAnswer {
+        tool_call_id: call.tool_calls[0].id.clone(),
+        name: "clock".into(),
+        ok: true,
+        ms: 1,
+        bytes: 5,
+        removed_after: None,
+    };
+    let text = crate::block::Part::Text {
+        text: "12:00".into(),
+    };
+    let mut result = Message::tool_result(answer, vec![text], None, call.ts);
+    result.ensure_id();
+    parent_of.insert(result.id().into_owned(), Some(call.id().into_owned()));
+    result
+}
+
+/// Whether every call in `line` is followed at once by its result, and every result
+/// follows its call: no exchange is split.
+fn exchanges_whole(line: &[Message]) -> bool {
+    line.iter().enumerate().all(|(i, m)| {
+        let call_answered = m.tool_calls.iter().all(|c| {
+            line.get(i + 1)
+                .is_some_and(|next| next.answers() == Some(c.id.as_str()))
+        });
+        let result_called = m.answers().is_none_or(|id| {
+            i.checked_sub(1)
+                .is_some_and(|p| line[p].tool_calls.iter().any(|c| c.id == id))
+        });
+        call_answered && result_called
+    })
+}
+
+/// No exchange is split on the path, nor on any version's line (the path it would make if
+/// chosen), nor does any version start or end inside one.
+fn check_exchanges_whole(path: &[Message], branches: &Branches) -> Result<(), TestCaseError> {
+    prop_assert!(exchanges_whole(path), "the path splits an exchange");
+    for b in &branches.branches {
+        let (first, last) = (b.messages.first().unwrap(), b.messages.last().unwrap());
+        prop_assert!(first.answers().is_none(), "a version starts with a result");
+        prop_assert!(last.tool_calls.is_empty(), "a version ends with a call");
+        let mut line = path.to_vec();
+        if let Some(change) = choose(path, branches, &last.id()).unwrap() {
+            change.apply(&mut line);
+        }
+        prop_assert!(
+            exchanges_whole(&line),
+            "a version's line splits an exchange"
+        );
+    }
+    Ok(())
+}
+
 /// The path is a line of the tree `parent_of` records, every branch follows it too, every
 /// message is stored once, and the branches have no problem.
 fn check_tree(
@@ -301,21 +391,17 @@ fn check_tree(
 }
 
 proptest! {
-    /// Random edits, regenerations and switches: the path is always a whole line of the
-    /// tree the operations made (each message after its parent), nothing is ever lost, the
-    /// chosen message is on the path, and the stored branches have no problem.
+    /// Random edits, regenerations and switches, with tool exchanges among the replies: the
+    /// path is always a whole line of the tree the operations made (each message after its
+    /// parent), nothing is ever lost, the chosen message is on the path, the stored
+    /// branches have no problem, and no exchange is ever split between the path and a
+    /// version (choosing a result or a call in a version brings its whole exchange).
     #[test]
     fn every_change_keeps_the_tree_and_chooses_a_path_of_it(ops in prop::collection::vec(op(), 1..40)) {
         let mut path: Vec<Message> = Vec::new();
         let mut branches = Branches::default();
         let mut parent_of: HashMap<String, Option<String>> = HashMap::new();
         let mut clock = 0;
-        let mut new = |role, parent: Option<&Message>, parent_of: &mut HashMap<_, _>| {
-            clock += 1;
-            let m = msg(role, clock);
-            parent_of.insert(m.id().into_owned(), parent.map(|p| p.id().into_owned()));
-            m
-        };
         for op in ops {
             let change = match op {
                 Op::Turn => None,
@@ -348,18 +434,14 @@ proptest! {
             }
             match op {
                 Op::Choose(_) => {}
-                Op::Regenerate => {
-                    let reply = new(Role::Assistant, path.last(), &mut parent_of);
-                    path.push(reply);
-                }
+                Op::Regenerate => reply(&mut path, &mut clock, &mut parent_of),
                 Op::Turn | Op::Edit(_) => {
-                    let user = new(Role::User, path.last(), &mut parent_of);
-                    path.push(user);
-                    let reply = new(Role::Assistant, path.last(), &mut parent_of);
-                    path.push(reply);
+                    grow(&mut path, Role::User, &mut clock, &mut parent_of);
+                    reply(&mut path, &mut clock, &mut parent_of);
                 }
             }
             check_tree(&path, &branches, &parent_of)?;
+            check_exchanges_whole(&path, &branches)?;
         }
     }
 }
