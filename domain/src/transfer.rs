@@ -10,6 +10,7 @@ use crate::message::{title_of, Message, Role, SendMark, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod openai;
 mod versions;
 
 /// The `format` of Parlor's JSON export.

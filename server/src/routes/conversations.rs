@@ -185,13 +185,20 @@ pub async fn delete_conversation(
     }))
 }
 
+/// What `GET …/export` writes.
+enum ExportFormat {
+    Parlor,
+    Markdown,
+    OpenAi,
+}
+
 #[utoipa::path(
     get,
     path = "/api/chat/{agent_id}/sessions/{session_id}/export",
     params(
         ("agent_id" = String, Path, description = "The conversation's agent"),
         ("session_id" = String, Path, description = "The conversation to export"),
-        ("format" = Option<String>, Query, description = "`json` (Parlor's stored form, what the import reads; the default) or `md` (readable Markdown)"),
+        ("format" = Option<String>, Query, description = "`json` (Parlor's stored form with every version, what the import reads; the default), `md` (readable Markdown of the chosen path) or `openai` (the chosen path as an OpenAI-style messages array, which the import reads too)"),
     ),
     responses(
         (status = 200, description = "The conversation, as a download", content_type = "application/json"),
@@ -206,12 +213,13 @@ pub async fn get_export(
     Query(query): Query<Vec<(String, String)>>,
     requester: Requester,
 ) -> Result<Response, ApiError> {
-    let markdown = match first_value(&query, "format").unwrap_or("json") {
-        "json" => false,
-        "md" | "markdown" => true,
+    let format = match first_value(&query, "format").unwrap_or("json") {
+        "json" => ExportFormat::Parlor,
+        "md" | "markdown" => ExportFormat::Markdown,
+        "openai" => ExportFormat::OpenAi,
         other => {
             return Err(ApiError::bad_request(format!(
-                "unknown format {other:?}: use json or md"
+                "unknown format {other:?}: use json, md or openai"
             )))
         }
     };
@@ -219,14 +227,17 @@ pub async fn get_export(
     let export = conversation::export(found.history.store.as_ref(), &found.info)
         .await
         .map_err(unavailable)?;
-    let (body, content_type, extension) = if markdown {
-        (export.to_markdown(), "text/markdown; charset=utf-8", "md")
-    } else {
-        (
-            serde_json::to_string_pretty(&export).unwrap_or_default(),
+    fn pretty(value: &impl serde::Serialize) -> String {
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    }
+    let (body, content_type, extension) = match format {
+        ExportFormat::Markdown => (export.to_markdown(), "text/markdown; charset=utf-8", "md"),
+        ExportFormat::Parlor => (pretty(&export), "application/json", "json"),
+        ExportFormat::OpenAi => (
+            pretty(&export.to_openai()),
             "application/json",
-            "json",
-        )
+            "openai.json",
+        ),
     };
     let name = format!(
         "parlor-{}-{}.{extension}",

@@ -447,6 +447,44 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
         "{markdown}"
     );
     assert!(markdown.contains("## User · "), "{markdown}");
+    // Markdown and the OpenAI-style export give the chosen path: the edited question, not
+    // the version it replaced (which the JSON export keeps among its branches).
+    assert!(markdown.contains("\ngamma edited\n"), "{markdown}");
+    assert!(!markdown.contains(&original[4].text), "{markdown}");
+    assert!(
+        exported
+            .branches
+            .iter()
+            .flat_map(|b| &b.messages)
+            .any(|m| m.text == original[4].text),
+        "{exported_text}"
+    );
+    let (status, openai) = server
+        .get(
+            &format!("{export_path}?format=openai"),
+            Some(ALICE.as_str()),
+        )
+        .await;
+    assert_eq!(status, 200, "{openai}");
+    let openai: Value = serde_json::from_str(&openai).unwrap();
+    let sent: Vec<(&str, &str)> = openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(sent.len(), after_edit.len(), "{openai}");
+    for ((role, content), stored) in sent.iter().zip(&after_edit) {
+        assert_eq!(*role, stored.role.as_str());
+        assert!(content.starts_with(&stored.text), "{openai}");
+    }
+    // A user message's text context follows its text, as the model received it.
+    assert!(sent[0].1.ends_with("\n\nthe notes"), "{openai}");
+    assert_eq!(sent[4].1, "gamma edited");
+    let (status, _) = server
+        .get(&format!("{export_path}?format=xml"), Some(ALICE.as_str()))
+        .await;
+    assert_eq!(status, 400);
 
     // Import: an export comes back as a new conversation of this browser, message for message.
     let (status, imported) = import(&server, &exported_text, Some(ALICE.as_str())).await;
