@@ -555,3 +555,54 @@ async fn the_summary_changes_with_the_cut_not_a_turn_after_it() {
     let summary = summary_of(&server, &session).await.unwrap();
     assert_eq!(Covers::of(&summary).messages, 12);
 }
+
+/// Choosing a version says what became of the rolling summary: set aside when the path no
+/// longer holds the messages it covers, restored when they come back, kept otherwise.
+#[tokio::test]
+async fn choosing_a_version_says_whether_the_summary_went_or_came_back() {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let first = server.chat("concise", json!({"message": "Alpha."})).await;
+    let session = first.session_id();
+    say(&server, &session, "Beta.").await;
+    say(&server, &session, "Gamma.").await;
+    let before = covering(&server, &session, 2).await;
+    let history = server.services.histories.get("default").unwrap();
+    let id = ConversationId::parse(&session).unwrap();
+    let original = history.store.load(&id).await.unwrap();
+    // An edit of the first question takes what the summary covers off the path.
+    let edit = json!({"session_id": session, "message": "Alpha again.", "edit": original[0].id()});
+    let edited = server.chat("concise", edit).await;
+    assert!(edited.done().is_some(), "{}", edited.body);
+    let choose = |message: String| {
+        let url = format!("/api/chat/concise/sessions/{session}/messages/{message}/choose");
+        let request = server.http.post(server.url(&url)).json(&json!({}));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    // Back to the first version: its summary comes back with it, as it was.
+    let back = choose(original[0].id().into_owned()).await;
+    assert_eq!(back["summary"], "restored", "{back}");
+    assert_eq!(summary_of(&server, &session).await, Some(before.clone()));
+    // The edited version again: the summary is set aside (it describes the other one).
+    let now = history.store.load(&id).await.unwrap();
+    assert_eq!(now, original);
+    let branches = history.store.branches(&id).await.unwrap();
+    let again = branches.branches[0].messages[0].id().into_owned();
+    let away = choose(again).await;
+    assert_eq!(away["summary"], "set aside", "{away}");
+    let covered = summary_of(&server, &session)
+        .await
+        .map(|s| Covers::of(&s).messages);
+    assert!(covered.unwrap_or(0) == 0, "{covered:?}");
+    // A choice that leaves the covered messages where they are keeps it.
+    let same = choose(original[0].id().into_owned()).await;
+    assert_eq!(same["summary"], "restored", "{same}");
+    let last_reply = original.last().unwrap().id().into_owned();
+    let kept = choose(last_reply).await;
+    assert_eq!(kept["summary"], "kept", "{kept}");
+}
