@@ -10,6 +10,17 @@ import { openChat, replyFinished, send, transcript, withUpstream } from './harne
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
+/** The serious and critical faults axe-core (WCAG 2.x A and AA) finds in the transcript. */
+async function transcriptFaults(page) {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const result = await globalThis.axe.run(document.querySelector('.transcript'),
+      { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    return result.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
+      .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}`));
+  });
+}
+
 const userMessage = (page, text) =>
   page.locator('.transcript > article.message.user', { hasText: text });
 const versionsOf = (message) => message.locator('.versions .version-count');
@@ -66,6 +77,13 @@ describe('versions', () => {
     const box = await page.locator('.versions').first().boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= 375, JSON.stringify(box));
 
+    // No accessibility fault at 375 px in ‹ n/m ›, nor in the open edit form.
+    assert.deepEqual(await transcriptFaults(page), [], '375 px');
+    await userMessage(page, 'plan a trip to Lisbon').locator('button.edit').click();
+    await page.locator('.edit-form textarea').waitFor();
+    assert.deepEqual(await transcriptFaults(page), [], 'the edit form at 375 px');
+    await page.locator('.edit-form button.cancel-edit').click();
+
     // ‹ on the reply by mouse: its first version.
     await chosen(page, () => reply.locator('button.version-prev').click());
     assert.equal(await versionsOf(page.locator('.transcript > article.message.assistant').last()).innerText(), '1/2');
@@ -112,14 +130,7 @@ describe('versions', () => {
     assert.equal((await transcript(page))[0][1], 'plan a trip to Lisbon');
 
     // No accessibility fault in the versions controls.
-    await page.evaluate(axeSource);
-    const found = await page.evaluate(async () => {
-      const result = await globalThis.axe.run(document.querySelector('.transcript'),
-        { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-      return result.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
-        .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}`));
-    });
-    assert.deepEqual(found, []);
+    assert.deepEqual(await transcriptFaults(page), []);
     assert.deepEqual(errors, []);
     await other.close();
     await context.close();
