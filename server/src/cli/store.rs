@@ -294,12 +294,7 @@ impl StoreCli<'_> {
 /// interrupted (a version already on the path) are hidden and removed at the next change:
 /// not a problem.
 async fn problems_of(store: &Store, session: &ConversationId) -> Result<Vec<String>, CliError> {
-    let mut problems: Vec<String> = store
-        .set_aside(session)
-        .await?
-        .into_iter()
-        .map(|name| format!("{name} was set aside: it did not read (see the server log)"))
-        .collect();
+    let mut problems = store.unreadable(session).await?;
     match (store.load(session).await, store.branches(session).await) {
         (Ok(path), Ok(branches)) => problems.extend(branches.tidy(&path).problems(&path)),
         (Err(e), _) | (_, Err(e)) => problems.push(format!("does not read: {e}")),

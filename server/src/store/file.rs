@@ -277,8 +277,10 @@ impl ConversationStore for FileStore {
         self.locked(id, move |d| d.rebranch(&change)).await
     }
 
-    async fn set_aside(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
-        self.locked(id, |d| d.set_aside()).await
+    async fn unreadable(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
+        let names = self.locked(id, |d| d.set_aside()).await?;
+        let said = |name| format!("{name} was set aside: it did not read (see the server log)");
+        Ok(names.into_iter().map(said).collect())
     }
 
     async fn append_stamped(

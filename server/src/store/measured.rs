@@ -128,8 +128,8 @@ impl<S: ConversationStore> ConversationStore for Measured<S> {
     ) -> Result<parlor_domain::branch::Branches, StoreError> {
         self.timed("branches", self.inner.branches(id)).await
     }
-    async fn set_aside(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
-        self.inner.set_aside(id).await
+    async fn unreadable(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
+        self.inner.unreadable(id).await
     }
     async fn rebranch_if(
         &self,

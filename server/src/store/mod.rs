@@ -324,9 +324,10 @@ pub trait ConversationStore: Send + Sync + 'static {
     /// Messages kept on the path are not rewritten, so a mark or prune made meanwhile stays.
     async fn rebranch_if(&self, id: &ConversationId, change: &Rebranch)
         -> Result<bool, StoreError>;
-    /// Files of the conversation set aside because they did not read (a file history moves
-    /// such a file aside rather than overwrite it), for `parlor store check`.
-    async fn set_aside(&self, _id: &ConversationId) -> Result<Vec<String>, StoreError> {
+    /// What of the conversation did not read and is left out, a sentence each, for
+    /// `parlor store check`: a file history moves such a file aside rather than overwrite it;
+    /// Redis skips such an item of the versions' list.
+    async fn unreadable(&self, _id: &ConversationId) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
     /// The conversation's rolling summary ([`parlor_domain::summary`]); `None` when there

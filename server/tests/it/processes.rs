@@ -1244,3 +1244,48 @@ fn store_check_names_versions_that_do_not_lead_back_to_the_path() {
     let page = reqwest::blocking::get(server.url("/chat?agent=general&session=talk")).unwrap();
     assert_ne!(page.status(), 500);
 }
+
+#[test]
+fn on_redis_store_check_names_a_version_that_does_not_read() {
+    let redis = RedisServer::start().unwrap();
+    let config = crate::support::redis_history(&redis.url(), "chk:");
+    let path = config.path().display().to_string();
+    let vars = [("PARLOR_CONFIG", path.as_str())];
+    let data = tempfile::tempdir().unwrap();
+    let mut connection = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut push = |key: &str, item: &str| {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(key)
+            .arg(item)
+            .query(&mut connection)
+            .unwrap();
+    };
+    push(
+        "chk:default:talk",
+        r#"{"role":"user","text":"hello","ts":5,"id":"q1"}"#,
+    );
+    push(
+        "chk:default:talk",
+        r#"{"role":"assistant","text":"hi","ts":6,"id":"a1"}"#,
+    );
+    let branches = "chk:default:talk:branches";
+    push(
+        branches,
+        r#"{"parent":"q1","messages":[{"role":"assistant","text":"x","ts":7,"id":"a2"}]}"#,
+    );
+    let (ok, out, err) = parlor_cli(&vars, &["store", "check"], data.path());
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("default: 1 conversation(s) checked"), "{out}");
+    // A damaged item: every reader skips it, and the check names it.
+    push(branches, "{not json");
+    let (ok, out, err) = parlor_cli(&vars, &["store", "check"], data.path());
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("item 2 of chk:default:talk:branches does not read"),
+        "{err}"
+    );
+    assert!(err.contains("1 problem(s) found"), "{err}");
+}

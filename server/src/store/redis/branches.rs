@@ -11,13 +11,37 @@ use parlor_domain::branch::{Branches, Rebranch};
 pub(super) const MARKER: &str = "-";
 
 impl RedisStore {
-    pub(super) async fn read_branches(&self, id: &ConversationId) -> Result<Branches, StoreError> {
-        let key = self.branches_key(id);
-        let cmd = &redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone();
+    /// The items of the versions' list, as stored.
+    async fn branch_items(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        let cmd = &redis::cmd("LRANGE").arg(key).arg(0).arg(-1).clone();
         let items: Vec<String> = retrying(&self.connection, |mut c| async move {
             cmd.query_async(&mut c).await
         })
         .await?;
+        Ok(items)
+    }
+
+    /// The items of the versions' list that do not read (skipped by every reader), a
+    /// sentence each.
+    pub(super) async fn unreadable_branches(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Vec<String>, StoreError> {
+        let key = self.branches_key(id);
+        let items = self.branch_items(&key).await?;
+        let unread = items.iter().enumerate().filter_map(|(n, item)| {
+            let error = serde_json::from_str::<parlor_domain::branch::Branch>(item).err()?;
+            Some(format!(
+                "item {} of {key} does not read ({error}): that version is left out",
+                n + 1
+            ))
+        });
+        Ok(unread.collect())
+    }
+
+    pub(super) async fn read_branches(&self, id: &ConversationId) -> Result<Branches, StoreError> {
+        let key = self.branches_key(id);
+        let items = self.branch_items(&key).await?;
         let mut branches = Branches::default();
         for item in items {
             // One damaged item costs its own branch only (`parlor store check` names it).

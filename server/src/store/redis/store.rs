@@ -329,6 +329,10 @@ impl ConversationStore for RedisStore {
         self.read_branches(id).await
     }
 
+    async fn unreadable(&self, id: &ConversationId) -> Result<Vec<String>, StoreError> {
+        self.unreadable_branches(id).await
+    }
+
     async fn rebranch_if(
         &self,
         id: &ConversationId,
