@@ -346,6 +346,44 @@ fn exchanges_whole(line: &[Message]) -> bool {
     })
 }
 
+/// What the next turn sends (policy `all`, no processor, a window wider than the
+/// conversation): exactly the chosen path, then the new question, whatever versions exist.
+fn check_the_next_turn_sends_the_path(path: &[Message]) -> Result<(), TestCaseError> {
+    use crate::chain::{Chain, EstimatedTokens, ModelLimits};
+    use crate::history::{HistoryLength, HistoryPolicy};
+    let mut tail = path.to_vec();
+    let mut next = Message::new(Role::User, "next", i64::MAX);
+    next.ensure_id();
+    tail.push(next);
+    let settings =
+        crate::settings::HistorySettings::fixed(HistoryPolicy::All, HistoryLength::new(20), true);
+    let conversation = tail.clone().into();
+    let chain = Chain::from_names::<&str>(&[]).unwrap();
+    let plan = crate::plan::plan(crate::plan::PlanInput {
+        system: &["prompt".into()],
+        tail: &conversation,
+        stored_total: tail.len(),
+        settings: &settings,
+        chain: &chain,
+        model: &ModelLimits::default(),
+        max_ctx: 10_000,
+        tokens: &EstimatedTokens,
+        context: None,
+        summary: None,
+        older_pins: &[],
+        capped: false,
+    });
+    let sent: Vec<String> = plan
+        .messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .map(|m| m.id().into_owned())
+        .collect();
+    let path_ids: Vec<String> = tail.iter().map(|m| m.id().into_owned()).collect();
+    prop_assert_eq!(sent, path_ids);
+    Ok(())
+}
+
 /// No exchange is split on the path, nor on any version's line (the path it would make if
 /// chosen), nor does any version start or end inside one.
 fn check_exchanges_whole(path: &[Message], branches: &Branches) -> Result<(), TestCaseError> {
@@ -395,7 +433,8 @@ proptest! {
     /// path is always a whole line of the tree the operations made (each message after its
     /// parent), nothing is ever lost, the chosen message is on the path, the stored
     /// branches have no problem, and no exchange is ever split between the path and a
-    /// version (choosing a result or a call in a version brings its whole exchange).
+    /// version (choosing a result or a call in a version brings its whole exchange), and
+    /// the next turn sends exactly the chosen path.
     #[test]
     fn every_change_keeps_the_tree_and_chooses_a_path_of_it(ops in prop::collection::vec(op(), 1..40)) {
         let mut path: Vec<Message> = Vec::new();
@@ -442,6 +481,7 @@ proptest! {
             }
             check_tree(&path, &branches, &parent_of)?;
             check_exchanges_whole(&path, &branches)?;
+            check_the_next_turn_sends_the_path(&path)?;
         }
     }
 }
