@@ -408,6 +408,21 @@ async fn manage(config: Option<tempfile::NamedTempFile>, backups: bool) {
     assert_eq!(renamed["title"], "My notes");
     assert_eq!(info(&server, &session).await.unwrap().title, "My notes");
 
+    // A fork copies the chosen path up to its message, not the version beside it.
+    let (status, fork) = call(
+        &server,
+        Method::POST,
+        &fork_path,
+        Some(json!({"through": after_edit[5].id()})),
+        Some(ALICE.as_str()),
+    )
+    .await;
+    assert_eq!(status, 201, "{fork}");
+    let forked = fork["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(stored(&server, &forked).await, after_edit);
+    let forked_id = ConversationId::parse(&forked).unwrap();
+    assert!(history.store.branches(&forked_id).await.unwrap().is_empty());
+
     // Export: JSON is the stored form, Markdown reads well; only Alice.
     let export_path = format!("{base_path}/export");
     let (status, _) = server.get(&export_path, Some(BOB.as_str())).await;
