@@ -6,6 +6,29 @@ use crate::message::Message;
 use std::collections::{HashMap, HashSet};
 
 impl Branches {
+    /// After the path's messages at `removed` (indexes in `path`, as it was) were removed
+    /// (a pruning pass removes a message left with nothing to send): each version that hung
+    /// off one of them hangs off the nearest message before it that stays (`None`: the
+    /// start), so no version is left without its parent. `None` when none hung off them.
+    pub fn reparented(&self, path: &[Message], removed: &[usize]) -> Option<Branches> {
+        let gone: HashSet<usize> = removed.iter().copied().collect();
+        let mut new_parent: HashMap<String, Option<String>> = HashMap::new();
+        for &at in removed.iter().filter(|&&at| at < path.len()) {
+            let before = (0..at).rev().find(|i| !gone.contains(i));
+            let parent = before.map(|i| path[i].id().into_owned());
+            new_parent.insert(path[at].id().into_owned(), parent);
+        }
+        let mut changed = false;
+        let mut branches = self.clone();
+        for branch in &mut branches.branches {
+            if let Some(parent) = branch.parent.as_deref().and_then(|p| new_parent.get(p)) {
+                branch.parent = parent.clone();
+                changed = true;
+            }
+        }
+        changed.then_some(branches)
+    }
+
     /// Drops the branches whose parent is not stored (on `path` or in another kept branch):
     /// a branch goes with the message it hangs off. `roots_gone` (the path's first messages
     /// were trimmed) drops the versions of the first message too. Returns how many messages

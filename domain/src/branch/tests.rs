@@ -388,3 +388,42 @@ fn a_summary_goes_with_the_messages_it_describes_and_comes_back_with_them() {
     );
     assert!(back.branches.branches.iter().all(|b| b.summary.is_none()));
 }
+
+#[test]
+fn versions_off_a_removed_message_hang_off_the_one_before_it() {
+    // q1 a2 q3 a4 q5 a6: a version of the reply to q3 (off q3), one off q5.
+    let path = linear(6);
+    let mut branches = Branches::default();
+    branches.branches.push(Branch::new(
+        Some(path[2].id().into_owned()),
+        vec![msg(Role::Assistant, 20)],
+    ));
+    branches.branches.push(Branch::new(
+        Some(path[4].id().into_owned()),
+        vec![msg(Role::Assistant, 21)],
+    ));
+    // Nothing hangs off a2: nothing to do.
+    assert_eq!(branches.reparented(&path, &[1]), None);
+    // q3 and a4 go: the version off q3 hangs off a2; the one off q5 stays.
+    let moved = branches.reparented(&path, &[2, 3]).unwrap();
+    assert_eq!(moved.branches[0].parent, Some(path[1].id().into_owned()));
+    assert_eq!(moved.branches[1].parent, Some(path[4].id().into_owned()));
+    let mut after = path.clone();
+    after.drain(2..4);
+    assert!(
+        moved.problems(&after).is_empty(),
+        "{:?}",
+        moved.problems(&after)
+    );
+    // The first messages go: the version hangs off the start.
+    let first = Branches {
+        branches: vec![Branch::new(
+            Some(path[0].id().into_owned()),
+            vec![msg(Role::Assistant, 22)],
+        )],
+    };
+    assert_eq!(
+        first.reparented(&path, &[0]).unwrap().branches[0].parent,
+        None
+    );
+}

@@ -1,5 +1,6 @@
 //! A turn's writes before its message: an edit's or a regeneration's cut, which keeps what
-//! it cuts as a version, then the pruning pass.
+//! it cuts as a version, then the pruning pass (versions off a message it removes hang off
+//! the one before it).
 
 use super::{TurnContext, TurnError};
 use parlor_domain::turn::Decision;
@@ -23,7 +24,20 @@ impl TurnContext<'_> {
             decision.versions = newest;
         }
         if let Some(prune) = &decision.prune {
+            let reparented = self.reparented(decision, prune).await?;
             store.prune(id, prune.offset, &prune.edits).await?;
+            if let Some(branches) = reparented {
+                let path = store.load(id).await?;
+                let change = parlor_domain::branch::Rebranch::keeping(&path, branches);
+                if crate::conversation::versions::rebranch(store.as_ref(), id, change)
+                    .await?
+                    .is_none()
+                {
+                    tracing::warn!(
+                        "{id} changed while its versions were moved off a pruned message"
+                    );
+                }
+            }
             tracing::debug!(
                 "[History] Context pruning in {}: {} block(s) expired, {} message(s) rewritten, \
                  {} removed",
@@ -34,5 +48,31 @@ impl TurnContext<'_> {
             );
         }
         Ok(())
+    }
+
+    /// When the pruning pass removes messages (left with nothing to send) that versions
+    /// hang off: the versions as they will hang off the message before each (read before
+    /// the pass, which changes the path's positions). Rare: reads the whole path then.
+    async fn reparented(
+        &self,
+        decision: &Decision,
+        prune: &parlor_domain::turn::Prune,
+    ) -> Result<Option<parlor_domain::branch::Branches>, TurnError> {
+        if prune.removed() == 0 {
+            return Ok(None);
+        }
+        let (store, id) = (&self.history.store, &decision.info.session_id);
+        let branches = store.branches(id).await?;
+        if branches.is_empty() {
+            return Ok(None);
+        }
+        let path = store.load(id).await?;
+        let removed: Vec<usize> = prune
+            .edits
+            .iter()
+            .filter(|e| e.new.is_none())
+            .map(|e| prune.offset + e.index)
+            .collect();
+        Ok(branches.reparented(&path, &removed))
     }
 }

@@ -703,3 +703,55 @@ async fn the_summary_processor_sends_the_summary_in_place_of_what_the_window_lef
     // Right after the prompt, before the conversation.
     assert_eq!(request["messages"][1]["content"], systems[1]);
 }
+
+/// A message the pruning pass removes (written by another tool with no text of its own, its
+/// blocks expired) takes no version with it: those that hung off it hang off the message
+/// before it (here the conversation's start).
+#[tokio::test]
+async fn versions_off_a_message_pruning_removes_hang_off_the_one_before() {
+    let (_fake, server) = TestServer::with_upstream(&[]).await;
+    let first = server
+        .chat(
+            "general",
+            json!({"message": "look", "context": [{"source": "screen", "blocks": [text("a page")], "save": 1}]}),
+        )
+        .await;
+    let session = first.session_id();
+    let history = server.services.histories.get("default").unwrap();
+    let id = ConversationId::parse(&session).unwrap();
+    // The question as another tool could have written it: its blocks, no text.
+    let mut messages = stored(&server, &session).await;
+    messages[0].text.clear();
+    history.store.replace(&id, &messages).await.unwrap();
+    let question = messages[0].id().into_owned();
+    let mut alternative = Message::new(parlor_domain::Role::Assistant, "another answer", 9);
+    alternative.ensure_id();
+    let branches = parlor_domain::branch::Branches {
+        branches: vec![parlor_domain::branch::Branch::new(
+            Some(question.clone()),
+            vec![alternative.clone()],
+        )],
+    };
+    let change = parlor_domain::branch::Rebranch::keeping(&messages, branches);
+    assert!(history.store.rebranch_if(&id, &change).await.unwrap());
+    for text in ["and now?", "and then?"] {
+        let turn = server
+            .chat("general", json!({"message": text, "session_id": session}))
+            .await;
+        assert!(turn.done().is_some(), "{}", turn.body);
+    }
+    let path = stored(&server, &session).await;
+    assert!(
+        path.iter().all(|m| m.id() != question),
+        "the question was pruned"
+    );
+    let branches = history.store.branches(&id).await.unwrap();
+    assert_eq!(branches.branches.len(), 1, "the version was kept");
+    assert_eq!(branches.branches[0].parent, None);
+    assert_eq!(branches.branches[0].messages, vec![alternative]);
+    assert!(
+        branches.problems(&path).is_empty(),
+        "{:?}",
+        branches.problems(&path)
+    );
+}
