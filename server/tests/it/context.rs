@@ -709,7 +709,19 @@ async fn the_summary_processor_sends_the_summary_in_place_of_what_the_window_lef
 /// before it (here the conversation's start).
 #[tokio::test]
 async fn versions_off_a_message_pruning_removes_hang_off_the_one_before() {
-    let (_fake, server) = TestServer::with_upstream(&[]).await;
+    versions_survive_pruning(&[]).await;
+}
+
+#[tokio::test]
+async fn on_redis_versions_off_a_message_pruning_removes_hang_off_the_one_before() {
+    let redis = RedisServer::start().unwrap();
+    let config = crate::support::redis_history(&redis.url(), "prv:");
+    let path = config.path().display().to_string();
+    versions_survive_pruning(&[("PARLOR_CONFIG", &path)]).await;
+}
+
+async fn versions_survive_pruning(vars: &[(&str, &str)]) {
+    let (_fake, server) = TestServer::with_upstream(vars).await;
     let first = server
         .chat(
             "general",
