@@ -58,6 +58,19 @@ async fn say_as(
     reply
 }
 
+/// A Parlor whose chain has the summary, and a conversation of three turns (Alpha., Beta.,
+/// Gamma.): the first turn falls out of the window, so the summary comes to cover it.
+async fn three_turns_with_a_summary() -> (TestServer, String) {
+    let config = config_file(CHAIN);
+    let path = config.path().display().to_string();
+    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
+    let first = server.chat("concise", json!({"message": "Alpha."})).await;
+    let session = first.session_id();
+    say(&server, &session, "Beta.").await;
+    say(&server, &session, "Gamma.").await;
+    (server, session)
+}
+
 #[tokio::test]
 async fn the_maintenance_signal_is_reported_before_there_is_a_summary() {
     let config = config_file(CHAIN);
@@ -172,13 +185,7 @@ async fn the_mirror_keeps_a_summary_of_what_falls_out_and_it_is_sent_in_its_plac
 
 #[tokio::test]
 async fn compact_brings_the_summary_up_to_date_now() {
-    let config = config_file(CHAIN);
-    let path = config.path().display().to_string();
-    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
-    let first = server.chat("concise", json!({"message": "Alpha."})).await;
-    let session = first.session_id();
-    say(&server, &session, "Beta.").await;
-    say(&server, &session, "Gamma.").await;
+    let (server, session) = three_turns_with_a_summary().await;
     // Whether or not the background run got there first, !compact leaves it covering the
     // first turn, once. While that run is still writing (a loaded machine), !compact says so
     // and is asked again.
@@ -560,13 +567,7 @@ async fn the_summary_changes_with_the_cut_not_a_turn_after_it() {
 /// longer holds the messages it covers, restored when they come back, kept otherwise.
 #[tokio::test]
 async fn choosing_a_version_says_whether_the_summary_went_or_came_back() {
-    let config = config_file(CHAIN);
-    let path = config.path().display().to_string();
-    let server = TestServer::start(&[("PARLOR_CONFIG", &path)]).await;
-    let first = server.chat("concise", json!({"message": "Alpha."})).await;
-    let session = first.session_id();
-    say(&server, &session, "Beta.").await;
-    say(&server, &session, "Gamma.").await;
+    let (server, session) = three_turns_with_a_summary().await;
     let before = covering(&server, &session, 2).await;
     let history = server.services.histories.get("default").unwrap();
     let id = ConversationId::parse(&session).unwrap();
