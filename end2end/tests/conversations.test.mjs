@@ -117,15 +117,6 @@ describe('whole conversations', () => {
     const text = await (await import('node:fs/promises')).readFile(await markdown.path(), 'utf8');
     assert.match(text, /^# Forked notes\n/);
     assert.match(text, /## User · .* UTC\n\ndelta in the fork\n/);
-    // The OpenAI-style export: the same path as messages another tool (or Parlor) reads.
-    await page.locator('.conversation-menu').evaluate((menu) => { menu.open = true; });
-    const [openaiExport] = await Promise.all([
-      page.waitForEvent('download'),
-      page.locator('.menu-items a', { hasText: 'Export as OpenAI messages' }).click(),
-    ]);
-    assert.match(openaiExport.suggestedFilename(), /^parlor-general-.*\.openai\.json$/);
-    const messages = JSON.parse(await (await import('node:fs/promises')).readFile(await openaiExport.path(), 'utf8'));
-    assert.ok(messages.some((m) => m.role === 'user' && m.content === 'delta in the fork'), JSON.stringify(messages));
 
     // Import: an OpenAI-style array becomes a new conversation of this browser, opened.
     const openai = [{ role: 'user', content: 'imported question' }, { role: 'assistant', content: 'imported answer' }];

@@ -237,7 +237,7 @@ fn ChatView() -> impl IntoView {
     })
 }
 
-/// Export the conversation (Markdown, JSON, OpenAI-style messages) or import one: a native disclosure, so it opens
+/// Export the conversation (Markdown, JSON) or import one: a native disclosure, so it opens
 /// before the page is interactive too.
 #[component]
 fn ConversationMenu(state: ChatState, account: Option<String>) -> impl IntoView {
@@ -258,7 +258,6 @@ fn ConversationMenu(state: ChatState, account: Option<String>) -> impl IntoView 
                 {move || export("md").map(|href| view! {
                     <a href=href download>"Export as Markdown"</a>
                     <a href=export("json").unwrap_or_default() download>"Export as JSON"</a>
-                    <a href=export("openai").unwrap_or_default() download>"Export as OpenAI messages"</a>
                 })}
                 <label class="import">
                     "Import a conversation…"
